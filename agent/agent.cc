@@ -1,0 +1,37 @@
+#include "agent/agent.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+
+#include <random>
+#include <spdlog/spdlog.h>
+
+#include "agent/guardian.h"
+#include "agent/log_dir.h"
+#include "agent/supervisor.h"
+
+namespace cxxrun::agent {
+namespace {
+
+std::string random_token() {
+  std::random_device rd;
+  char buf[33];
+  snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return buf;
+}
+
+}  // namespace
+
+int run(const Config& config) {
+  // Console writes must fail with EPIPE rather than kill the agent.
+  signal(SIGPIPE, SIG_IGN);
+  // Orphaned grandchildren are reparented to us, so they can be found and
+  // reaped instead of escaping to init.
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) spdlog::warn("cannot become a child subreaper");
+  const std::string token = random_token();
+  LogDir logs(config);
+  Guardian guardian("CXXRUN_JOB_TOKEN=" + token + ":");
+  return supervise(config, logs, guardian, token);
+}
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,145 @@
+#include "agent/failure.h"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace cxxrun::agent {
+namespace {
+
+std::string format_time(std::chrono::system_clock::time_point tp) {
+  time_t t = std::chrono::system_clock::to_time_t(tp);
+  tm local{};
+  localtime_r(&t, &local);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%d_%H:%M:%S", &local);
+  return buf;
+}
+
+std::string indent_continuation(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    out.push_back(c);
+    if (c == '\n') out += "  ";
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\n')) out.pop_back();
+  return out;
+}
+
+std::optional<std::chrono::system_clock::time_point> parse_timestamp(const nlohmann::json& j) {
+  try {
+    long long secs = j.is_string() ? std::stoll(j.get<std::string>()) : j.get<long long>();
+    return std::chrono::system_clock::time_point(std::chrono::seconds(secs));
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+std::string exit_text(const Failure& f) {
+  if (f.signal) return std::to_string(-f.signal) + " (" + signal_name(f.signal) + ")";
+  return std::to_string(f.exit_code);
+}
+
+void append_failure(std::ostringstream& os, size_t idx, const std::string& host, const Failure& f) {
+  auto message = read_error_file(f.error_file);
+  std::string traceback;
+  if (message) {
+    traceback = message->text;
+  } else if (f.signal) {
+    traceback = "Signal " + std::to_string(f.signal) + " (" + signal_name(f.signal) + ") received by PID " +
+                std::to_string(f.pid);
+  } else {
+    traceback = "<no error file written; see the last stderr lines below>";
+  }
+  os << "[" << idx << "]:\n"
+     << "  time      : " << format_time(message && message->time ? *message->time : f.time) << "\n"
+     << "  host      : " << host << "\n"
+     << "  rank      : " << f.rank << " (local_rank: " << f.local_rank << ")\n"
+     << "  exitcode  : " << exit_text(f) << " (pid: " << f.pid << ")\n"
+     << "  error_file: " << (message ? f.error_file : std::string("<N/A>")) << "\n"
+     << "  traceback : " << indent_continuation(traceback) << "\n";
+  if (!f.stderr_tail.empty()) {
+    os << "  stderr (last " << f.stderr_tail.size() << " lines):\n";
+    for (const auto& line : f.stderr_tail) os << "    " << line << "\n";
+  }
+}
+
+}  // namespace
+
+int shell_exit_code(const Failure& f) { return f.signal ? 128 + f.signal : f.exit_code; }
+
+void set_status(Failure& f, int status) {
+  if (WIFSIGNALED(status)) {
+    f.signal = WTERMSIG(status);
+    f.exit_code = 0;
+  } else {
+    f.signal = 0;
+    f.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::optional<ErrorFileMessage> read_error_file(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  auto data = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (data.is_discarded() || !data.is_object() || !data.contains("message")) return std::nullopt;
+  const auto& m = data["message"];
+  ErrorFileMessage out;
+  if (m.is_object()) {
+    auto extra = m.value("extraInfo", nlohmann::json::object());
+    if (extra.is_object() && extra.contains("py_callstack") && extra["py_callstack"].is_string())
+      out.text = extra["py_callstack"].get<std::string>();
+    else if (m.contains("message") && m["message"].is_string())
+      out.text = m["message"].get<std::string>();
+    else
+      out.text = m.dump();
+    if (extra.is_object() && extra.contains("timestamp")) out.time = parse_timestamp(extra["timestamp"]);
+  } else {
+    out.text = m.is_string() ? m.get<std::string>() : m.dump();
+    if (data.contains("timestamp")) out.time = parse_timestamp(data["timestamp"]);
+  }
+  return out;
+}
+
+std::string describe(const Failure& f) {
+  std::string how = f.signal ? "was killed by " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
+  return "rank " + std::to_string(f.rank) + " (local_rank " + std::to_string(f.local_rank) + ", pid " +
+         std::to_string(f.pid) + ") " + how;
+}
+
+std::string format_summary(const std::string& entrypoint, const std::string& host,
+                           const std::vector<Failure>& failures) {
+  std::ostringstream others;
+  if (failures.size() == 1) others << "  <NO_OTHER_FAILURES>\n";
+  for (size_t i = 1; i < failures.size(); ++i) append_failure(others, i, host, failures[i]);
+  std::ostringstream root;
+  append_failure(root, 0, host, failures[0]);
+
+  std::string title = entrypoint + " FAILED";
+  size_t width = title.size();
+  const std::string others_text = others.str(), root_text = root.str();
+  for (const std::string* block : {&others_text, &root_text}) {
+    std::istringstream lines(*block);
+    for (std::string l; std::getline(lines, l);) width = std::max(width, l.size());
+  }
+  width = std::min<size_t>(width, 60);
+  const std::string eq(width, '='), dash(width, '-');
+  std::ostringstream os;
+  os << "\n" << eq << "\n" << title << "\n" << dash << "\nFailures:\n" << others_text << dash
+     << "\nRoot Cause (first observed failure):\n" << root_text << eq << "\n";
+  return os.str();
+}
+
+}  // namespace cxxrun::agent

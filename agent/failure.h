@@ -1,0 +1,50 @@
+// What the user is told when workers fail: torchrun's ChildFailedError box
+// (reference §5) plus the signal name and the last lines of stderr.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cxxrun::agent {
+
+struct Failure {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = 0;
+  int exit_code = 0;  // valid when signal == 0
+  int signal = 0;     // killed by this signal
+  std::chrono::system_clock::time_point time;
+  std::string error_file;  // path given to the worker; may not exist
+  std::vector<std::string> stderr_tail;
+};
+
+// 0 for a clean exit; the exit code, or 128 + signal. Matches what a shell
+// reports for the same child.
+int shell_exit_code(const Failure& f);
+
+// Decodes a waitpid() status.
+void set_status(Failure& f, int wait_status);
+
+// "SIGSEGV" for 11; "signal 99" for unknown numbers.
+std::string signal_name(int sig);
+
+// The message from a torchelastic error file: py_callstack if present, else
+// the message text. nullopt when missing or unreadable.
+struct ErrorFileMessage {
+  std::string text;
+  std::optional<std::chrono::system_clock::time_point> time;
+};
+std::optional<ErrorFileMessage> read_error_file(const std::string& path);
+
+// One line for the log: "rank 1 (local_rank 1, pid 42) exited with code 3".
+std::string describe(const Failure& f);
+
+// The summary box. `failures` is non-empty; failures[0] is the root cause.
+std::string format_summary(const std::string& entrypoint, const std::string& host,
+                           const std::vector<Failure>& failures);
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,70 @@
+#include "agent/guardian.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "agent/process_tree.h"
+
+namespace cxxrun::agent {
+namespace {
+
+[[noreturn]] void guardian_main(int pipe_r, const std::string& token_prefix) {
+  // Terminal signals are for the agent to handle and forward; the guardian
+  // must stay alive until the agent is gone.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGUSR1, SIGUSR2, SIGPIPE})
+    signal(sig, SIG_IGN);
+  prctl(PR_SET_NAME, "cxxrun-guardian");
+  char byte;
+  while (read(pipe_r, &byte, 1) != 0) {
+    if (errno != EINTR) break;
+  }
+  // Repeat: a process may fork while we sweep.
+  for (int round = 0; round < 5; ++round) {
+    if (signal_processes_with_env(token_prefix, SIGKILL) == 0) break;
+    usleep(10000);
+  }
+  _exit(0);
+}
+
+}  // namespace
+
+Guardian::Guardian(const std::string& token_prefix) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
+  pid_ = fork();
+  if (pid_ < 0) {
+    close(fds[0]), close(fds[1]);
+    throw std::runtime_error(std::string("fork: ") + strerror(errno));
+  }
+  if (pid_ == 0) {
+    close(fds[1]);
+    // Drop every other inherited descriptor so the guardian holds no pipe
+    // or socket of the agent open.
+    int keep = fds[0] == 3 ? 3 : dup2(fds[0], 3);
+    close_range(4, ~0U, 0);
+    guardian_main(keep, token_prefix);
+  }
+  close(fds[0]);
+  pipe_w_ = fds[1];
+}
+
+void Guardian::release() {
+  if (pipe_w_ >= 0) close(pipe_w_);
+  pipe_w_ = -1;
+  if (pid_ > 0) {
+    while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+  }
+}
+
+Guardian::~Guardian() { release(); }
+
+}  // namespace cxxrun::agent

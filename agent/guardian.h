@@ -1,0 +1,33 @@
+// A small process forked at agent start whose only job is to outlive the
+// agent: when the agent dies for any reason, SIGKILL included, the kernel
+// closes the agent's end of a pipe, and the guardian then kills every process
+// of the job (found by its environment token). PR_SET_PDEATHSIG alone covers
+// only direct children.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace cxxrun::agent {
+
+class Guardian {
+ public:
+  // Forks the guardian. Call before any thread is started.
+  explicit Guardian(const std::string& job_token_prefix);
+  ~Guardian();
+  Guardian(const Guardian&) = delete;
+  Guardian& operator=(const Guardian&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Normal exit: the guardian sweeps (finding nothing) and ends.
+  void release();
+  // The agent's SIGCHLD handling reaped the guardian: don't wait for it again.
+  void mark_reaped() { pid_ = -1; }
+
+ private:
+  pid_t pid_ = -1;
+  int pipe_w_ = -1;
+};
+
+}  // namespace cxxrun::agent

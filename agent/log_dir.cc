@@ -1,0 +1,73 @@
+#include "agent/log_dir.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+#include <system_error>
+
+namespace fs = std::filesystem;
+
+namespace cxxrun::agent {
+namespace {
+
+std::string random_suffix() {
+  static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789_";
+  std::random_device rd;
+  std::string s;
+  for (int i = 0; i < 8; ++i) s.push_back(alphabet[rd() % (sizeof alphabet - 1)]);
+  return s;
+}
+
+bool redirects_anything(const StdSpec& spec) {
+  if (spec.all != Std::none) return true;
+  for (const auto& [rank, std] : spec.per_rank)
+    if (std != Std::none) return true;
+  return false;
+}
+
+std::string make_temp_base() {
+  const char* tmp = getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/torchelastic_XXXXXXXX";
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary log directory in " + tmpl);
+  return tmpl;
+}
+
+}  // namespace
+
+LogDir::LogDir(const Config& c) {
+  if (c.log_dir == "/dev/null") return;
+  std::string base = c.log_dir;
+  if (base.empty()) {
+    base = make_temp_base();
+    if (!redirects_anything(c.redirects) && !redirects_anything(c.tee)) remove_at_exit_ = base;
+  }
+  run_dir_ = base + "/" + c.run_id + "_" + random_suffix();
+  std::error_code ec;
+  fs::create_directories(run_dir_, ec);
+  if (ec) throw std::runtime_error("cannot create log directory " + run_dir_ + ": " + ec.message());
+}
+
+LogDir::~LogDir() {
+  std::error_code ec;
+  if (!remove_at_exit_.empty()) fs::remove_all(remove_at_exit_, ec);
+}
+
+void LogDir::prepare_attempt(int attempt, int nproc) {
+  if (!enabled()) return;
+  fs::path dir = fs::path(run_dir_) / ("attempt_" + std::to_string(attempt));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  for (int r = 0; r < nproc; ++r) {
+    fs::create_directories(dir / std::to_string(r), ec);
+    if (ec) throw std::runtime_error("cannot create log directory " + (dir / std::to_string(r)).string() + ": " + ec.message());
+  }
+}
+
+std::string LogDir::file(int attempt, int local_rank, const char* name) const {
+  if (!enabled()) return "";
+  return run_dir_ + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local_rank) + "/" + name;
+}
+
+}  // namespace cxxrun::agent

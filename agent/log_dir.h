@@ -1,0 +1,35 @@
+// torchrun's log layout (reference §4.7):
+//   <base>/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout.log,stderr.log,error.json}
+// base is --log-dir, or a fresh temp dir "torchelastic_*" that is removed at
+// exit when nothing was redirected into it (it then only held error files
+// whose contents were already shown).
+#pragma once
+
+#include <string>
+
+#include "agent/config.h"
+
+namespace cxxrun::agent {
+
+class LogDir {
+ public:
+  explicit LogDir(const Config& config);  // throws std::runtime_error
+  ~LogDir();
+  LogDir(const LogDir&) = delete;
+  LogDir& operator=(const LogDir&) = delete;
+
+  // False for --log-dir=/dev/null: no files at all.
+  bool enabled() const { return !run_dir_.empty(); }
+  const std::string& run_dir() const { return run_dir_; }
+
+  // Empties and recreates attempt_<n>/<rank>/ for every local rank.
+  void prepare_attempt(int attempt, int nproc);
+  // "" when disabled.
+  std::string file(int attempt, int local_rank, const char* name) const;
+
+ private:
+  std::string run_dir_;
+  std::string remove_at_exit_;
+};
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,21 @@
+// Finding every process a job started, wherever it went. Each worker carries
+// CXXRUN_JOB_TOKEN in its environment and its descendants inherit it, so a
+// walk over /proc finds grandchildren that changed session, daemonized or
+// were reparented after their parent died.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace cxxrun::agent {
+
+// Live (non-zombie) processes whose environment holds an entry starting with
+// `token_prefix` (e.g. "CXXRUN_JOB_TOKEN=abcd:"). Never includes the caller.
+std::vector<pid_t> find_processes_with_env(const std::string& token_prefix);
+
+// Sends `sig` to each process found; returns how many were signalled.
+int signal_processes_with_env(const std::string& token_prefix, int sig);
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,81 @@
+#include "agent/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+namespace cxxrun::agent {
+namespace {
+
+std::vector<char*> c_strings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  out.reserve(v.size() + 1);
+  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+void close_pair(int fds[2]) {
+  if (fds[0] >= 0) close(fds[0]);
+  if (fds[1] >= 0) close(fds[1]);
+}
+
+// Runs in the forked child: only async-signal-safe calls from here on.
+[[noreturn]] void exec_child(pid_t agent, int out_w, int err_w, int report_w, char** argv, char** envp) {
+  setsid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != agent) _exit(127);  // the agent died before prctl took hold
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+  dup2(out_w, STDOUT_FILENO);
+  dup2(err_w, STDERR_FILENO);
+  execvpe(argv[0], argv, envp);
+  int err = errno;
+  (void)!write(report_w, &err, sizeof err);
+  _exit(127);
+}
+
+}  // namespace
+
+Spawned spawn_worker(const std::vector<std::string>& argv_s, const std::vector<std::string>& envp_s) {
+  auto argv = c_strings(argv_s);
+  auto envp = c_strings(envp_s);
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
+    int e = errno;
+    close_pair(out), close_pair(err), close_pair(report);
+    throw std::runtime_error(std::string("cannot create pipes: ") + strerror(e));
+  }
+  const pid_t agent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) exec_child(agent, out[1], err[1], report[1], argv.data(), envp.data());
+  int fork_errno = errno;
+  close(out[1]), close(err[1]), close(report[1]);
+  if (pid < 0) {
+    close(out[0]), close(err[0]), close(report[0]);
+    throw std::runtime_error(std::string("fork failed: ") + strerror(fork_errno));
+  }
+  // The report pipe closes on a successful exec; otherwise it carries errno.
+  int exec_errno = 0;
+  ssize_t n;
+  do n = read(report[0], &exec_errno, sizeof exec_errno);
+  while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n == sizeof exec_errno) {
+    close(out[0]), close(err[0]);
+    // The child has exited 127; the agent's SIGCHLD handling reaps it.
+    throw std::runtime_error("cannot execute '" + argv_s[0] + "': " + strerror(exec_errno));
+  }
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  fcntl(err[0], F_SETFL, O_NONBLOCK);
+  return {pid, out[0], err[0]};
+}
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,136 @@
+// Interprets the raw options in a fixed order so that the first error a user
+// sees is the most basic one: value syntax, then features cxxrun lacks, then
+// the program, then the ports.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <stdexcept>
+
+#include "launcher/devices.h"
+#include "launcher/program.h"
+#include "launcher/raw_options.h"
+#include "launcher/rendezvous_choice.h"
+#include "launcher/values.h"
+
+namespace cxxrun::launcher {
+namespace {
+
+using namespace std::chrono;
+
+// torchrun's banner, byte for byte (including the space before the last "\n").
+constexpr const char* kOmpWarning =
+    "\n*****************************************\n"
+    "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid "
+    "your system being overloaded, please further tune the variable for optimal performance in "
+    "your application as needed. \n"
+    "*****************************************";
+
+constexpr double kMaxShutdownSeconds = 1e9;
+
+std::optional<std::string> env_value(const Env& env, std::string_view name) {
+  auto it = env.find(name);
+  if (it == env.end()) return std::nullopt;
+  return it->second;
+}
+
+milliseconds shutdown_timeout(const RawOptions& raw, const Env& env) {
+  std::optional<RawValue> given;
+  if (const RawValue* v = raw.find("shutdown_timeout"))
+    given = *v;
+  else if (auto e = env_value(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"))
+    given = RawValue{*e, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
+  if (!given) return seconds(30);
+  double s = parse_positive_seconds(*given);
+  if (s > kMaxShutdownSeconds) throw UsageError(given->shown() + ": longer than 1e9 seconds");
+  return milliseconds(std::max<long long>(1, std::llround(std::ceil(s * 1000))));
+}
+
+// Accepted and valid, but not something this cxxrun can do.
+void refuse_missing_features(const RawOptions& raw, int min_nodes, int max_nodes) {
+  if (const RawValue* v = raw.find("logs_specs"))
+    throw UsageError(v->shown() +
+                     ": not supported by cxxrun: it names a Python entry point "
+                     "(torchrun.logs_specs group)");
+  if (const RawValue* v = raw.find("numa_binding"))
+    throw NotBuiltYet(v->shown() + ": NUMA binding is not built yet");
+  if (const RawValue& v = raw.at("event_log_handler"); v.text != "null")
+    throw NotBuiltYet(v.shown() + ": event log handlers are not built yet (only 'null')");
+  if (min_nodes != 1 || max_nodes != 1)
+    throw NotBuiltYet(fmt::format(
+        "multi-node rendezvous ({}) is not built yet: this cxxrun runs single-node jobs",
+        raw.at("nnodes").shown()));
+  check_rendezvous_supported(raw);
+}
+
+}  // namespace
+
+Parsed build_config(const RawOptions& raw, const Env& env) {
+  Parsed out;
+  agent::Config& c = out.config;
+
+  // 1. Every value's own syntax.
+  auto [min_nodes, max_nodes] = parse_nnodes(raw.at("nnodes"));
+  c.max_restarts = parse_max_restarts(raw.at("max_restarts"));
+  parse_positive_seconds(raw.at("monitor_interval"));  // we react to exits, not poll
+  check_choice(raw.at("start_method"), {"spawn", "fork", "forkserver"});
+  c.redirects = parse_std_spec(raw.at("redirects"));
+  c.tee = parse_std_spec(raw.at("tee"));
+  c.local_ranks_filter = parse_local_ranks_filter(raw.at("local_ranks_filter"));
+  parse_rdzv_conf(raw.at("rdzv_conf"));
+  const RawValue& signals = raw.at("signals_to_handle");
+  c.signals_to_handle = parse_signals(signals);
+  const RawValue& node_rank = raw.at("node_rank");
+  int rank = parse_int(node_rank);
+  parse_port(raw.at("master_port"));
+  c.shutdown_timeout = shutdown_timeout(raw, env);
+  if (const RawValue* numa = raw.find("numa_binding"))
+    check_choice(*numa, {"node", "socket", "exclusive", "core-complex"});
+
+  // 2. Valid requests for what this cxxrun does not do.
+  refuse_missing_features(raw, min_nodes, max_nodes);
+  if (rank != 0)
+    throw UsageError(fmt::format("{}: must be 0 with {} (node ranks run 0..NNODES-1)",
+                                 node_rank.shown(), raw.at("nnodes").shown()));
+
+  // 3. How many workers, and what each runs.
+  const RawValue& nproc = raw.at("nproc_per_node");
+  bool wants_gpus = nproc.text == "gpu" || nproc.text == "auto";
+  DeviceCounts counts{cpu_count(), wants_gpus ? nvidia_gpu_count(env) : 0};
+  c.nproc_per_node = resolve_nproc(nproc, counts, out.notes);
+
+  if (!raw.has_program)
+    throw UsageError("missing the training program: cxxrun [options] training_script [args...]");
+  Program program = build_program({raw.program, raw.program_args, raw.flag("module"),
+                                   raw.flag("no_python"), raw.flag("run_path")},
+                                  env);
+  c.command = std::move(program.command);
+  c.entrypoint_name = std::move(program.entrypoint_name);
+
+  // 4. Where the workers meet.
+  RendezvousChoice rdzv = choose_rendezvous(raw, out.warnings, out.notes);
+  c.run_id = rdzv.run_id;
+  c.master_addr = rdzv.master_addr;
+  c.master_port = rdzv.master_port;
+  c.group_rank = 0;
+  c.group_world_size = 1;
+  // Worker rank 0 hosts the store on MASTER_PORT until the agent has its own.
+  c.use_agent_store = false;
+
+  // 5. The rest, as torchrun passes it.
+  c.role = raw.at("role").text;
+  if (const RawValue* dir = raw.find("log_dir")) c.log_dir = dir->text;
+  c.log_line_prefix_template = env_value(env, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE").value_or("");
+  if (!env.contains("OMP_NUM_THREADS") && c.nproc_per_node > 1) {
+    c.extra_env.emplace("OMP_NUM_THREADS", "1");
+    out.warnings.push_back(kOmpWarning);
+  }
+  c.extra_env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] =
+      env_value(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING").value_or("1");
+  c.extra_env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = signals.text;
+  return out;
+}
+
+}  // namespace cxxrun::launcher

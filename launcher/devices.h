@@ -1,0 +1,34 @@
+// How many workers "--nproc-per-node=cpu|gpu|auto" means on this machine,
+// found without linking CUDA.
+#pragma once
+
+#include <string>
+
+#include "launcher/options.h"
+#include "launcher/raw_options.h"
+
+namespace cxxrun::launcher {
+
+// Online CPUs (what Python's os.cpu_count() reports).
+int cpu_count();
+
+// NVIDIA GPUs the driver lists under `proc_dir` (one entry per GPU), limited
+// by CUDA_VISIBLE_DEVICES in `env` the way the CUDA runtime reads it.
+int nvidia_gpu_count(const Env& env, const std::string& proc_dir = "/proc/driver/nvidia/gpus");
+
+// How CUDA_VISIBLE_DEVICES narrows `physical` GPUs: entries are read up to the
+// first invalid one (an index out of range, negative or repeated, or junk);
+// "GPU-"/"MIG-" UUIDs count as valid.
+int visible_gpu_count(const std::string& cuda_visible_devices, int physical);
+
+struct DeviceCounts {
+  int cpus = 0;
+  int gpus = 0;
+};
+
+// --nproc-per-node: a positive integer, cpu, gpu or auto. Adds a note saying
+// what a device name resolved to.
+int resolve_nproc(const RawValue& value, const DeviceCounts& counts,
+                  std::vector<std::string>& notes);
+
+}  // namespace cxxrun::launcher

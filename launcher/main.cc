@@ -1,0 +1,64 @@
+// cxxrun: parse, then hand the job to the agent. Every failure ends as one
+// line on stderr: usage errors exit 2 (argparse's code), anything else 1.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "agent/agent.h"
+#include "launcher/options.h"
+
+namespace {
+
+// INFO by default: the agent's lifecycle lines (forwarded signals, restarts)
+// are what a user reads when a job misbehaves. LOGLEVEL, as torch reads it,
+// changes that.
+spdlog::level::level_enum log_level() {
+  const char* env = std::getenv("LOGLEVEL");
+  std::string level = env == nullptr ? "INFO" : env;
+  if (level == "DEBUG") return spdlog::level::debug;
+  if (level == "WARNING" || level == "WARN") return spdlog::level::warn;
+  if (level == "ERROR") return spdlog::level::err;
+  if (level == "CRITICAL") return spdlog::level::critical;
+  return spdlog::level::info;
+}
+
+void setup_logging() {
+  auto logger = spdlog::stderr_color_mt("cxxrun");
+  logger->set_pattern("[%H:%M:%S.%e] [cxxrun] %l: %v");
+  logger->set_level(log_level());
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace launcher = cxxrun::launcher;
+  try {
+    setup_logging();
+    launcher::Parsed parsed = launcher::parse(std::vector<std::string>(argv + 1, argv + argc),
+                                              launcher::current_environment());
+    if (parsed.help) {
+      std::cout << launcher::help_text();
+      return 0;
+    }
+    if (parsed.version) {
+      std::cout << launcher::version_text() << "\n";
+      return 0;
+    }
+    for (const std::string& note : parsed.notes) spdlog::info("{}", note);
+    for (const std::string& warning : parsed.warnings) spdlog::warn("{}", warning);
+    return cxxrun::agent::run(parsed.config);
+  } catch (const launcher::UsageError& e) {
+    std::cerr << "cxxrun: error: " << e.what() << std::endl;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "cxxrun: " << e.what() << std::endl;
+    return 1;
+  } catch (...) {
+    std::cerr << "cxxrun: unexpected internal error" << std::endl;
+    return 1;
+  }
+}

@@ -1,0 +1,124 @@
+#include "launcher/option_table.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace cxxrun::launcher {
+namespace {
+
+using enum EnvFallback;
+using enum Group;
+
+// Help texts follow torch/distributed/run.py, shortened to one line each.
+constexpr OptionSpec kOptions[] = {
+    {"-h,--help", "", nullptr, none, general, "show this help message and exit"},
+
+    {"--nnodes", "NNODES", "1:1", value, workers,
+     "Number of nodes, or the range of nodes in form <minimum_nodes>:<maximum_nodes>."},
+    {"--nproc-per-node,--nproc_per_node", "NPROC_PER_NODE", "1", value, workers,
+     "Number of workers per node; supported values: [auto, cpu, gpu, int]."},
+
+    {"--rdzv-backend,--rdzv_backend", "RDZV_BACKEND", "static", value, rendezvous,
+     "Rendezvous backend: static or c10d."},
+    {"--rdzv-endpoint,--rdzv_endpoint", "RDZV_ENDPOINT", "", value, rendezvous,
+     "Rendezvous backend endpoint; usually in form <host>:<port>."},
+    {"--rdzv-id,--rdzv_id", "RDZV_ID", "none", value, rendezvous, "User-defined group id."},
+    {"--rdzv-conf,--rdzv_conf", "RDZV_CONF", "", value, rendezvous,
+     "Additional rendezvous configuration (<key1>=<value1>,<key2>=<value2>,...)."},
+    {"--standalone", "", nullptr, flag, rendezvous,
+     "Single-node job on a free local port with a fresh run id; --rdzv-backend, "
+     "--rdzv-endpoint and --rdzv-id are ignored."},
+
+    {"--max-restarts,--max_restarts", "MAX_RESTARTS", "0", value, launch,
+     "Maximum number of worker group restarts before failing."},
+    {"--monitor-interval,--monitor_interval", "MONITOR_INTERVAL", "0.1", value, launch,
+     "Accepted for compatibility (seconds, > 0); cxxrun reacts to worker exits at once."},
+    {"--start-method,--start_method", "{spawn,fork,forkserver}", "spawn", value, launch,
+     "Accepted for compatibility; only Python function entrypoints use it."},
+    {"--event-log-handler,--event_log_handler", "EVENT_LOG_HANDLER", "null", value, launch,
+     "Name of a registered event logging handler (only 'null' for now)."},
+    {"--role", "ROLE", "default", value, launch, "User-defined role for the workers."},
+    {"-m,--module", "", nullptr, flag, launch,
+     "Interpret the training script as a Python module, as 'python -m' does."},
+    {"--no-python,--no_python", "", nullptr, flag, launch,
+     "Execute the training program directly instead of through python."},
+    {"--run-path,--run_path", "", nullptr, flag, launch,
+     "Run the training script with runpy.run_path; takes precedence over --no-python."},
+    {"--signals-to-handle,--signals_to_handle", "SIGNALS_TO_HANDLE",
+     "SIGTERM,SIGINT,SIGHUP,SIGQUIT", value, launch,
+     "Comma-separated signals forwarded to the workers (e.g. add SIGUSR1,SIGUSR2 for SLURM)."},
+    {"--shutdown-timeout,--shutdown_timeout", "SECONDS", nullptr, none, launch,
+     "Grace between SIGTERM and SIGKILL when stopping workers (default "
+     "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30)."},
+    {"--numa-binding,--numa_binding", "{node,socket,exclusive,core-complex}", nullptr, none, launch,
+     "Bind workers to CPUs near their GPU (not built yet)."},
+
+    {"--log-dir,--log_dir", "LOG_DIR", nullptr, value, logging,
+     "Base directory for log files; a fresh temporary one when not given, /dev/null for none."},
+    {"-r,--redirects", "REDIRECTS", "0", value, logging,
+     "Redirect std streams into log files (e.g. -r 3 for all workers, -r 0:1,1:2 per local rank)."},
+    {"-t,--tee", "TEE", "0", value, logging,
+     "Tee std streams into log files and the console (see --redirects for the format)."},
+    {"--local-ranks-filter,--local_ranks_filter", "LOCAL_RANKS_FILTER", "", value, logging,
+     "Only show these local ranks' output on the console (e.g. --local-ranks-filter=0,1,2)."},
+    {"--logs-specs,--logs_specs", "LOGS_SPECS", nullptr, none, logging,
+     "torchrun.logs_specs entry point name (a Python plugin; not supported)."},
+
+    {"--node-rank,--node_rank", "NODE_RANK", "0", value, static_rdzv,
+     "Rank of the node for multi-node distributed training."},
+    {"--master-addr,--master_addr", "MASTER_ADDR", "127.0.0.1", value, static_rdzv,
+     "Address of the rank 0 node for the static backend; IPv6 as [::1]."},
+    {"--master-port,--master_port", "MASTER_PORT", "29500", value, static_rdzv,
+     "Port on the rank 0 node for the static backend."},
+    {"--local-addr,--local_addr", "LOCAL_ADDR", nullptr, value, static_rdzv,
+     "Address of the local node."},
+
+    {"--version", "", nullptr, none, general, "show cxxrun's version and exit"},
+};
+
+}  // namespace
+
+std::span<const OptionSpec> option_table() { return kOptions; }
+
+std::string main_name_of(const OptionSpec& spec) {
+  std::string_view rest = spec.names;
+  while (!rest.empty()) {
+    auto comma = rest.find(',');
+    std::string_view name = rest.substr(0, comma);
+    if (name.starts_with("--")) return std::string(name);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+  }
+  return std::string(spec.names);
+}
+
+std::string dest_of(const OptionSpec& spec) {
+  std::string dest = main_name_of(spec).substr(2);
+  std::replace(dest.begin(), dest.end(), '-', '_');
+  return dest;
+}
+
+std::string env_name_of(const OptionSpec& spec) {
+  std::string name = "PET_" + dest_of(spec);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+std::string_view group_title(Group group) {
+  switch (group) {
+    case Group::general:
+      return "options";
+    case Group::workers:
+      return "worker group";
+    case Group::rendezvous:
+      return "rendezvous";
+    case Group::launch:
+      return "launching the training program";
+    case Group::logging:
+      return "logging";
+    case Group::static_rdzv:
+      return "static rendezvous (caffe2-compatible)";
+  }
+  return "";
+}
+
+}  // namespace cxxrun::launcher

@@ -1,0 +1,40 @@
+// One row per launcher option: the CLI11 registration (options.cc) and the
+// --help text (help.cc) are both generated from it, so they cannot drift.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace cxxrun::launcher {
+
+enum class Group { general, workers, rendezvous, launch, logging, static_rdzv };
+
+enum class EnvFallback {
+  none,   // plain argparse option in torchrun
+  value,  // action=env: PET_<DEST> replaces the default
+  flag,   // action=check_env: PET_<DEST> is "0" or "1"
+};
+
+struct OptionSpec {
+  std::string_view names;     // CLI11 list, every spelling: "--nproc-per-node,--nproc_per_node"
+  std::string_view metavar;   // empty for a flag
+  const char* default_value;  // nullptr: none (torch's None)
+  EnvFallback env;
+  Group group;
+  std::string_view help;
+
+  bool is_flag() const { return metavar.empty(); }
+};
+
+std::span<const OptionSpec> option_table();
+
+// argparse's dest: the first long spelling, dashes -> underscores.
+std::string dest_of(const OptionSpec& spec);
+// "PET_" + upper(dest).
+std::string env_name_of(const OptionSpec& spec);
+// "--nproc-per-node": the spelling used in messages.
+std::string main_name_of(const OptionSpec& spec);
+std::string_view group_title(Group group);
+
+}  // namespace cxxrun::launcher

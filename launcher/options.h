@@ -1,0 +1,37 @@
+// Command line + environment -> agent::Config, the way torchrun reads them
+// (torch 1.13 and 2.x option union, PET_* fallbacks), with every value
+// validated before anything starts.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/config.h"
+#include "launcher/errors.h"
+
+namespace cxxrun::launcher {
+
+// The launcher's view of the environment: tests pass their own instead of
+// touching the real one.
+using Env = std::map<std::string, std::string, std::less<>>;
+Env current_environment();
+
+struct Parsed {
+  agent::Config config;
+  bool help = false;                  // -h/--help before the program: print help_text(), exit 0
+  bool version = false;               // --version: print version_text(), exit 0
+  std::vector<std::string> warnings;  // for the WARNING log (torchrun's OMP banner, ...)
+  std::vector<std::string> notes;     // for the INFO log (resolved nproc, rendezvous info)
+};
+
+// `args` excludes argv[0]. Throws UsageError (NotBuiltYet for features that
+// come later) with a one-line message; config is only meaningful when
+// neither help nor version is set.
+Parsed parse(const std::vector<std::string>& args, const Env& env);
+
+std::string help_text();
+std::string version_text();
+
+}  // namespace cxxrun::launcher

@@ -1,0 +1,36 @@
+// What each worker executes: torchrun's python/-m/--no-python/--run-path
+// modes, plus running a native binary or non-Python script directly when the
+// file says it is one (so `cxxrun ./train` works for a C++ program).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/options.h"
+
+namespace cxxrun::launcher {
+
+struct ProgramRequest {
+  std::string program;  // training_script
+  std::vector<std::string> args;
+  bool module = false;
+  bool no_python = false;
+  bool run_path = false;
+};
+
+struct Program {
+  std::vector<std::string> command;  // passed to execvp: a bare name is looked up on PATH
+  std::string entrypoint_name;
+};
+
+// Checks that the program can run (a file that exists and is executable or
+// readable, as the mode needs; the interpreter on PATH) and builds the argv.
+// The interpreter is $PYTHON_EXEC, else "python3". Throws UsageError.
+Program build_program(const ProgramRequest& request, const Env& env);
+
+// execvp's search: each directory of `path` ("" = current directory) for an
+// executable regular file called `name`.
+std::optional<std::string> find_on_path(const std::string& name, const std::string& path);
+
+}  // namespace cxxrun::launcher

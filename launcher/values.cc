@@ -1,0 +1,185 @@
+#include "launcher/values.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <string_view>
+
+namespace cxxrun::launcher {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  for (;;) {
+    auto at = s.find(sep);
+    parts.push_back(s.substr(0, at));
+    if (at == std::string_view::npos) return parts;
+    s.remove_prefix(at + 1);
+  }
+}
+
+template <typename T>
+bool parse_number(std::string_view s, T& out) {
+  s = trim(s);
+  bool negative = false;
+  if (!s.empty() && (s.front() == '+' || s.front() == '-')) {
+    negative = s.front() == '-';
+    s.remove_prefix(1);
+  }
+  if (s.empty() || s.front() == '+' || s.front() == '-') return false;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  if (ec != std::errc() || end != s.data() + s.size()) return false;
+  if (negative) out = -out;
+  return true;
+}
+
+UsageError bad(const RawValue& value, std::string_view rule) {
+  return UsageError(fmt::format("{}: {}", value.shown(), rule));
+}
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// 0 when `name` (with or without "SIG") is not a signal this system knows.
+int signal_number(std::string_view name) {
+  std::string bare = upper(name);
+  if (bare.starts_with("SIG")) bare.erase(0, 3);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    const char* abbrev = sigabbrev_np(sig);
+    if (abbrev != nullptr && bare == abbrev) return sig;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int parse_int(const RawValue& value) {
+  int out = 0;
+  if (!parse_number(value.text, out)) throw bad(value, "not an integer");
+  return out;
+}
+
+double parse_float(const RawValue& value) {
+  double out = 0;
+  if (!parse_number(value.text, out) || !std::isfinite(out)) throw bad(value, "not a number");
+  return out;
+}
+
+std::pair<int, int> parse_nnodes(const RawValue& value) {
+  auto parts = split(value.text, ':');
+  int lo = 0, hi = 0;
+  bool ok = parts.size() <= 2 && parse_number(parts.front(), lo) && parse_number(parts.back(), hi);
+  if (!ok) throw bad(value, "not in \"N\" or \"MIN:MAX\" format");
+  if (!(0 < lo && lo <= hi)) throw bad(value, "node counts must satisfy 0 < MIN <= MAX");
+  return {lo, hi};
+}
+
+int parse_max_restarts(const RawValue& value) {
+  int n = 0;
+  if (!parse_number(value.text, n) || n < 0) throw bad(value, "must be an integer >= 0");
+  return n;
+}
+
+int parse_port(const RawValue& value) {
+  int port = 0;
+  if (!parse_number(value.text, port) || port < 1 || port > 65535)
+    throw bad(value, "must be a port number in 1..65535");
+  return port;
+}
+
+double parse_positive_seconds(const RawValue& value) {
+  double seconds = 0;
+  if (!parse_number(value.text, seconds) || !std::isfinite(seconds) || seconds <= 0)
+    throw bad(value, "must be a number of seconds > 0");
+  return seconds;
+}
+
+agent::StdSpec parse_std_spec(const RawValue& value) {
+  auto std_of = [](char c) { return static_cast<agent::Std>(c - '0'); };
+  auto is_std = [](char c) { return c >= '0' && c <= '3'; };
+  const std::string& s = value.text;
+  agent::StdSpec spec;
+  if (s.size() == 1 && is_std(s[0])) {
+    spec.all = std_of(s[0]);
+    return spec;
+  }
+  for (std::string_view item : split(s, ',')) {
+    // Local ranks are one digit, as in torch's regex: ranks >= 10 cannot be named.
+    bool ok = item.size() == 3 && std::isdigit(static_cast<unsigned char>(item[0])) &&
+              item[1] == ':' && is_std(item[2]);
+    if (!ok) throw bad(value, R"(does not match <^[0123]$> or <^(\d:[0123],)*(\d:[0123])$>)");
+    spec.per_rank[item[0] - '0'] = std_of(item[2]);
+  }
+  spec.per_rank_given = true;
+  return spec;
+}
+
+std::set<int> parse_local_ranks_filter(const RawValue& value) {
+  std::set<int> ranks;
+  if (value.text.empty()) return ranks;
+  for (std::string_view item : split(value.text, ',')) {
+    int rank = 0;
+    if (!parse_number(item, rank))
+      throw bad(value,
+                "--local_ranks_filter must be a comma-separated list of integers e.g. "
+                "--local_ranks_filter=0,1,2");
+    if (rank < 0) throw bad(value, "local ranks cannot be negative");
+    ranks.insert(rank);
+  }
+  return ranks;
+}
+
+std::map<std::string, std::string> parse_rdzv_conf(const RawValue& value) {
+  std::map<std::string, std::string> conf;
+  if (trim(value.text).empty()) return conf;
+  for (std::string_view item : split(trim(value.text), ',')) {
+    auto eq = item.find('=');
+    std::string_view key = trim(item.substr(0, eq));
+    if (key.empty())
+      throw bad(
+          value,
+          "the rendezvous configuration must be in format <key1>=<value1>,...,<keyN>=<valueN>");
+    std::string_view val = eq == std::string_view::npos ? "" : trim(item.substr(eq + 1));
+    if (val.empty())
+      throw bad(value,
+                fmt::format("the rendezvous configuration option '{}' must have a value", key));
+    conf[std::string(key)] = std::string(val);
+  }
+  return conf;
+}
+
+std::vector<int> parse_signals(const RawValue& value) {
+  std::vector<int> signals;
+  for (std::string_view item : split(value.text, ',')) {
+    std::string_view name = trim(item);
+    int sig = signal_number(name);
+    if (sig == 0) throw bad(value, fmt::format("'{}' is not a signal name", name));
+    if (sig == SIGKILL || sig == SIGSTOP)
+      throw bad(value, fmt::format("{} cannot be caught, so it cannot be handled", upper(name)));
+    // The agent watches its workers through SIGCHLD; forwarding it makes no sense.
+    if (sig == SIGCHLD) throw bad(value, "SIGCHLD cannot be forwarded: the agent needs it");
+    if (std::find(signals.begin(), signals.end(), sig) == signals.end()) signals.push_back(sig);
+  }
+  return signals;
+}
+
+void check_choice(const RawValue& value, const std::vector<std::string>& choices) {
+  if (std::find(choices.begin(), choices.end(), value.text) != choices.end()) return;
+  throw bad(value, fmt::format("invalid choice (choose from {})", fmt::join(choices, ", ")));
+}
+
+}  // namespace cxxrun::launcher

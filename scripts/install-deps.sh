@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian package cxxrun needs to build, test and benchmark.
+# Idempotent: packages already present are left alone; apt-get update runs first.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libboost1.81-dev libboost-filesystem1.81-dev
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
+  libgloo-dev
+  python3 python3-torch
+  procps iproute2 util-linux
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: installed ${missing[*]}"

@@ -1,0 +1,79 @@
+"""Shared helpers for process-level tests of the cxxrun binary.
+
+Every wait here has a deadline: a hang fails the test instead of CI.
+"""
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+CXXRUN = os.environ.get("CXXRUN", os.path.join(os.path.dirname(__file__), "../../build/bin/cxxrun"))
+EXAMPLES = os.environ.get("CXXRUN_EXAMPLES", os.path.join(os.path.dirname(__file__), "../../build/examples"))
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PET_", "TORCHELASTIC_", "OMP_NUM_THREADS", "CXXRUN_JOB"))}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run(args, env=None, timeout=60):
+    """Runs cxxrun to completion; returns (returncode, stdout, stderr)."""
+    p = subprocess.run([CXXRUN] + list(args), env=env or clean_env(), capture_output=True,
+                       text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout, p.stderr
+
+
+def start(args, env=None):
+    return subprocess.Popen([CXXRUN] + list(args), env=env or clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def wait_for(predicate, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def alive(pid):
+    """True when pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def read_pids(directory, prefix):
+    pids = []
+    for name in os.listdir(directory):
+        if name.startswith(prefix):
+            with open(os.path.join(directory, name)) as f:
+                text = f.read().strip()
+            if text:
+                pids.append(int(text))
+    return pids
+
+
+class TempDirTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="cxxrun_test_")
+        self.dir = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def script(self, name, body):
+        """Writes an executable shell script and returns its path."""
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write("#!/bin/bash\n" + body)
+        os.chmod(path, 0o755)
+        return path

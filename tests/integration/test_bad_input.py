@@ -1,0 +1,100 @@
+"""Bad input: one clear line naming the value, exit 2, no crash or trace."""
+import os
+import socket
+
+from harness import TempDirTest, clean_env, run
+
+
+class BadInput(TempDirTest):
+    def setUp(self):
+        super().setUp()
+        self.prog = self.script("ok.sh", "exit 0\n")
+
+    def assert_rejected(self, args, needle, env=None):
+        rc, out, err = run(args, env=env, timeout=30)
+        lines = [l for l in err.splitlines() if l.strip()]
+        self.assertEqual(rc, 2, f"{args}: rc={rc} stderr={err!r}")
+        self.assertEqual(len(lines), 1, f"{args}: expected one line, got {err!r}")
+        self.assertTrue(lines[0].startswith("cxxrun: error: "), lines[0])
+        self.assertIn(needle, lines[0])
+        for bad in ("terminate called", "Traceback", "Aborted", "what():"):
+            self.assertNotIn(bad, err)
+        self.assertEqual(out, "")
+
+    def test_nproc_zero(self):
+        self.assert_rejected(["--nproc-per-node=0", self.prog], "0")
+
+    def test_nproc_not_a_number(self):
+        self.assert_rejected(["--nproc-per-node=abc", self.prog], "abc")
+
+    def test_nnodes_min_above_max(self):
+        self.assert_rejected(["--nnodes=2:1", self.prog], "2:1")
+
+    def test_nnodes_garbage(self):
+        self.assert_rejected(["--nnodes=1:2:3", self.prog], "1:2:3")
+
+    def test_redirects_out_of_range(self):
+        self.assert_rejected(["--redirects=7", self.prog], "7")
+
+    def test_tee_bad_map(self):
+        self.assert_rejected(["--tee=0:4", self.prog], "0:4")
+
+    def test_negative_max_restarts(self):
+        self.assert_rejected(["--max-restarts=-1", self.prog], "-1")
+
+    def test_missing_program_argument(self):
+        self.assert_rejected(["--nproc-per-node=2"], "program")
+
+    def test_program_does_not_exist(self):
+        self.assert_rejected(["--no-python", f"{self.dir}/nope"], "nope")
+
+    def test_program_not_executable(self):
+        path = os.path.join(self.dir, "plain.sh")
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        self.assert_rejected(["--no-python", path], "plain.sh")
+
+    def test_python_script_missing(self):
+        self.assert_rejected([f"{self.dir}/missing.py"], "missing.py")
+
+    def test_master_port_in_use(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        try:
+            self.assert_rejected([f"--master-port={port}", self.prog], str(port))
+        finally:
+            s.close()
+
+    def test_module_with_no_python(self):
+        self.assert_rejected(["-m", "--no-python", "json"], "--no-python")
+
+    def test_pet_standalone_true(self):
+        self.assert_rejected([self.prog], "PET_STANDALONE", env=clean_env(PET_STANDALONE="true"))
+
+    def test_pet_nproc_bad_value(self):
+        self.assert_rejected([self.prog], "abc", env=clean_env(PET_NPROC_PER_NODE="abc"))
+
+    def test_unknown_option(self):
+        self.assert_rejected(["--nproc-per-nod=2", self.prog], "--nproc-per-nod")
+
+    def test_multi_node_not_built_yet(self):
+        self.assert_rejected(["--nnodes=2", self.prog], "not built yet")
+
+    def test_etcd_not_supported(self):
+        self.assert_rejected(["--rdzv-backend=etcd", self.prog], "etcd")
+
+    def test_bad_signal_name(self):
+        self.assert_rejected(["--signals-to-handle=SIGFOO", self.prog], "SIGFOO")
+
+    def test_bad_shutdown_timeout(self):
+        self.assert_rejected([self.prog], "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
+                             env=clean_env(TORCH_ELASTIC_SHUTDOWN_TIMEOUT="soon"))
+
+    def test_help_exits_zero(self):
+        rc, out, err = run(["--help"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("usage: cxxrun", out)
+        self.assertIn("--nproc-per-node", out)
+        self.assertIn("--nproc_per_node", out)

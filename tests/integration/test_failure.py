@@ -1,0 +1,69 @@
+"""A failing rank stops the others; the exit code and summary are right."""
+import json
+import os
+import signal
+
+from harness import EXAMPLES, TempDirTest, alive, read_pids, run
+
+
+class FailureReport(TempDirTest):
+    def test_failing_rank_stops_the_others(self):
+        worker = self.script("w.sh", f"""
+echo $$ > {self.dir}/pid.$LOCAL_RANK
+if [ "$RANK" = 2 ]; then
+  while [ $(ls {self.dir} | grep -c '^pid\\.') -lt 4 ]; do sleep 0.01; done
+  echo "about to fail" >&2
+  echo "bad state in rank 2" >&2
+  exit 7
+fi
+exec sleep 60
+""")
+        rc, out, err = run(["--nproc-per-node=4", worker], timeout=30)
+        self.assertEqual(rc, 7, err)
+        self.assertIn("FAILED", err)
+        self.assertIn("rank      : 2 (local_rank: 2)", err)
+        self.assertIn("exitcode  : 7", err)
+        self.assertIn("bad state in rank 2", err)
+        self.assertIn("<NO_OTHER_FAILURES>", err)
+        for pid in read_pids(self.dir, "pid."):
+            self.assertFalse(alive(pid), f"worker {pid} still alive")
+
+    def test_signal_death_reported_as_128_plus_signal(self):
+        worker = self.script("w.sh", '[ "$RANK" = 1 ] && kill -SEGV $$; exec sleep 60\n')
+        rc, out, err = run(["--nproc-per-node=2", worker], timeout=30)
+        self.assertEqual(rc, 128 + signal.SIGSEGV, err)
+        self.assertIn("SIGSEGV", err)
+        self.assertIn(f"Signal {int(signal.SIGSEGV)} (SIGSEGV) received by PID", err)
+
+    def test_error_file_message_in_summary(self):
+        rc, out, err = run(["--nproc-per-node=3", os.path.join(EXAMPLES, "pi"), "--samples", "1000",
+                            "--fail-rank", "1"], timeout=30)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("traceback : rank 1 failed on purpose (--fail-rank)", err)
+        self.assertRegex(err, r"error_file: \S+/attempt_0/1/error\.json")
+
+    def test_python_style_error_file_callstack(self):
+        worker = self.script("w.sh", """
+cat > "$TORCHELASTIC_ERROR_FILE" <<'JSON'
+{"message": {"message": "ValueError: boom", "extraInfo": {"py_callstack": "Traceback (most recent call last):\\n  File x\\nValueError: boom", "timestamp": "1795361529"}}}
+JSON
+exit 1
+""")
+        rc, out, err = run(["--nproc-per-node=1", worker], timeout=30)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("traceback : Traceback (most recent call last):\n    File x\n  ValueError: boom", err)
+
+    def test_success_exits_zero_without_summary(self):
+        rc, out, err = run(["--nproc-per-node=4", os.path.join(EXAMPLES, "pi"), "--samples", "4000"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(out.splitlines()), 4)
+        self.assertNotIn("FAILED", err)
+
+    def test_exec_failure_is_reported(self):
+        # Passes the launcher's checks (it is a file with a shebang), fails at exec.
+        worker = self.script("w.sh", "")
+        with open(worker, "w") as f:
+            f.write("#!/nonexistent/interpreter\n")
+        rc, out, err = run(["--nproc-per-node=2", worker], timeout=30)
+        self.assertEqual(rc, 127, err)
+        self.assertIn("cannot execute", err)

@@ -1,0 +1,72 @@
+"""Per-rank prefixes, --redirects, --tee, --log-dir layout, --local-ranks-filter."""
+import glob
+import os
+
+from harness import TempDirTest, run
+
+HELLO = 'echo "out from $LOCAL_RANK"; echo "err from $LOCAL_RANK" >&2\n'
+
+
+class Output(TempDirTest):
+    def logs(self, rank, stream):
+        [path] = glob.glob(f"{self.dir}/logs/*/attempt_0/{rank}/{stream}.log")
+        with open(path) as f:
+            return f.read()
+
+    def test_prefixed_console_output(self):
+        rc, out, err = run(["--nproc-per-node=3", self.script("h.sh", HELLO)])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(out.splitlines()), [f"[default{r}]:out from {r}" for r in range(3)])
+        for r in range(3):
+            self.assertIn(f"[default{r}]:err from {r}", err.splitlines())
+
+    def test_redirects_all_to_files(self):
+        rc, out, err = run(["--nproc-per-node=2", "--redirects=3", f"--log-dir={self.dir}/logs",
+                            self.script("h.sh", HELLO)])
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("out from", out)
+        self.assertNotIn("err from", err)
+        for r in range(2):
+            self.assertEqual(self.logs(r, "stdout"), f"out from {r}\n")
+            self.assertEqual(self.logs(r, "stderr"), f"err from {r}\n")
+
+    def test_tee_per_rank_map(self):
+        rc, out, err = run(["--nproc-per-node=2", "--tee=0:1", f"--log-dir={self.dir}/logs",
+                            self.script("h.sh", HELLO)])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("[default0]:out from 0", out)
+        self.assertIn("[default1]:out from 1", out)
+        self.assertEqual(self.logs(0, "stdout"), "out from 0\n")
+        self.assertEqual(glob.glob(f"{self.dir}/logs/*/attempt_0/1/stdout.log"), [])
+
+    def test_local_ranks_filter(self):
+        rc, out, err = run(["--nproc-per-node=3", "--local-ranks-filter=0,2", self.script("h.sh", HELLO)])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(out.splitlines()), ["[default0]:out from 0", "[default2]:out from 2"])
+        self.assertNotIn("from 1", err)
+
+    def test_filtered_rank_failure_still_reported(self):
+        worker = self.script("f.sh", '[ "$LOCAL_RANK" = 1 ] && { echo "hidden reason" >&2; exit 3; }; exit 0\n')
+        rc, out, err = run(["--nproc-per-node=2", "--local-ranks-filter=0", worker])
+        self.assertEqual(rc, 3, err)
+        self.assertIn("    hidden reason", err, "the summary shows the last stderr lines anyway")
+
+    def test_partial_last_line_is_not_lost(self):
+        rc, out, err = run(["--nproc-per-node=1", self.script("p.sh", 'printf "no newline"\n')])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, "[default0]:no newline\n")
+
+    def test_log_dir_devnull_disables_files(self):
+        dump = self.script("d.sh", f'echo "[$TORCHELASTIC_ERROR_FILE]" > {self.dir}/ef\n')
+        rc, out, err = run(["--nproc-per-node=1", "--log-dir=/dev/null", dump])
+        self.assertEqual(rc, 0, err)
+        with open(f"{self.dir}/ef") as f:
+            self.assertEqual(f.read().strip(), "[]")
+
+    def test_default_temp_log_dir_is_removed(self):
+        tmp = os.path.join(self.dir, "tmp")
+        os.mkdir(tmp)
+        from harness import clean_env
+        rc, out, err = run(["--nproc-per-node=2", self.script("h.sh", HELLO)], env=clean_env(TMPDIR=tmp))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(os.listdir(tmp), [])

@@ -1,0 +1,43 @@
+"""Signals sent to the agent reach every worker's process group."""
+import os
+import signal
+
+from harness import TempDirTest, read_pids, run, start, wait_for
+
+READY_THEN_WAIT = """
+trap 'echo {sig} > {dir}/got.$LOCAL_RANK; exit {code}' {sig}
+echo $$ > {dir}/ready.$LOCAL_RANK
+sleep 60 &
+wait
+"""
+
+
+class Signals(TempDirTest):
+    def run_and_signal(self, nproc, sig, code, flags=()):
+        worker = self.script("w.sh", READY_THEN_WAIT.format(sig=sig.name[3:], dir=self.dir, code=code))
+        p = start(list(flags) + [f"--nproc-per-node={nproc}", worker])
+        try:
+            wait_for(lambda: len(read_pids(self.dir, "ready.")) == nproc, what="workers to be ready")
+            os.kill(p.pid, sig)
+            out, err = p.communicate(timeout=30)
+        finally:
+            p.kill()
+        got = sorted(n for n in os.listdir(self.dir) if n.startswith("got."))
+        return p.returncode, got, err
+
+    def test_sigusr1_forwarded(self):
+        rc, got, err = self.run_and_signal(
+            3, signal.SIGUSR1, 0, ["--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"])
+        self.assertEqual(got, ["got.0", "got.1", "got.2"], err)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("forwarding SIGUSR1", err)
+
+    def test_sigterm_forwarded_and_agent_exits_143(self):
+        rc, got, err = self.run_and_signal(2, signal.SIGTERM, 0)
+        self.assertEqual(got, ["got.0", "got.1"], err)
+        self.assertEqual(rc, 128 + signal.SIGTERM, err)
+
+    def test_sigint_is_forwarded_as_sigint(self):
+        rc, got, err = self.run_and_signal(2, signal.SIGINT, 0)
+        self.assertEqual(got, ["got.0", "got.1"], err)
+        self.assertEqual(rc, 128 + signal.SIGINT, err)

@@ -1,0 +1,78 @@
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "agent/failure.h"
+
+using namespace cxxrun::agent;
+
+namespace {
+
+std::string temp_file(const std::string& content) {
+  char tmpl[] = "/tmp/cxxrun_err_XXXXXX";
+  int fd = mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, content.data(), content.size()) == ssize_t(content.size()));
+  close(fd);
+  return tmpl;
+}
+
+}  // namespace
+
+TEST_CASE("exit codes follow the shell's convention") {
+  Failure f;
+  set_status(f, W_EXITCODE(3, 0));
+  CHECK(shell_exit_code(f) == 3);
+  set_status(f, W_EXITCODE(0, SIGKILL));
+  CHECK(f.signal == SIGKILL);
+  CHECK(shell_exit_code(f) == 137);
+}
+
+TEST_CASE("signal names") {
+  CHECK(signal_name(SIGSEGV) == "SIGSEGV");
+  CHECK(signal_name(SIGUSR1) == "SIGUSR1");
+  CHECK(signal_name(999) == "signal 999");
+}
+
+TEST_CASE("error file: torch's dict form shows the python call stack") {
+  auto path = temp_file(
+      R"({"message": {"message": "ValueError: boom", "extraInfo": {"py_callstack": "Traceback\nValueError: boom", "timestamp": "1795361529"}}})");
+  auto m = read_error_file(path);
+  unlink(path.c_str());
+  REQUIRE(m);
+  CHECK(m->text == "Traceback\nValueError: boom");
+  REQUIRE(m->time);
+  CHECK(std::chrono::system_clock::to_time_t(*m->time) == 1795361529);
+}
+
+TEST_CASE("error file: string form, garbage and missing files") {
+  auto path = temp_file(R"({"message": "plain words", "timestamp": 12})");
+  auto m = read_error_file(path);
+  unlink(path.c_str());
+  REQUIRE(m);
+  CHECK(m->text == "plain words");
+  auto garbage = temp_file("{not json");
+  CHECK_FALSE(read_error_file(garbage));
+  unlink(garbage.c_str());
+  CHECK_FALSE(read_error_file("/nonexistent/error.json"));
+  CHECK_FALSE(read_error_file(""));
+}
+
+TEST_CASE("summary names the root cause, its signal and stderr tail") {
+  Failure root{1, 5, 4242, 0, SIGSEGV, std::chrono::system_clock::now(), "", {"last words"}};
+  Failure other{0, 4, 4241, 2, 0, std::chrono::system_clock::now(), "", {}};
+  auto s = format_summary("train", "node-a", {root, other});
+  CHECK(s.find("train FAILED") != std::string::npos);
+  CHECK(s.find("rank      : 5 (local_rank: 1)") != std::string::npos);
+  CHECK(s.find("exitcode  : -11 (SIGSEGV) (pid: 4242)") != std::string::npos);
+  CHECK(s.find("Signal 11 (SIGSEGV) received by PID 4242") != std::string::npos);
+  CHECK(s.find("    last words") != std::string::npos);
+  CHECK(s.find("host      : node-a") != std::string::npos);
+  CHECK(s.find("<NO_OTHER_FAILURES>") == std::string::npos);
+  CHECK(s.find("Root Cause (first observed failure)") > s.find("rank      : 4"));
+  auto single = format_summary("train", "h", {root});
+  CHECK(single.find("<NO_OTHER_FAILURES>") != std::string::npos);
+}

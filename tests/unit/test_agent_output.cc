@@ -1,0 +1,72 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "agent/output.h"
+
+using cxxrun::agent::line_prefix;
+using cxxrun::agent::StreamSink;
+
+namespace {
+
+// Captures what a sink writes to its console fd.
+struct PipeCapture {
+  int fds[2];
+  PipeCapture() { REQUIRE(pipe2(fds, O_NONBLOCK) == 0); }
+  ~PipeCapture() { close(fds[0]), close(fds[1]); }
+  std::string read_all() {
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, n);
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("line prefix follows torchrun's default and template") {
+  CHECK(line_prefix("", "default", 3, 7) == "[default3]:");
+  CHECK(line_prefix("${role_name}/${rank}/${local_rank}: ", "trainer", 1, 9) == "trainer/9/1: ");
+}
+
+TEST_CASE("sink prefixes whole lines and joins partial writes") {
+  PipeCapture cap;
+  StreamSink sink("[r0]:", cap.fds[1], "", 0);
+  sink.write("hel");
+  sink.write("lo\nwor");
+  CHECK(cap.read_all() == "[r0]:hello\n");
+  sink.write("ld\n\nlast");
+  CHECK(cap.read_all() == "[r0]:world\n[r0]:\n");
+  sink.finish();
+  CHECK(cap.read_all() == "[r0]:last\n");
+}
+
+TEST_CASE("sink keeps only the last N lines as its tail") {
+  StreamSink sink("", -1, "", 2);
+  sink.write("a\nb\nc\nd");
+  sink.finish();
+  REQUIRE(sink.tail().size() == 2);
+  CHECK(sink.tail()[0] == "c");
+  CHECK(sink.tail()[1] == "d");
+}
+
+TEST_CASE("sink writes raw bytes to its file without prefixes") {
+  char tmpl[] = "/tmp/cxxrun_sink_XXXXXX";
+  int fd = mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  close(fd);
+  {
+    StreamSink sink("[x]:", -1, tmpl, 0);
+    sink.write("one\ntwo");
+    sink.finish();
+  }
+  FILE* f = fopen(tmpl, "r");
+  char buf[64] = {};
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  unlink(tmpl);
+  CHECK(std::string(buf, n) == "one\ntwo");
+}
