@@ -62,7 +62,7 @@ class Supervisor {
   Supervisor(const Config& c, LogDir& logs, Guardian& guardian, const std::string& token)
       : c_(c), logs_(logs), guardian_(guardian), token_(token), signals_(io_), timer_(io_),
         base_env_(current_environment()), host_(hostname()),
-        log_(spdlog::default_logger()->clone("node" + std::to_string(c.group_rank))) {}
+        log_(spdlog::default_logger()->clone("cxxrun node" + std::to_string(c.group_rank))) {}
 
   int run() {
     signals_.add(SIGCHLD);

@@ -102,6 +102,8 @@ def spawn(argv, scratch, errpath):
             argv, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf,
             env=run_env(scratch), cwd=scratch, start_new_session=True,
         )
+    except OSError as e:
+        raise BenchError(f"cannot start launcher: {e}\n  $ {shlex.join(argv)}")
     finally:
         errf.close()
 
@@ -267,6 +269,18 @@ def bench_rss(l, runs, scratch, stamp, timeout, nproc=8):
 # --------------------------------------------------------------------------
 # reporting
 # --------------------------------------------------------------------------
+def cpu_busy(seconds=1.0):
+    """Fraction of all CPU time that was busy (not idle/iowait) over `seconds`."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]
+    t0, i0 = snap()
+    time.sleep(seconds)
+    t1, i1 = snap()
+    return 1.0 - (i1 - i0) / max(1, t1 - t0)
+
+
 def fmt(v, unit):
     if v is None:
         return "n/a"
@@ -297,6 +311,11 @@ def main():
     ap.add_argument("--skip-torchrun", action="store_true")
     ap.add_argument("--timeout", type=float, default=60.0, help="per-subprocess timeout (s)")
     ap.add_argument("--keep-scratch", action="store_true")
+    ap.add_argument("--no-snapshot", action="store_true",
+                    help="run --cxxrun in place instead of a copy taken at start "
+                         "(the copy keeps a concurrent rebuild from swapping the binary mid-run)")
+    ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
+                    help="first wait up to SECONDS for the machine to be <10%% busy")
     args = ap.parse_args()
 
     which = args.only or ["launch", "restart", "rss"]
@@ -309,7 +328,34 @@ def main():
                   "(build it, pass --cxxrun, or use --skip-cxxrun)", file=sys.stderr)
             return 2
 
+    deadline = time.monotonic() + args.wait_idle
+    busy_before = cpu_busy()
+    while busy_before >= 0.10 and time.monotonic() < deadline:
+        print(f"[bench] machine {busy_before:.0%} busy; waiting for it to go idle ...",
+              file=sys.stderr, flush=True)
+        time.sleep(5)
+        busy_before = cpu_busy(2.0)
+    if busy_before > 0.15:
+        print(f"[bench] WARNING: machine is {busy_before:.0%} busy before the run "
+              "(other processes compete for the CPUs; results will be noisy)",
+              file=sys.stderr, flush=True)
+    version = None
+    if any(l.name == "cxxrun" for l in launchers):
+        try:
+            v = subprocess.run([args.cxxrun, "--version"], capture_output=True,
+                               timeout=10, text=True)
+            version = (v.stdout or v.stderr).strip().splitlines()[0] if (v.stdout or v.stderr) else None
+        except (subprocess.TimeoutExpired, OSError):
+            pass
+
     scratch = tempfile.mkdtemp(prefix="cxxrun-bench.")
+    shown_cxxrun = args.cxxrun
+    if not args.no_snapshot and any(l.name == "cxxrun" for l in launchers):
+        snap = os.path.join(scratch, "cxxrun")
+        shutil.copy2(args.cxxrun, snap)
+        for l in launchers:
+            if l.name == "cxxrun":
+                l.prefix = [snap]
     results = {}  # (bench, launcher) -> result dict or error string
     baseline = None
     try:
@@ -346,6 +392,8 @@ def main():
             print(f"[bench] scratch kept at {scratch}", file=sys.stderr)
         else:
             shutil.rmtree(scratch, ignore_errors=True)
+
+    busy_after = cpu_busy()
 
     # ---------------- markdown report ----------------
     titles = {
@@ -398,6 +446,10 @@ def main():
         print(f"Harness overhead (same Popen/wait timing around plain `true`): "
               f"median {fmt(statistics.median(baseline), 'ms')}, min {fmt(min(baseline), 'ms')} "
               "(included in the launch numbers).")
+    print(f"Other load: machine {busy_before:.0%} busy in the 1 s before the run, "
+          f"{busy_after:.0%} in the 1 s after; {os.cpu_count()} CPUs.")
+    if version:
+        print(f"cxxrun: `{args.cxxrun}` (`--version`: {version}).")
     print()
     print("Commands (OUTDIR = a fresh scratch dir per run; STAMP = compiled bench/stamp.c):")
     print()
@@ -407,6 +459,11 @@ def main():
             argv = r.get("argv")
             if argv:
                 shown = [("STAMP" if a == args.stamp else
+                          shown_cxxrun if a == os.path.join(scratch, "cxxrun") else
+                          a) for a in argv]
+                shown = [(os.path.relpath(a, ROOT) if a.startswith(ROOT + "/") else a)
+                         for a in shown]
+                _unused = [("STAMP" if a == args.stamp else
                           os.path.relpath(a, ROOT) if a.startswith(ROOT + "/") else a)
                          for a in argv]
                 print(f"- {b}/{n}: `{shlex.join(shown)}`")

@@ -1,13 +1,13 @@
 // Interprets the raw options in a fixed order so that the first error a user
 // sees is the most basic one: value syntax, then features cxxrun lacks, then
 // the program, then the ports.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
 #include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "launcher/devices.h"
 #include "launcher/program.h"

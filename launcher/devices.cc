@@ -1,6 +1,5 @@
 #include "launcher/devices.h"
 
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,8 @@
 #include <set>
 #include <string_view>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "launcher/values.h"
 

@@ -78,11 +78,11 @@ std::string help_text() {
   }
 
   out << "\n"
-         "Every option with a value also reads PET_<NAME> (e.g. PET_NPROC_PER_NODE=4); the flags\n"
-         "--standalone, -m, --no-python and --run-path read PET_<NAME>=0|1. The command line "
-         "wins.\n"
-         "ELF binaries and scripts whose #! line is not python run directly; other scripts run as\n"
-         "$PYTHON_EXEC -u SCRIPT (default python3).\n";
+         "Every option with a value also reads PET_<NAME> (e.g. PET_NPROC_PER_NODE=4);\n"
+         "the flags --standalone, -m, --no-python and --run-path read PET_<NAME>=0|1.\n"
+         "The command line wins.\n"
+         "ELF binaries and scripts whose #! line is not python run directly; other\n"
+         "scripts run as $PYTHON_EXEC -u SCRIPT (default python3).\n";
   return out.str();
 }
 

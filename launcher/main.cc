@@ -1,10 +1,10 @@
 // cxxrun: parse, then hand the job to the agent. Every failure ends as one
 // line on stderr: usage errors exit 2 (argparse's code), anything else 1.
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include <cstdlib>
 #include <iostream>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
 #include "launcher/options.h"
@@ -26,7 +26,7 @@ spdlog::level::level_enum log_level() {
 
 void setup_logging() {
   auto logger = spdlog::stderr_color_mt("cxxrun");
-  logger->set_pattern("[%H:%M:%S.%e] [cxxrun] %l: %v");
+  logger->set_pattern("[%H:%M:%S.%e] [%n] %l: %v");
   logger->set_level(log_level());
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);

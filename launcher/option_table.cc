@@ -105,18 +105,12 @@ std::string env_name_of(const OptionSpec& spec) {
 
 std::string_view group_title(Group group) {
   switch (group) {
-    case Group::general:
-      return "options";
-    case Group::workers:
-      return "worker group";
-    case Group::rendezvous:
-      return "rendezvous";
-    case Group::launch:
-      return "launching the training program";
-    case Group::logging:
-      return "logging";
-    case Group::static_rdzv:
-      return "static rendezvous (caffe2-compatible)";
+    case Group::general: return "options";
+    case Group::workers: return "worker group";
+    case Group::rendezvous: return "rendezvous";
+    case Group::launch: return "launching the training program";
+    case Group::logging: return "logging";
+    case Group::static_rdzv: return "static rendezvous (caffe2-compatible)";
   }
   return "";
 }

@@ -3,6 +3,7 @@
 #include "launcher/options.h"
 
 #include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <memory>
 

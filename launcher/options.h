@@ -20,10 +20,14 @@ Env current_environment();
 
 struct Parsed {
   agent::Config config;
-  bool help = false;                  // -h/--help before the program: print help_text(), exit 0
-  bool version = false;               // --version: print version_text(), exit 0
-  std::vector<std::string> warnings;  // for the WARNING log (torchrun's OMP banner, ...)
-  std::vector<std::string> notes;     // for the INFO log (resolved nproc, rendezvous info)
+  // -h/--help before the program: print help_text() and exit 0.
+  bool help = false;
+  // --version: print version_text() and exit 0.
+  bool version = false;
+  // For the WARNING log (torchrun's OMP banner, ...).
+  std::vector<std::string> warnings;
+  // For the INFO log (what nproc resolved to, the standalone rendezvous).
+  std::vector<std::string> notes;
 };
 
 // `args` excludes argv[0]. Throws UsageError (NotBuiltYet for features that

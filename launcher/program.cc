@@ -47,8 +47,7 @@ FileInfo inspect(const std::string& path) {
   char head[512] = {};
   in.read(head, sizeof head);
   std::string bytes(head, static_cast<size_t>(in.gcount()));
-  if (bytes.starts_with("\x7f"
-                        "ELF")) {
+  if (bytes.starts_with("\177ELF")) {
     info.kind = FileKind::elf;
   } else if (bytes.starts_with("#!")) {
     info.shebang = bytes.substr(0, bytes.find('\n'));

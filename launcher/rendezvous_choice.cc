@@ -1,11 +1,11 @@
 #include "launcher/rendezvous_choice.h"
 
-#include <fmt/format.h>
-
 #include <array>
 #include <random>
 #include <stdexcept>
 #include <system_error>
+
+#include <fmt/format.h>
 
 #include "launcher/values.h"
 #include "rendezvous/endpoint.h"

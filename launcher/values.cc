@@ -1,7 +1,5 @@
 #include "launcher/values.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -9,6 +7,8 @@
 #include <csignal>
 #include <cstring>
 #include <string_view>
+
+#include <fmt/format.h>
 
 namespace cxxrun::launcher {
 namespace {

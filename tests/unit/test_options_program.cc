@@ -1,0 +1,255 @@
+#include "options_fixture.h"
+
+TEST_CASE("the program must exist and be runnable") {
+  TempDir dir;
+  CHECK_THAT(failure({}).message, Contains("missing the training program"));
+  CHECK_THAT(failure({"--nproc-per-node=2"}).message, Contains("missing the training program"));
+  std::string missing = (dir.path / "nope.py").string();
+  CHECK_THAT(failure({missing}).message, Contains("'" + missing + "' not found"));
+  CHECK_THAT(failure({"--no-python", missing}).message, Contains("not found"));
+  CHECK_THAT(failure({"--no-python", "no-such-program-xyz"}).message,
+             Contains("not found on PATH"));
+  std::string data = dir.file("data.txt", "hello", 0644);
+  CHECK_THAT(failure({"--no-python", data}).message, Contains("not executable"));
+  std::string elf = dir.file("train", kElf, 0644);
+  CHECK_THAT(failure({elf}).message, Contains("ELF binary but is not executable"));
+  std::string sh = dir.file("run.sh", "#!/bin/bash\necho hi\n", 0644);
+  CHECK_THAT(failure({sh}).message, Contains("not executable"));
+  CHECK_THAT(failure({"--run-path", missing}).message, Contains("not found"));
+}
+
+TEST_CASE("program mode: native files run directly, the rest through python") {
+  TempDir dir;
+  Env env = base_env();
+  std::string fake_python = dir.file("python", "#!/bin/sh\n", 0755);
+  env["PYTHON_EXEC"] = fake_python;
+
+  std::string elf = dir.file("train", kElf, 0755);
+  Parsed p = run({elf, "--lr", "0.1"}, env);
+  CHECK(p.config.command == std::vector<std::string>{elf, "--lr", "0.1"});
+  CHECK(p.config.entrypoint_name == elf);
+
+  std::string sh = dir.file("run.sh", "#!/bin/bash\necho hi\n", 0755);
+  CHECK(run({sh, "a"}, env).config.command == std::vector<std::string>{sh, "a"});
+
+  std::string exec_py = dir.file("tool.py", "#!/usr/bin/env python3\nprint(1)\n", 0755);
+  CHECK(run({exec_py, "a"}, env).config.command ==
+        std::vector<std::string>{fake_python, "-u", exec_py, "a"});
+
+  std::string script = dir.file("train.py", "print('hi')\n", 0644);
+  p = run({script, "--epochs", "3"}, env);
+  CHECK(p.config.command == std::vector<std::string>{fake_python, "-u", script, "--epochs", "3"});
+  CHECK(p.config.entrypoint_name == script);
+
+  p = run({"-m", "pkg.not_checked", "x"}, env);
+  CHECK(p.config.command ==
+        std::vector<std::string>{fake_python, "-u", "-m", "pkg.not_checked", "x"});
+  CHECK(p.config.entrypoint_name == "pkg.not_checked");
+
+  p = run({"--no-python", elf, "x"}, env);
+  CHECK(p.config.command == std::vector<std::string>{elf, "x"});
+  p = run({"--no-python", "true"}, env);  // found on PATH, exec'd by name
+  CHECK(p.config.command == std::vector<std::string>{"true"});
+
+  p = run({"--run-path", script, "x"}, env);
+  REQUIRE(p.config.command.size() == 6);
+  CHECK(p.config.command[0] == fake_python);
+  CHECK(p.config.command[1] == "-u");
+  CHECK(p.config.command[2] == "-c");
+  CHECK_THAT(p.config.command[3], Contains("runpy.run_path(sys.argv[0], run_name='__main__')"));
+  CHECK(p.config.command[4] == script);
+  CHECK(p.config.command[5] == "x");
+  // --run-path takes precedence over --no-python and -m, as in torchrun.
+  CHECK(run({"--run-path", "--no-python", "-m", script}, env).config.command[2] == "-c");
+}
+
+TEST_CASE("python interpreter: PYTHON_EXEC, else python3 on PATH") {
+  TempDir dir;
+  std::string script = dir.file("train.py", "print('hi')\n", 0644);
+  Env env = base_env();
+  env["PYTHON_EXEC"] = (dir.path / "missing-python").string();
+  CHECK_THAT(failure({script}, env).message, Contains("PYTHON_EXEC="));
+
+  env = base_env();
+  dir.file("python3", "#!/bin/sh\n", 0755);
+  env["PATH"] = dir.path.string();
+  CHECK(run({script}, env).config.command[0] == "python3");
+  env["PATH"] = (dir.path / "empty").string();
+  CHECK_THAT(failure({script}, env).message, Contains("'python3' not found on PATH"));
+}
+
+TEST_CASE("a native file named without a slash runs as ./name") {
+  TempDir dir;
+  dir.file("train", kElf, 0755);
+  struct Cwd {
+    fs::path old = fs::current_path();
+    ~Cwd() { fs::current_path(old); }
+  } restore;
+  fs::current_path(dir.path);
+  CHECK(run({"train", "x"}).config.command == std::vector<std::string>{"./train", "x"});
+}
+
+TEST_CASE("redirects and tee per-rank maps") {
+  Parsed p = run({"-r", "0:1,2:3", "--tee=1:2", kProg});
+  const auto& r = p.config.redirects;
+  CHECK(r.per_rank_given);
+  CHECK(r.for_rank(0) == Std::out);
+  CHECK(r.for_rank(1) == Std::none);
+  CHECK(r.for_rank(2) == Std::all);
+  CHECK(p.config.tee.for_rank(1) == Std::err);
+  CHECK(p.config.tee.for_rank(0) == Std::none);
+  CHECK(run({"-r=3", kProg}).config.redirects.for_rank(7) == Std::all);
+}
+
+TEST_CASE("standalone: fresh uuid and a free port on every parse") {
+  static const std::regex uuid4(
+      "[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
+  // Explicit rendezvous options are ignored, as in torchrun.
+  Parsed a = run({"--standalone", "--rdzv-id=x", "--rdzv-backend=etcd", kProg});
+  CHECK(std::regex_match(a.config.run_id, uuid4));
+  CHECK(a.config.master_addr == "127.0.0.1");
+  CHECK_FALSE(cxxrun::rendezvous::port_in_use("127.0.0.1", a.config.master_port));
+
+  // Hold the first job's port, as its worker would.
+  Listener held;
+  Parsed b = run({"--standalone", kProg});
+  CHECK(std::regex_match(b.config.run_id, uuid4));
+  CHECK(b.config.run_id != a.config.run_id);
+  CHECK(b.config.master_port != held.port);
+}
+
+TEST_CASE("static backend: a master port already in use is refused, naming it") {
+  Listener held;
+  std::string port = std::to_string(held.port);
+  Failure f = failure({"--master-port=" + port, kProg});
+  CHECK_THAT(f.message, Contains("--master-port=" + port));
+  CHECK_THAT(f.message, Contains("port " + port + " is already in use"));
+  CHECK_FALSE(f.not_built_yet);
+  // An explicit static endpoint replaces --master-addr/--master-port.
+  CHECK_THAT(failure({"--rdzv-endpoint=127.0.0.1:" + port, kProg}).message, Contains("in use"));
+  Parsed p = run({"--rdzv-endpoint=localhost:" +
+                      std::to_string(cxxrun::rendezvous::pick_free_port("127.0.0.1")),
+                  kProg});
+  CHECK(p.config.master_addr == "localhost");
+  CHECK_THAT(failure({"--rdzv-endpoint=localhost", kProg}).message, Contains("port is missing"));
+  // IPv6 master address loses its brackets.
+  CHECK(run({"--master-addr=[::1]", kProg}).config.master_addr == "::1");
+}
+
+TEST_CASE("features that are not built yet say so") {
+  Failure f = failure({"--nnodes=2", kProg});
+  CHECK(f.not_built_yet);
+  CHECK(f.message ==
+        "multi-node rendezvous (--nnodes=2) is not built yet: this cxxrun runs single-node jobs");
+  CHECK(failure({"--nnodes=1:2", kProg}).not_built_yet);
+  Env env = base_env();
+  env["PET_NNODES"] = "4";
+  CHECK_THAT(failure({kProg}, env).message, Contains("(PET_NNODES=4) is not built yet"));
+  CHECK_NOTHROW(run({"--nnodes=1:1", kProg}));
+
+  CHECK(failure({"--numa-binding=node", kProg}).not_built_yet);
+  CHECK(failure({"--event-log-handler=console", kProg}).not_built_yet);
+  f = failure({"--rdzv-backend=c10d", "--rdzv-endpoint=node-17.cluster:29400", kProg});
+  CHECK(f.not_built_yet);
+  CHECK_THAT(f.message, Contains("node-17.cluster:29400"));
+  CHECK(failure({"--rdzv-backend=c10d", "--rdzv-endpoint=0.0.0.0:29400", kProg}).not_built_yet);
+
+  f = failure({"--rdzv-backend=etcd-v2", kProg});
+  CHECK_FALSE(f.not_built_yet);
+  CHECK_THAT(f.message, Contains("not supported by cxxrun"));
+  f = failure({"--logs-specs=mine", kProg});
+  CHECK_FALSE(f.not_built_yet);
+  CHECK_THAT(f.message, Contains("--logs-specs=mine: not supported"));
+}
+
+TEST_CASE("c10d on a local endpoint runs single-node with the given id") {
+  Parsed p = run({"--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0", "--rdzv-id=job7", kProg});
+  CHECK(p.config.run_id == "job7");
+  CHECK(p.config.master_addr == "127.0.0.1");
+  CHECK(p.config.master_port > 0);
+  p = run({"--rdzv_backend=c10d", kProg});
+  REQUIRE(p.warnings.size() == 1);
+  CHECK_THAT(p.warnings[0], Contains("master_addr is only used for static rdzv_backend"));
+}
+
+TEST_CASE("worker environment extras: OMP_NUM_THREADS, NCCL, signals") {
+  Parsed p = run({"--nproc-per-node=2", kProg});
+  CHECK(p.config.extra_env.at("OMP_NUM_THREADS") == "1");
+  REQUIRE(p.warnings.size() == 1);
+  CHECK_THAT(p.warnings[0],
+             Contains("Setting OMP_NUM_THREADS environment variable for each process to be 1"));
+  CHECK_THAT(p.warnings[0], Contains("as needed. \n*****"));
+
+  Env env = base_env();
+  env["OMP_NUM_THREADS"] = "8";
+  env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0";
+  env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[${rank}]";
+  p = run({"--nproc-per-node=2", "--signals-to-handle=SIGUSR1, usr2,TERM,SIGUSR1", kProg}, env);
+  CHECK(p.config.extra_env.count("OMP_NUM_THREADS") == 0);
+  CHECK(p.warnings.empty());
+  CHECK(p.config.extra_env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0");
+  CHECK(p.config.log_line_prefix_template == "[${rank}]");
+  CHECK(p.config.signals_to_handle == std::vector<int>{SIGUSR1, SIGUSR2, SIGTERM});
+  CHECK(p.config.extra_env.at("TORCHELASTIC_SIGNALS_TO_HANDLE") == "SIGUSR1, usr2,TERM,SIGUSR1");
+}
+
+TEST_CASE("shutdown timeout: flag beats TORCH_ELASTIC_SHUTDOWN_TIMEOUT beats 30 s") {
+  Env env = base_env();
+  env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = "7";
+  CHECK(run({kProg}, env).config.shutdown_timeout == std::chrono::seconds(7));
+  CHECK(run({"--shutdown-timeout=2.5", kProg}, env).config.shutdown_timeout ==
+        std::chrono::milliseconds(2500));
+}
+
+TEST_CASE("nproc-per-node device names") {
+  std::vector<std::string> notes;
+  RawValue gpu{"gpu", "--nproc-per-node"};
+  CHECK(resolve_nproc(gpu, {8, 4}, notes) == 4);
+  CHECK_THROWS_WITH(resolve_nproc(gpu, {8, 0}, notes),
+                    "--nproc-per-node=gpu: CUDA is not available");
+  RawValue autov{"auto", "PET_NPROC_PER_NODE"};
+  CHECK(resolve_nproc(autov, {8, 0}, notes) == 8);
+  CHECK(resolve_nproc(autov, {8, 2}, notes) == 2);
+  CHECK(resolve_nproc({"cpu", "--nproc-per-node"}, {6, 2}, notes) == 6);
+  CHECK(resolve_nproc({" 3 ", "--nproc-per-node"}, {6, 2}, notes) == 3);
+  CHECK(notes.size() == 4);
+
+  CHECK(run({"--nproc-per-node=cpu", kProg}).config.nproc_per_node == cpu_count());
+  if (nvidia_gpu_count(base_env()) == 0)
+    CHECK_THAT(failure({"--nproc-per-node=gpu", kProg}).message, Contains("CUDA is not available"));
+}
+
+TEST_CASE("GPU count from the driver's directory and CUDA_VISIBLE_DEVICES") {
+  TempDir dir;
+  for (const char* bus : {"0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0"})
+    fs::create_directory(dir.path / bus);
+  Env env;
+  CHECK(nvidia_gpu_count(env, dir.path.string()) == 4);
+  CHECK(nvidia_gpu_count(env, (dir.path / "absent").string()) == 0);
+  env["CUDA_VISIBLE_DEVICES"] = "1,3";
+  CHECK(nvidia_gpu_count(env, dir.path.string()) == 2);
+  CHECK(visible_gpu_count("", 4) == 0);
+  CHECK(visible_gpu_count("-1", 4) == 0);
+  CHECK(visible_gpu_count("0,7,1", 4) == 1);  // stops at the first invalid index
+  CHECK(visible_gpu_count("1,1", 4) == 1);
+  CHECK(visible_gpu_count("GPU-8f3e,MIG-1", 4) == 2);
+  CHECK(visible_gpu_count("0,1,2,3,0", 4) == 4);
+  CHECK(visible_gpu_count("0", 0) == 0);
+}
+
+TEST_CASE("help and version") {
+  Parsed p = run({"--help"});
+  CHECK(p.help);
+  CHECK(run({"-h", "--nnodes=bad"}).help);
+  CHECK(run({"--version"}).version);
+  CHECK(version_text() == "cxxrun 0.1.0");
+
+  std::string help = help_text();
+  CHECK(help.starts_with("usage: cxxrun [-h] [--nnodes NNODES] [--nproc-per-node NPROC_PER_NODE]"));
+  CHECK_THAT(help, Contains("training_script ..."));
+  CHECK_THAT(help, Contains("--nproc-per-node NPROC_PER_NODE, --nproc_per_node NPROC_PER_NODE"));
+  CHECK_THAT(help, Contains("-r REDIRECTS, --redirects REDIRECTS"));
+  CHECK_THAT(help, Contains("--start-method {spawn,fork,forkserver}"));
+  CHECK_THAT(help, Contains("--no-python, --no_python"));
+  CHECK_THAT(help, Contains("--signals-to-handle"));
+}
