@@ -30,7 +30,7 @@ int run(const Config& config) {
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) spdlog::warn("cannot become a child subreaper");
   const std::string token = random_token();
   LogDir logs(config);
-  Guardian guardian("CXXRUN_JOB_TOKEN=" + token + ":");
+  Guardian guardian("CXXRUN_JOB_TOKEN=" + token + ":", logs.removed_at_exit());
   return supervise(config, logs, guardian, token);
 }
 

@@ -8,14 +8,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <stdexcept>
+#include <system_error>
 
 #include "agent/process_tree.h"
 
 namespace cxxrun::agent {
 namespace {
 
-[[noreturn]] void guardian_main(int pipe_r, const std::string& token_prefix) {
+[[noreturn]] void guardian_main(int pipe_r, const std::string& token_prefix, const std::string& cleanup_dir) {
   // Terminal signals are for the agent to handle and forward; the guardian
   // must stay alive until the agent is gone.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGUSR1, SIGUSR2, SIGPIPE})
@@ -30,12 +32,14 @@ namespace {
     if (signal_processes_with_env(token_prefix, SIGKILL) == 0) break;
     usleep(10000);
   }
+  std::error_code ignored;
+  if (!cleanup_dir.empty()) std::filesystem::remove_all(cleanup_dir, ignored);
   _exit(0);
 }
 
 }  // namespace
 
-Guardian::Guardian(const std::string& token_prefix) {
+Guardian::Guardian(const std::string& token_prefix, const std::string& cleanup_dir) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
   pid_ = fork();
@@ -49,7 +53,7 @@ Guardian::Guardian(const std::string& token_prefix) {
     // or socket of the agent open.
     int keep = fds[0] == 3 ? 3 : dup2(fds[0], 3);
     close_range(4, ~0U, 0);
-    guardian_main(keep, token_prefix);
+    guardian_main(keep, token_prefix, cleanup_dir);
   }
   close(fds[0]);
   pipe_w_ = fds[1];

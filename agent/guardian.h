@@ -2,7 +2,8 @@
 // agent: when the agent dies for any reason, SIGKILL included, the kernel
 // closes the agent's end of a pipe, and the guardian then kills every process
 // of the job (found by its environment token). PR_SET_PDEATHSIG alone covers
-// only direct children.
+// only direct children. It also removes the agent's temporary log directory,
+// which the agent cannot do for itself after a SIGKILL.
 #pragma once
 
 #include <sys/types.h>
@@ -14,7 +15,8 @@ namespace cxxrun::agent {
 class Guardian {
  public:
   // Forks the guardian. Call before any thread is started.
-  explicit Guardian(const std::string& job_token_prefix);
+  // cleanup_dir: removed once the agent is gone ("" = nothing to remove).
+  Guardian(const std::string& job_token_prefix, const std::string& cleanup_dir);
   ~Guardian();
   Guardian(const Guardian&) = delete;
   Guardian& operator=(const Guardian&) = delete;

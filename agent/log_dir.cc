@@ -29,7 +29,7 @@ bool redirects_anything(const StdSpec& spec) {
 
 std::string make_temp_base() {
   const char* tmp = getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/torchelastic_XXXXXXXX";
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/torchelastic_XXXXXX";
   if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary log directory in " + tmpl);
   return tmpl;
 }

@@ -22,6 +22,8 @@ class LogDir {
   bool enabled() const { return !run_dir_.empty(); }
   const std::string& run_dir() const { return run_dir_; }
 
+  // The temporary base directory removed at exit, or "".
+  const std::string& removed_at_exit() const { return remove_at_exit_; }
   // Empties and recreates attempt_<n>/<rank>/ for every local rank.
   void prepare_attempt(int attempt, int nproc);
   // "" when disabled.

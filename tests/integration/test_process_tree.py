@@ -2,7 +2,7 @@
 import os
 import signal
 
-from harness import TempDirTest, alive, read_pids, run, start, wait_for
+from harness import TempDirTest, alive, clean_env, read_pids, run, start, wait_for
 
 # Each worker starts two grandchildren: one in its own process group and one
 # that leaves the session entirely (setsid), the way daemons and some
@@ -31,12 +31,15 @@ class ProcessTree(TempDirTest):
                  what=f"processes {[p for p in pids if alive(p)]} to die")
 
     def test_sigkill_of_agent_leaves_nothing_alive(self):
-        p = start(["--nproc-per-node=3", self.spawner("wait")])
+        tmp = os.path.join(self.dir, "tmp")
+        os.mkdir(tmp)
+        p = start(["--nproc-per-node=3", self.spawner("wait")], env=clean_env(TMPDIR=tmp))
         try:
             wait_for(lambda: self.all_recorded(3), what="workers and grandchildren to start")
             os.kill(p.pid, signal.SIGKILL)
             p.wait(timeout=10)
             self.assert_all_gone()
+            wait_for(lambda: os.listdir(tmp) == [], timeout=10, what="the temporary log dir to be removed")
         finally:
             p.kill()
             p.communicate(timeout=10)
