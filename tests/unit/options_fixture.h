@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "launcher/devices.h"
+#include "listener.h"
 #include "launcher/options.h"
 #include "rendezvous/endpoint.h"
 
@@ -71,22 +72,6 @@ struct TempDir {
   }
 };
 
-struct Listener {
-  int fd = -1;
-  int port = 0;
-  Listener() {
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(listen(fd, 1) == 0);
-    socklen_t len = sizeof addr;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    port = ntohs(addr.sin_port);
-  }
-  ~Listener() { close(fd); }
-};
 
 inline const std::string kElf = std::string(
                              "\x7f"

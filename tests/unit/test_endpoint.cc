@@ -6,31 +6,11 @@
 #include <catch2/catch.hpp>
 #include <stdexcept>
 
+#include "listener.h"
 #include "rendezvous/endpoint.h"
 
 using namespace cxxrun::rendezvous;
 
-namespace {
-
-// A socket listening on 127.0.0.1 at a port the OS picked; closed on scope exit.
-struct Listener {
-  int fd = -1;
-  int port = 0;
-  Listener() {
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(listen(fd, 1) == 0);
-    socklen_t len = sizeof addr;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    port = ntohs(addr.sin_port);
-  }
-  ~Listener() { close(fd); }
-};
-
-}  // namespace
 
 TEST_CASE("endpoint: host and port forms") {
   auto e = parse_endpoint("node1:1234", 29400);
