@@ -8,7 +8,9 @@
 
 #include "agent/guardian.h"
 #include "agent/log_dir.h"
+#include "agent/meeting.h"
 #include "agent/supervisor.h"
+#include "rendezvous/c10d_rendezvous.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -22,7 +24,8 @@ std::string random_token() {
 
 }  // namespace
 
-int run(const Config& config) {
+int run(const Config& input) {
+  Config config = input;
   // Console writes must fail with EPIPE rather than kill the agent.
   signal(SIGPIPE, SIG_IGN);
   // Orphaned grandchildren are reparented to us, so they can be found and
@@ -31,7 +34,16 @@ int run(const Config& config) {
   const std::string token = random_token();
   LogDir logs(config);
   Guardian guardian("CXXRUN_JOB_TOKEN=" + token + ":", logs.removed_at_exit());
-  return supervise(config, logs, guardian, token);
+  Meeting meeting(config);
+  try {
+    meeting.join(config);
+  } catch (const rendezvous::RendezvousClosed& e) {
+    spdlog::info("{}; exiting", e.what());
+    return 0;
+  }
+  const int code = supervise(config, logs, guardian, meeting, token);
+  meeting.close();
+  return code;
 }
 
 }  // namespace cxxrun::agent

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/c10d_rendezvous.h"
+
 namespace cxxrun::agent {
 
 // torchrun's Std flag: which of a worker's streams go to a file.
@@ -32,6 +34,33 @@ struct StdSpec {
   }
 };
 
+// How this node meets the others.
+enum class Backend {
+  // One node, no store: --standalone, or static with --nnodes=1. Worker
+  // rank 0 hosts its own TCPStore on MASTER_PORT.
+  local,
+  // torchrun's static backend across nodes: --node-rank, --master-addr/port.
+  // Node 0's agent hosts the store on master_port; workers use it too
+  // (TORCHELASTIC_USE_AGENT_STORE=True).
+  static_tcp,
+  // c10d-style rendezvous through the store at --rdzv-endpoint.
+  c10d,
+};
+
+struct RendezvousConfig {
+  Backend backend = Backend::local;
+  std::string host;  // c10d: endpoint host; static_tcp: master address
+  int port = 0;      // c10d: endpoint port (29400 by default); static_tcp: master port
+  // c10d: --rdzv-conf is_host; unset = this agent hosts the store when host
+  // is this machine (and falls back to being a client if the port is taken).
+  std::optional<bool> is_host;
+  int node_rank = 0;  // static_tcp
+  int nnodes = 1;     // static_tcp
+  // run_id, min/max nodes, timeouts (--rdzv-conf), local_addr, entrypoint
+  // and local_world_size; read by both backends.
+  rendezvous::RendezvousSettings settings;
+};
+
 struct Config {
   // Worker argv; each element may hold the "${local_rank}" macro.
   std::vector<std::string> command;
@@ -43,9 +72,14 @@ struct Config {
   std::string run_id = "none";
   std::string role = "default";
 
-  // This node's place in the job. Single node: rank 0 of 1.
+  RendezvousConfig rdzv;
+
+  // This node's place in the job: set by the launcher for Backend::local,
+  // filled in by the rendezvous otherwise.
   int group_rank = 0;
   int group_world_size = 1;
+  int base_rank = 0;    // RANK of local rank 0
+  int world_size = 0;   // 0: nproc_per_node * group_world_size
 
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;

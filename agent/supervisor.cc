@@ -16,6 +16,7 @@
 #include "agent/failure.h"
 #include "agent/guardian.h"
 #include "agent/log_dir.h"
+#include "agent/meeting.h"
 #include "agent/output.h"
 #include "agent/process_tree.h"
 #include "agent/spawn.h"
@@ -59,8 +60,9 @@ enum class Reason { success, failure, signal };
 
 class Supervisor {
  public:
-  Supervisor(const Config& c, LogDir& logs, Guardian& guardian, const std::string& token)
-      : c_(c), logs_(logs), guardian_(guardian), token_(token), signals_(io_), timer_(io_),
+  Supervisor(const Config& c, LogDir& logs, Guardian& guardian, Meeting& meeting, const std::string& token)
+      : c_(c), logs_(logs), guardian_(guardian), meeting_(meeting), token_(token), signals_(io_), timer_(io_),
+        keep_alive_timer_(io_),
         base_env_(current_environment()), host_(hostname()),
         log_(spdlog::default_logger()->clone("cxxrun node" + std::to_string(c.group_rank))) {}
 
@@ -68,6 +70,7 @@ class Supervisor {
     signals_.add(SIGCHLD);
     for (int sig : c_.signals_to_handle) signals_.add(sig);
     wait_signal();
+    schedule_keep_alive();
     start_group();
     io_.run();
     return exit_code_;
@@ -75,7 +78,7 @@ class Supervisor {
 
  private:
   std::string attempt_token() const { return "CXXRUN_JOB_TOKEN=" + token_ + ":" + std::to_string(attempt_); }
-  int world_size() const { return c_.nproc_per_node * c_.group_world_size; }
+  int world_size() const { return c_.world_size > 0 ? c_.world_size : c_.nproc_per_node * c_.group_world_size; }
 
   void start_group() {
     phase_ = Phase::running;
@@ -98,7 +101,7 @@ class Supervisor {
   bool start_worker(int local_rank) {
     auto w = std::make_unique<Worker>();
     w->local_rank = local_rank;
-    w->rank = c_.group_rank * c_.nproc_per_node + local_rank;
+    w->rank = c_.base_rank + local_rank;
     WorkerPlace place{local_rank, w->rank, world_size(), attempt_, logs_.file(attempt_, local_rank, "error.json"),
                       token_ + ":" + std::to_string(attempt_)};
     auto env = to_envp(worker_environment(c_, place, base_env_));
@@ -149,6 +152,16 @@ class Supervisor {
     boost::system::error_code ignored;
     p.fd->close(ignored);
     --open_pipes_;
+  }
+
+  void schedule_keep_alive() {
+    if (meeting_.keep_alive_interval().count() == 0) return;
+    keep_alive_timer_.expires_after(meeting_.keep_alive_interval());
+    keep_alive_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || phase_ == Phase::done) return;
+      meeting_.keep_alive();
+      schedule_keep_alive();
+    });
   }
 
   void wait_signal() {
@@ -304,16 +317,19 @@ class Supervisor {
     boost::system::error_code ignored;
     signals_.cancel(ignored);
     timer_.cancel();
+    keep_alive_timer_.cancel();
     io_.stop();
   }
 
   const Config& c_;
   LogDir& logs_;
   Guardian& guardian_;
+  Meeting& meeting_;
   const std::string token_;
   asio::io_context io_;
   asio::signal_set signals_;
   asio::steady_timer timer_;
+  asio::steady_timer keep_alive_timer_;
   const EnvMap base_env_;
   const std::string host_;
   std::shared_ptr<spdlog::logger> log_;
@@ -332,8 +348,8 @@ class Supervisor {
 
 }  // namespace
 
-int supervise(const Config& config, LogDir& logs, Guardian& guardian, const std::string& job_token) {
-  Supervisor s(config, logs, guardian, job_token);
+int supervise(const Config& config, LogDir& logs, Guardian& guardian, Meeting& meeting, const std::string& job_token) {
+  Supervisor s(config, logs, guardian, meeting, job_token);
   return s.run();
 }
 

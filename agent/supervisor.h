@@ -11,9 +11,11 @@ namespace cxxrun::agent {
 
 class Guardian;
 class LogDir;
+class Meeting;
 
 // Runs attempts until success, a final failure or a stop signal; returns the
 // exit code described in agent.h. `job_token` is unique to this agent run.
-int supervise(const Config& config, LogDir& logs, Guardian& guardian, const std::string& job_token);
+// The loop also sends the meeting's keep-alives.
+int supervise(const Config& config, LogDir& logs, Guardian& guardian, Meeting& meeting, const std::string& job_token);
 
 }  // namespace cxxrun::agent

@@ -1,6 +1,7 @@
 // Interprets the raw options in a fixed order so that the first error a user
-// sees is the most basic one: value syntax, then features cxxrun lacks, then
-// the program, then the ports.
+// sees is the most basic one: value syntax, then features cxxrun lacks and
+// rendezvous options that do not fit together, then the program, then the
+// ports.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -48,8 +49,9 @@ milliseconds shutdown_timeout(const RawOptions& raw, const Env& env) {
   return milliseconds(std::max<long long>(1, std::llround(std::ceil(s * 1000))));
 }
 
-// Accepted and valid, but not something this cxxrun can do.
-void refuse_missing_features(const RawOptions& raw, int min_nodes, int max_nodes) {
+// Accepted and valid, but not something this cxxrun can do; then the
+// rendezvous options that do not fit together.
+void refuse_missing_features(const RawOptions& raw) {
   if (const RawValue* v = raw.find("logs_specs"))
     throw UsageError(v->shown() +
                      ": not supported by cxxrun: it names a Python entry point "
@@ -58,10 +60,6 @@ void refuse_missing_features(const RawOptions& raw, int min_nodes, int max_nodes
     throw NotBuiltYet(v->shown() + ": NUMA binding is not built yet");
   if (const RawValue& v = raw.at("event_log_handler"); v.text != "null")
     throw NotBuiltYet(v.shown() + ": event log handlers are not built yet (only 'null')");
-  if (min_nodes != 1 || max_nodes != 1)
-    throw NotBuiltYet(fmt::format(
-        "multi-node rendezvous ({}) is not built yet: this cxxrun runs single-node jobs",
-        raw.at("nnodes").shown()));
   check_rendezvous_supported(raw);
 }
 
@@ -72,28 +70,25 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   agent::Config& c = out.config;
 
   // 1. Every value's own syntax.
-  auto [min_nodes, max_nodes] = parse_nnodes(raw.at("nnodes"));
+  parse_nnodes(raw.at("nnodes"));
   c.max_restarts = parse_max_restarts(raw.at("max_restarts"));
   parse_positive_seconds(raw.at("monitor_interval"));  // we react to exits, not poll
   check_choice(raw.at("start_method"), {"spawn", "fork", "forkserver"});
   c.redirects = parse_std_spec(raw.at("redirects"));
   c.tee = parse_std_spec(raw.at("tee"));
   c.local_ranks_filter = parse_local_ranks_filter(raw.at("local_ranks_filter"));
-  parse_rdzv_conf(raw.at("rdzv_conf"));
+  apply_rdzv_conf_option(raw.at("rdzv_conf"), c.rdzv);
   const RawValue& signals = raw.at("signals_to_handle");
   c.signals_to_handle = parse_signals(signals);
-  const RawValue& node_rank = raw.at("node_rank");
-  int rank = parse_int(node_rank);
+  parse_int(raw.at("node_rank"));
   parse_port(raw.at("master_port"));
   c.shutdown_timeout = shutdown_timeout(raw, env);
   if (const RawValue* numa = raw.find("numa_binding"))
     check_choice(*numa, {"node", "socket", "exclusive", "core-complex"});
 
-  // 2. Valid requests for what this cxxrun does not do.
-  refuse_missing_features(raw, min_nodes, max_nodes);
-  if (rank != 0)
-    throw UsageError(fmt::format("{}: must be 0 with {} (node ranks run 0..NNODES-1)",
-                                 node_rank.shown(), raw.at("nnodes").shown()));
+  // 2. Valid requests for what this cxxrun does not do; --nnodes, --node-rank
+  // and the backend's endpoint against each other.
+  refuse_missing_features(raw);
 
   // 3. How many workers, and what each runs.
   const RawValue& nproc = raw.at("nproc_per_node");
@@ -109,15 +104,8 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   c.command = std::move(program.command);
   c.entrypoint_name = std::move(program.entrypoint_name);
 
-  // 4. Where the workers meet.
-  RendezvousChoice rdzv = choose_rendezvous(raw, out.warnings, out.notes);
-  c.run_id = rdzv.run_id;
-  c.master_addr = rdzv.master_addr;
-  c.master_port = rdzv.master_port;
-  c.group_rank = 0;
-  c.group_world_size = 1;
-  // Worker rank 0 hosts the store on MASTER_PORT until the agent has its own.
-  c.use_agent_store = false;
+  // 4. Where the nodes and workers meet.
+  choose_rendezvous(raw, c, out.warnings, out.notes);
 
   // 5. The rest, as torchrun passes it.
   c.role = raw.at("role").text;

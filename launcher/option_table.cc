@@ -14,17 +14,21 @@ constexpr OptionSpec kOptions[] = {
     {"-h,--help", "", nullptr, none, general, "show this help message and exit"},
 
     {"--nnodes", "NNODES", "1:1", value, workers,
-     "Number of nodes, or the range of nodes in form <minimum_nodes>:<maximum_nodes>."},
+     "Number of nodes N, or <minimum_nodes>:<maximum_nodes> for c10d (static needs a fixed N)."},
     {"--nproc-per-node,--nproc_per_node", "NPROC_PER_NODE", "1", value, workers,
      "Number of workers per node; supported values: [auto, cpu, gpu, int]."},
 
     {"--rdzv-backend,--rdzv_backend", "RDZV_BACKEND", "static", value, rendezvous,
-     "Rendezvous backend: static or c10d."},
+     "Rendezvous backend: static (fixed nodes, --node-rank) or c10d (nodes meet at "
+     "--rdzv-endpoint and get their ranks there)."},
     {"--rdzv-endpoint,--rdzv_endpoint", "RDZV_ENDPOINT", "", value, rendezvous,
-     "Rendezvous backend endpoint; usually in form <host>:<port>."},
+     "Rendezvous backend endpoint <host>[:<port>]; c10d: required, port 29400 by default; "
+     "static: replaces --master-addr/--master-port."},
     {"--rdzv-id,--rdzv_id", "RDZV_ID", "none", value, rendezvous, "User-defined group id."},
     {"--rdzv-conf,--rdzv_conf", "RDZV_CONF", "", value, rendezvous,
-     "Additional rendezvous configuration (<key1>=<value1>,<key2>=<value2>,...)."},
+     "Additional rendezvous configuration (<key1>=<value1>,...): join_timeout, "
+     "last_call_timeout, close_timeout, keep_alive_interval, keep_alive_max_attempt, "
+     "read_timeout, heartbeat_timeout, timeout (static), is_host, store_type=tcp."},
     {"--standalone", "", nullptr, flag, rendezvous,
      "Single-node job on a free local port with a fresh run id; --rdzv-backend, "
      "--rdzv-endpoint and --rdzv-id are ignored."},
@@ -65,13 +69,14 @@ constexpr OptionSpec kOptions[] = {
      "torchrun.logs_specs entry point name (a Python plugin; not supported)."},
 
     {"--node-rank,--node_rank", "NODE_RANK", "0", value, static_rdzv,
-     "Rank of the node for multi-node distributed training."},
+     "Rank of this node, 0..NNODES-1 (static backend only; c10d assigns ranks)."},
     {"--master-addr,--master_addr", "MASTER_ADDR", "127.0.0.1", value, static_rdzv,
      "Address of the rank 0 node for the static backend; IPv6 as [::1]."},
     {"--master-port,--master_port", "MASTER_PORT", "29500", value, static_rdzv,
-     "Port on the rank 0 node for the static backend."},
+     "Port on the rank 0 node for the static backend; its agent hosts the store there."},
     {"--local-addr,--local_addr", "LOCAL_ADDR", nullptr, value, static_rdzv,
-     "Address of the local node."},
+     "Address other nodes reach this node by (c10d; default: the address its rendezvous "
+     "connection uses)."},
 
     {"--version", "", nullptr, none, general, "show cxxrun's version and exit"},
 };

@@ -1,6 +1,7 @@
 #include "launcher/rendezvous_choice.h"
 
 #include <array>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <system_error>
@@ -8,12 +9,14 @@
 #include <fmt/format.h>
 
 #include "launcher/values.h"
+#include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/endpoint.h"
 
 namespace cxxrun::launcher {
 namespace {
 
 namespace rdzv = cxxrun::rendezvous;
+using agent::Backend;
 
 constexpr int kC10dDefaultPort = 29400;
 constexpr const char* kLoopback = "127.0.0.1";
@@ -26,32 +29,96 @@ rdzv::Endpoint endpoint_of(const RawValue& v, int default_port) {
   }
 }
 
-int free_local_port() {
+int free_port_on(const std::string& host) {
   try {
-    return rdzv::pick_free_port(kLoopback);
+    return rdzv::pick_free_port(host);
   } catch (const std::system_error& e) {
-    throw std::runtime_error(fmt::format("cannot find a free port on {}: {}", kLoopback, e.what()));
+    throw std::runtime_error(fmt::format("cannot find a free port on {}: {}", host, e.what()));
   }
 }
 
-RendezvousChoice standalone(std::vector<std::string>& notes) {
-  RendezvousChoice choice{random_uuid4(), kLoopback, free_local_port()};
+// --nnodes and --node-rank, whose syntax build_config has already checked.
+struct Nodes {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int node_rank = 0;
+};
+
+Nodes nodes_of(const RawOptions& raw) {
+  auto [lo, hi] = parse_nnodes(raw.at("nnodes"));
+  return {lo, hi, parse_int(raw.at("node_rank"))};
+}
+
+void check_single_node_rank(const RawOptions& raw, int node_rank) {
+  if (node_rank != 0)
+    throw UsageError(fmt::format("{}: must be 0 with {} (node ranks run 0..NNODES-1)",
+                                 raw.at("node_rank").shown(), raw.at("nnodes").shown()));
+}
+
+rdzv::Endpoint c10d_endpoint(const RawOptions& raw) {
+  const RawValue& text = raw.at("rdzv_endpoint");
+  if (text.text.empty())
+    throw UsageError(raw.at("rdzv_backend").shown() + " needs --rdzv-endpoint=HOST[:PORT]");
+  return endpoint_of(text, kC10dDefaultPort);
+}
+
+// What every backend's rendezvous reads besides the --rdzv-conf timeouts.
+void fill_settings(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
+                   const rdzv::Endpoint& endpoint) {
+  rdzv::RendezvousSettings& s = c.rdzv.settings;
+  s.run_id = c.run_id;
+  s.endpoint = rdzv::format_endpoint(endpoint);
+  s.min_nodes = nodes.min_nodes;
+  s.max_nodes = nodes.max_nodes;
+  s.local_world_size = c.nproc_per_node;
+  s.entrypoint = c.entrypoint_name;
+  const RawValue* local_addr = raw.find("local_addr");
+  s.local_addr = local_addr != nullptr ? local_addr->text : "";
+}
+
+void standalone(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
+                std::vector<std::string>& notes) {
+  c.rdzv.backend = Backend::local;
+  c.run_id = random_uuid4();
+  c.master_addr = kLoopback;
+  c.master_port = free_port_on(kLoopback);
+  c.rdzv.host = c.master_addr;
+  c.rdzv.port = c.master_port;
+  fill_settings(raw, c, nodes, {c.master_addr, c.master_port});
   notes.push_back(
       fmt::format("Rendezvous info: --rdzv-backend=c10d --rdzv-endpoint=localhost:0 --rdzv-id={} "
                   "(workers' store on {}:{})",
-                  choice.run_id, choice.master_addr, choice.master_port));
-  return choice;
+                  c.run_id, c.master_addr, c.master_port));
 }
 
-RendezvousChoice c10d(const RawOptions& raw, std::vector<std::string>& warnings) {
-  if (raw.at("rdzv_endpoint").text.empty())
-    warnings.push_back(
-        "master_addr is only used for static rdzv_backend and when rdzv_endpoint is not "
-        "specified.");
-  return {raw.at("rdzv_id").text, kLoopback, free_local_port()};
+void c10d(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
+          std::vector<std::string>& warnings) {
+  rdzv::Endpoint endpoint = c10d_endpoint(raw);
+  if (endpoint.port == 0) {
+    // torch's single-node idiom (what --standalone expands to): this agent
+    // hosts the store on a port that is free now. Other nodes could not find it.
+    if (!rdzv::is_local_host(endpoint.host) || nodes.max_nodes != 1 || !c.rdzv.is_host.value_or(true))
+      throw UsageError(raw.at("rdzv_endpoint").shown() +
+                       ": port 0 only works for one node hosting its own store; give the port "
+                       "the other nodes will use (default 29400)");
+    endpoint.port = free_port_on(endpoint.host);
+  }
+  c.rdzv.backend = Backend::c10d;
+  c.rdzv.host = endpoint.host;
+  c.rdzv.port = endpoint.port;
+  c.run_id = raw.at("rdzv_id").text;
+  // Group ranks and where rank 0's workers host their store come from the
+  // rendezvous; the agent fills these in.
+  c.master_addr.clear();
+  c.master_port = 0;
+  c.use_agent_store = false;
+  fill_settings(raw, c, nodes, endpoint);
+  if (nodes.node_rank != 0)
+    warnings.push_back(raw.at("node_rank").shown() +
+                       " is ignored: --node-rank is only used by the static backend");
 }
 
-RendezvousChoice static_backend(const RawOptions& raw) {
+void static_backend(const RawOptions& raw, agent::Config& c, const Nodes& nodes) {
   const RawValue& endpoint_text = raw.at("rdzv_endpoint");
   const RawValue* origin = &raw.at("master_port");
   rdzv::Endpoint endpoint;
@@ -68,14 +135,34 @@ RendezvousChoice static_backend(const RawOptions& raw) {
       throw UsageError(raw.at("master_addr").shown() + ": give the port with --master-port");
     endpoint.port = parse_port(raw.at("master_port"));
   }
-  // Worker rank 0 will listen here; a taken port would only show up as a
-  // TCPStore failure in every worker.
-  if (rdzv::port_in_use(endpoint.host, endpoint.port))
-    throw UsageError(
-        fmt::format("{}: port {} is already in use on {}; pick another port, or use --standalone "
-                    "for a free one",
-                    origin->shown(), endpoint.port, endpoint.host));
-  return {raw.at("rdzv_id").text, endpoint.host, endpoint.port};
+  const int n = nodes.max_nodes;  // == min_nodes: check_rendezvous_supported
+  // One node: worker rank 0 will listen here. Several: node 0's agent hosts
+  // the store here. A taken port would only show up later, as a store failure.
+  bool hosts_here = nodes.node_rank == 0 && (n == 1 || rdzv::is_local_host(endpoint.host));
+  if (hosts_here && rdzv::port_in_use(endpoint.host, endpoint.port))
+    throw UsageError(fmt::format("{}: port {} is already in use on {}; pick another port{}",
+                                 origin->shown(), endpoint.port, endpoint.host,
+                                 n == 1 ? ", or use --standalone for a free one" : ""));
+
+  c.run_id = raw.at("rdzv_id").text;
+  c.master_addr = endpoint.host;
+  c.master_port = endpoint.port;
+  c.rdzv.host = endpoint.host;
+  c.rdzv.port = endpoint.port;
+  if (n == 1) {
+    c.rdzv.backend = Backend::local;
+    c.group_rank = 0;
+    c.group_world_size = 1;
+    c.use_agent_store = false;  // worker rank 0 hosts the store on MASTER_PORT
+  } else {
+    c.rdzv.backend = Backend::static_tcp;
+    c.rdzv.node_rank = nodes.node_rank;
+    c.rdzv.nnodes = n;
+    c.group_rank = nodes.node_rank;
+    c.group_world_size = n;
+    c.use_agent_store = true;
+  }
+  fill_settings(raw, c, nodes, endpoint);
 }
 
 }  // namespace
@@ -98,30 +185,55 @@ std::string random_uuid4() {
 }
 
 void check_rendezvous_supported(const RawOptions& raw) {
-  if (raw.flag("standalone")) return;  // torchrun ignores the backend options then
+  const Nodes nodes = nodes_of(raw);
+  const RawValue& nnodes = raw.at("nnodes");
+  if (raw.flag("standalone")) {  // torchrun ignores the backend options then
+    if (nodes.max_nodes != 1)
+      throw UsageError("--standalone runs a single node; drop " + nnodes.shown());
+    check_single_node_rank(raw, nodes.node_rank);
+    return;
+  }
   const RawValue& backend = raw.at("rdzv_backend");
   if (backend.text == "etcd" || backend.text == "etcd-v2")
     throw UsageError(backend.shown() +
                      ": etcd rendezvous is not supported by cxxrun (use c10d or static)");
   if (backend.text != "static" && backend.text != "c10d")
     throw UsageError(backend.shown() + ": unknown rendezvous backend (choose from static, c10d)");
-  if (backend.text != "c10d") return;
+  if (backend.text == "c10d") {
+    c10d_endpoint(raw);  // --node-rank is ignored, as torchrun does
+    return;
+  }
 
-  const RawValue& endpoint_text = raw.at("rdzv_endpoint");
-  rdzv::Endpoint endpoint = endpoint_of(endpoint_text, kC10dDefaultPort);
-  if (!rdzv::is_local_host(endpoint.host))
-    throw NotBuiltYet(fmt::format(
-        "--rdzv-backend=c10d with {} (not a local address) is not built yet: this cxxrun runs "
-        "single-node jobs; use --standalone or a localhost endpoint",
-        endpoint_text.shown()));
+  if (nodes.min_nodes != nodes.max_nodes)
+    throw UsageError(fmt::format("static rendezvous needs a fixed --nnodes=N, got {}",
+                                 nnodes.origin == "--nnodes" ? nnodes.text : nnodes.shown()));
+  if (nodes.max_nodes == 1) return check_single_node_rank(raw, nodes.node_rank);
+  if (nodes.node_rank < 0 || nodes.node_rank >= nodes.max_nodes)
+    throw UsageError(fmt::format("{}: must be in 0..{} with {} (node ranks run 0..NNODES-1)",
+                                 raw.at("node_rank").shown(), nodes.max_nodes - 1, nnodes.shown()));
 }
 
-RendezvousChoice choose_rendezvous(const RawOptions& raw, std::vector<std::string>& warnings,
-                                   std::vector<std::string>& notes) {
+void apply_rdzv_conf_option(const RawValue& value, agent::RendezvousConfig& config) {
+  std::map<std::string, std::string> conf = parse_rdzv_conf(value);
+  std::string is_host;
+  try {
+    is_host = rdzv::apply_rdzv_conf(conf, config.settings);
+  } catch (const std::invalid_argument& e) {
+    std::string what = e.what();
+    // Its messages name "--rdzv-conf key=value"; a PET_RDZV_CONF value is named by its variable.
+    if (value.origin == "--rdzv-conf" && what.starts_with("--rdzv-conf ")) throw UsageError(what);
+    throw UsageError(value.shown() + ": " + what);
+  }
+  if (!is_host.empty()) config.is_host = is_host == "true";
+}
+
+void choose_rendezvous(const RawOptions& raw, agent::Config& config, std::vector<std::string>& warnings,
+                       std::vector<std::string>& notes) {
   check_rendezvous_supported(raw);
-  if (raw.flag("standalone")) return standalone(notes);
-  if (raw.at("rdzv_backend").text == "c10d") return c10d(raw, warnings);
-  return static_backend(raw);
+  const Nodes nodes = nodes_of(raw);
+  if (raw.flag("standalone")) return standalone(raw, config, nodes, notes);
+  if (raw.at("rdzv_backend").text == "c10d") return c10d(raw, config, nodes, warnings);
+  static_backend(raw, config, nodes);
 }
 
 }  // namespace cxxrun::launcher

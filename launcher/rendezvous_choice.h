@@ -1,30 +1,39 @@
-// Which rendezvous a single-node cxxrun job uses, and where its workers'
-// store lives (MASTER_ADDR/MASTER_PORT, TORCHELASTIC_RUN_ID).
+// How this node meets the others (agent::Config::rdzv), and where its
+// workers' store lives (MASTER_ADDR/MASTER_PORT, TORCHELASTIC_RUN_ID):
+//   --standalone           Backend::local, a fresh uuid and a free port on
+//                          127.0.0.1, so two jobs on one host never clash.
+//   static, --nnodes=1     Backend::local on --master-addr/--master-port (or
+//                          --rdzv-endpoint), which must be free now because
+//                          worker rank 0 will listen there.
+//   static, --nnodes=N>1   Backend::static_tcp: node 0's agent hosts the store
+//                          on the master port; --node-rank is this node's rank.
+//   c10d                   Backend::c10d through the store at --rdzv-endpoint
+//                          (port 29400 by default); the rendezvous decides
+//                          group ranks and MASTER_ADDR/MASTER_PORT.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "agent/config.h"
 #include "launcher/raw_options.h"
 
 namespace cxxrun::launcher {
 
-struct RendezvousChoice {
-  std::string run_id;
-  std::string master_addr;
-  int master_port = 0;
-};
-
-// --standalone (or c10d on a local endpoint): a fresh free port on 127.0.0.1,
-// so two jobs on one host never clash. static: --master-addr/--master-port
-// (or --rdzv-endpoint), which must be free now because worker rank 0 will
-// listen there. Calls check_rendezvous_supported first.
-RendezvousChoice choose_rendezvous(const RawOptions& raw, std::vector<std::string>& warnings,
-                                   std::vector<std::string>& notes);
-
-// Refuses etcd, unknown backends, and c10d on an endpoint that is not this
-// host (multi-node, not built yet). Cheap: no sockets.
+// Cheap checks, no sockets: the backend is known and supported, --nnodes and
+// --node-rank fit it, a c10d endpoint is given and well formed.
 void check_rendezvous_supported(const RawOptions& raw);
+
+// --rdzv-conf into rdzv.settings (timeouts) and rdzv.is_host. Every backend
+// validates it: unknown keys and bad values are UsageErrors.
+void apply_rdzv_conf_option(const RawValue& value, agent::RendezvousConfig& rdzv);
+
+// Fills config.rdzv (all but what apply_rdzv_conf_option set), run_id,
+// master_addr/master_port, group_rank/group_world_size and use_agent_store.
+// Reads config.nproc_per_node and config.entrypoint_name, so call it after
+// those are set. Calls check_rendezvous_supported first.
+void choose_rendezvous(const RawOptions& raw, agent::Config& config, std::vector<std::string>& warnings,
+                       std::vector<std::string>& notes);
 
 // A random (version 4) UUID: 8-4-4-4-12 lowercase hex.
 std::string random_uuid4();

@@ -1,6 +1,8 @@
 #include "rendezvous/endpoint.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <string.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -92,7 +94,37 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+// True when `host` resolves to an address assigned to one of this machine's
+// interfaces (an agent started with its own IP as the endpoint, or in a
+// network namespace that owns that address).
+bool is_interface_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &resolved) != 0) return false;
+  ifaddrs* ifs = nullptr;
+  bool found = false;
+  if (getifaddrs(&ifs) == 0) {
+    for (addrinfo* a = resolved; a && !found; a = a->ai_next) {
+      for (ifaddrs* i = ifs; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != a->ai_family) continue;
+        if (a->ai_family == AF_INET)
+          found = reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr.s_addr ==
+                  reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+        else if (a->ai_family == AF_INET6)
+          found = memcmp(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr,
+                         &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, sizeof(in6_addr)) == 0;
+      }
+    }
+    freeifaddrs(ifs);
+  }
+  freeaddrinfo(resolved);
+  return found;
+}
+
 }  // namespace
+
 
 Endpoint parse_endpoint(std::string_view text, int default_port) {
   std::string_view whole = text;
@@ -174,16 +206,18 @@ bool is_local_host(std::string_view host) {
 
   std::string h(host);
   in_addr v4{};
-  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127) return true;
   in6_addr v6{};
   if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
     if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
-    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+    if (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127) return true;
   }
+  // Wildcards mean "every interface", i.e. other nodes too.
+  if (h == "0.0.0.0" || h == "::") return false;
 
   char self[256] = {};
   if (gethostname(self, sizeof self - 1) == 0 && iequals(host, self)) return true;
-  return false;
+  return is_interface_address(h);
 }
 
 }  // namespace cxxrun::rendezvous

@@ -79,8 +79,22 @@ class BadInput(TempDirTest):
     def test_unknown_option(self):
         self.assert_rejected(["--nproc-per-nod=2", self.prog], "--nproc-per-nod")
 
-    def test_multi_node_not_built_yet(self):
-        self.assert_rejected(["--nnodes=2", self.prog], "not built yet")
+    def test_node_rank_out_of_range(self):
+        self.assert_rejected(["--nnodes=2", "--node-rank=5", self.prog], "--node-rank=5")
+
+    def test_static_needs_fixed_nnodes(self):
+        self.assert_rejected(["--nnodes=1:2", self.prog], "fixed --nnodes=N, got 1:2")
+
+    def test_standalone_with_several_nodes(self):
+        self.assert_rejected(["--standalone", "--nnodes=2", self.prog], "drop --nnodes=2")
+
+    def test_c10d_without_endpoint(self):
+        self.assert_rejected(["--rdzv-backend=c10d", self.prog],
+                             "--rdzv-backend=c10d needs --rdzv-endpoint=HOST[:PORT]")
+
+    def test_bad_rdzv_conf_key(self):
+        self.assert_rejected(["--rdzv-backend=c10d", "--rdzv-endpoint=localhost:29400",
+                              "--rdzv-conf=join_timout=5", self.prog], "join_timout")
 
     def test_etcd_not_supported(self):
         self.assert_rejected(["--rdzv-backend=etcd", self.prog], "etcd")

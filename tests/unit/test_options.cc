@@ -182,6 +182,8 @@ TEST_CASE("bad values are refused, naming the value") {
   CHECK_THAT(message({"--rdzv-conf=a=1,=2"}), Contains("--rdzv-conf=a=1,=2"));
   CHECK_THAT(message({"--rdzv-conf=timeout="}), Contains("'timeout' must have a value"));
   CHECK_THAT(message({"--rdzv-conf=timeout"}), Contains("'timeout' must have a value"));
+  CHECK_THAT(message({"--rdzv-conf=timeout=0"}), Contains("--rdzv-conf timeout=0"));
+  CHECK_THAT(message({"--rdzv-conf=colour=blue"}), Contains("unknown key"));
   CHECK_THAT(message({"--signals-to-handle=SIGTERM,SIGFOO"}), Contains("SIGFOO"));
   CHECK_THAT(message({"--signals-to-handle=SIGKILL"}), Contains("SIGKILL cannot be caught"));
   CHECK_THAT(message({"--signals-to-handle=STOP"}), Contains("STOP cannot be caught"));

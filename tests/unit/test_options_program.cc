@@ -137,39 +137,19 @@ TEST_CASE("static backend: a master port already in use is refused, naming it") 
 }
 
 TEST_CASE("features that are not built yet say so") {
-  Failure f = failure({"--nnodes=2", kProg});
-  CHECK(f.not_built_yet);
-  CHECK(f.message ==
-        "multi-node rendezvous (--nnodes=2) is not built yet: this cxxrun runs single-node jobs");
-  CHECK(failure({"--nnodes=1:2", kProg}).not_built_yet);
-  Env env = base_env();
-  env["PET_NNODES"] = "4";
-  CHECK_THAT(failure({kProg}, env).message, Contains("(PET_NNODES=4) is not built yet"));
-  CHECK_NOTHROW(run({"--nnodes=1:1", kProg}));
-
   CHECK(failure({"--numa-binding=node", kProg}).not_built_yet);
   CHECK(failure({"--event-log-handler=console", kProg}).not_built_yet);
-  f = failure({"--rdzv-backend=c10d", "--rdzv-endpoint=node-17.cluster:29400", kProg});
-  CHECK(f.not_built_yet);
-  CHECK_THAT(f.message, Contains("node-17.cluster:29400"));
-  CHECK(failure({"--rdzv-backend=c10d", "--rdzv-endpoint=0.0.0.0:29400", kProg}).not_built_yet);
 
-  f = failure({"--rdzv-backend=etcd-v2", kProg});
+  Failure f = failure({"--rdzv-backend=etcd-v2", kProg});
   CHECK_FALSE(f.not_built_yet);
   CHECK_THAT(f.message, Contains("not supported by cxxrun"));
   f = failure({"--logs-specs=mine", kProg});
   CHECK_FALSE(f.not_built_yet);
   CHECK_THAT(f.message, Contains("--logs-specs=mine: not supported"));
-}
-
-TEST_CASE("c10d on a local endpoint runs single-node with the given id") {
-  Parsed p = run({"--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0", "--rdzv-id=job7", kProg});
-  CHECK(p.config.run_id == "job7");
-  CHECK(p.config.master_addr == "127.0.0.1");
-  CHECK(p.config.master_port > 0);
-  p = run({"--rdzv_backend=c10d", kProg});
-  REQUIRE(p.warnings.size() == 1);
-  CHECK_THAT(p.warnings[0], Contains("master_addr is only used for static rdzv_backend"));
+  // Multi-node runs now.
+  CHECK_FALSE(failure({"--nnodes=2", "--node-rank=2", kProg}).not_built_yet);
+  CHECK_NOTHROW(run({"--nnodes=2", "--node-rank=1", "--master-addr=10.9.8.7", kProg}));
+  CHECK_NOTHROW(run({"--rdzv-backend=c10d", "--rdzv-endpoint=node-17.cluster:29400", kProg}));
 }
 
 TEST_CASE("worker environment extras: OMP_NUM_THREADS, NCCL, signals") {

@@ -1,0 +1,181 @@
+#include "agent/meeting.h"
+
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/endpoint.h"
+#include "rendezvous/store.h"
+#include "rendezvous/store_server.h"
+
+namespace cxxrun::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using rendezvous::RendezvousError;
+
+milliseconds remaining(Clock::time_point deadline) {
+  return std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
+}
+
+std::string where(const RendezvousConfig& r) { return rendezvous::format_endpoint({r.host, r.port}); }
+
+}  // namespace
+
+Meeting::Meeting(const Config& config) : config_(config) {}
+Meeting::~Meeting() = default;
+
+// The c10d store lives in the agent whose host matches the endpoint (or
+// wherever --rdzv-conf is_host says); static: node 0. A second agent on the
+// same host finds the port taken and joins as a client, as torchrun does,
+// unless is_host was given explicitly.
+void Meeting::host_store_if_needed() {
+  const RendezvousConfig& r = config_.rdzv;
+  bool host = r.backend == Backend::static_tcp ? r.node_rank == 0
+                                                : r.is_host.value_or(rendezvous::is_local_host(r.host));
+  if (!host) return;
+  try {
+    server_ = std::make_unique<rendezvous::BackgroundStoreServer>(rendezvous::StoreServerOptions{"", r.port});
+    spdlog::info("hosting the rendezvous store on port {}", server_->port());
+  } catch (const std::exception& e) {
+    if (r.backend == Backend::c10d && !r.is_host)
+      spdlog::info("port {} is taken on this host ({}); joining its store as a client", r.port, e.what());
+    else
+      throw RendezvousError("cannot host the rendezvous store on port " + std::to_string(r.port) + ": " + e.what());
+  }
+}
+
+// Retries until the backend's deadline, saying every few seconds what it
+// waits for: the server may simply not be up yet.
+void Meeting::connect() {
+  const RendezvousConfig& r = config_.rdzv;
+  const auto& s = r.settings;
+  const milliseconds limit = r.backend == Backend::static_tcp ? s.static_timeout : s.join_timeout;
+  const auto deadline = Clock::now() + limit;
+  rendezvous::StoreClient::Options options;
+  options.host = r.host;
+  options.port = r.port;
+  for (;;) {
+    options.timeout = std::min(remaining(deadline), s.progress_interval);
+    try {
+      client_ = rendezvous::StoreClient::connect(options);
+      break;
+    } catch (const rendezvous::StoreError& e) {
+      if (Clock::now() >= deadline)
+        throw RendezvousError("cannot reach the rendezvous store of job=" + s.run_id + " at " + where(r) +
+                              " after " + std::to_string(limit.count() / 1000) + " s: " + e.what());
+      spdlog::info("waiting for rendezvous job={} at {}: store not reachable yet", s.run_id, where(r));
+    }
+  }
+  // Later calls get the per-operation deadline.
+  options.timeout = s.read_timeout;
+  client_ = rendezvous::StoreClient::connect(options);
+}
+
+void Meeting::join(Config& config) {
+  const RendezvousConfig& r = config_.rdzv;
+  if (r.backend == Backend::local) return;
+  if (!client_) {
+    host_store_if_needed();
+    connect();
+  }
+  if (r.backend == Backend::static_tcp) return join_static(config);
+  if (!rdzv_) {
+    const std::string local = r.settings.local_addr.empty() ? client_->local_address() : r.settings.local_addr;
+    rdzv_ = std::make_unique<rendezvous::C10dRendezvous>(
+        *client_, r.settings, [local] { return rendezvous::pick_free_port(local); },
+        [](const std::string& line) { spdlog::info("{}", line); });
+  }
+  const rendezvous::Assignment a = rdzv_->next_rendezvous();
+  members_ = a.group_world_size;
+  config.group_rank = a.group_rank;
+  config.group_world_size = a.group_world_size;
+  config.base_rank = a.base_rank;
+  config.world_size = a.world_size;
+  config.master_addr = a.master_addr;
+  config.master_port = a.master_port;
+}
+
+// torchrun's static backend: node ranks are given; each node publishes its
+// worker count so ranks are cumulative even when nodes differ.
+void Meeting::join_static(Config& config) {
+  const RendezvousConfig& r = config_.rdzv;
+  const std::string prefix = "cxxrun/static/" + r.settings.run_id + "/node/";
+  client_->set(prefix + std::to_string(r.node_rank), std::to_string(config.nproc_per_node));
+  const auto deadline = Clock::now() + r.settings.static_timeout;
+  std::vector<std::string> keys;
+  for (int i = 0; i < r.nnodes; ++i) keys.push_back(prefix + std::to_string(i));
+  for (;;) {
+    try {
+      client_->wait(keys, std::min(remaining(deadline), r.settings.progress_interval));
+      break;
+    } catch (const rendezvous::StoreTimeout&) {
+      int joined = 0;
+      for (const auto& k : keys) joined += client_->check({k});
+      if (Clock::now() >= deadline)
+        throw RendezvousError("timed out waiting for static rendezvous job=" + r.settings.run_id + " at " +
+                              where(r) + ": " + std::to_string(joined) + "/" + std::to_string(r.nnodes) +
+                              " nodes joined");
+      spdlog::info("waiting for rendezvous job={} at {}: {}/{} nodes", r.settings.run_id, where(r), joined,
+                   r.nnodes);
+    }
+  }
+  int base = 0, world = 0;
+  for (int i = 0; i < r.nnodes; ++i) {
+    int nproc = std::stoi(client_->get(keys[i]));
+    if (i < r.node_rank) base += nproc;
+    world += nproc;
+  }
+  members_ = r.nnodes;
+  config.base_rank = base;
+  config.world_size = world;
+}
+
+milliseconds Meeting::keep_alive_interval() const {
+  return config_.rdzv.backend == Backend::c10d ? config_.rdzv.settings.keep_alive_interval : milliseconds(0);
+}
+
+void Meeting::keep_alive() {
+  if (!rdzv_) return;
+  try {
+    rdzv_->keep_alive();
+    if (keep_alive_failing_) spdlog::info("keep-alives reach the rendezvous store again");
+    keep_alive_failing_ = false;
+  } catch (const std::exception& e) {
+    if (!keep_alive_failing_) spdlog::warn("keep-alive to the rendezvous store failed: {}", e.what());
+    keep_alive_failing_ = true;
+  }
+}
+
+void Meeting::close() {
+  if (!client_) return;
+  const auto& s = config_.rdzv.settings;
+  const std::string done = "cxxrun/exit/" + s.run_id;
+  try {
+    if (rdzv_) rdzv_->close();
+    int64_t finished = client_->add(done, 1);
+    client_->set(done + "/" + std::to_string(finished), "1");
+    if (!server_ || finished >= members_) return;
+    spdlog::info("waiting up to {} s for the other {} nodes to finish before closing the store",
+                 s.close_timeout.count() / 1000, members_ - finished);
+    const auto deadline = Clock::now() + s.close_timeout;
+    while (finished < members_ && Clock::now() < deadline) {
+      // The counter key exists already, so wait on the key the last node
+      // creates instead of polling the count.
+      try {
+        client_->wait({done + "/" + std::to_string(members_)}, std::min(remaining(deadline), s.progress_interval));
+      } catch (const rendezvous::StoreTimeout&) {
+      }
+      finished = client_->add(done, 0);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("could not close rendezvous '{}': {}", s.run_id, e.what());
+  }
+}
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,297 @@
+#include "rendezvous/c10d_rendezvous.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <tuple>
+
+namespace cxxrun::rendezvous {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+std::string hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::string nnodes_text(int min, int max) {
+  return min == max ? std::to_string(min) : std::to_string(min) + ":" + std::to_string(max);
+}
+
+std::string seconds_text(milliseconds d) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3g s", d.count() / 1000.0);
+  return buf;
+}
+
+std::string describe(const Member& m) {
+  return m.addr + "|" + m.host + "|" + std::to_string(m.pid) + "|" + std::to_string(m.nproc);
+}
+
+Member parse_member(const std::string& text) {
+  Member m;
+  size_t a = text.find('|'), b = text.find('|', a + 1), c = text.find('|', b + 1);
+  if (a == std::string::npos || b == std::string::npos || c == std::string::npos)
+    throw RendezvousError("malformed member record in the rendezvous store: '" + text + "'");
+  m.addr = text.substr(0, a);
+  m.host = text.substr(a + 1, b - a - 1);
+  try {
+    m.pid = std::stol(text.substr(b + 1, c - b - 1));
+    m.nproc = std::stoi(text.substr(c + 1));
+  } catch (const std::exception&) {
+    throw RendezvousError("malformed member record in the rendezvous store: '" + text + "'");
+  }
+  return m;
+}
+
+int to_int(const std::string& text, const std::string& what) {
+  try {
+    return std::stoi(text);
+  } catch (const std::exception&) {
+    throw RendezvousError("malformed " + what + " in the rendezvous store: '" + text + "'");
+  }
+}
+
+}  // namespace
+
+C10dRendezvous::C10dRendezvous(StoreClient& store, RendezvousSettings settings, std::function<int()> pick_port,
+                               Log log)
+    : store_(store), s_(std::move(settings)), pick_port_(std::move(pick_port)), log_(std::move(log)) {}
+
+std::string C10dRendezvous::key(const std::string& suffix) const { return "cxxrun/rdzv/" + s_.run_id + "/" + suffix; }
+
+std::string C10dRendezvous::round_key(int round, const std::string& suffix) const {
+  return key("r" + std::to_string(round) + "/" + suffix);
+}
+
+void C10dRendezvous::check_config() {
+  if (store_.check({key("closed")}))
+    throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
+                          " is closed: that job already finished; start a new job with another --rdzv-id");
+  const std::string mine = std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes) + "|" + s_.entrypoint;
+  const std::string theirs = store_.compare_set(key("config"), "", mine);
+  if (theirs == mine) return;
+  const auto bar = theirs.find('|');
+  const std::string their_nnodes = theirs.substr(0, bar);
+  const std::string their_entry = bar == std::string::npos ? "" : theirs.substr(bar + 1);
+  if (their_nnodes != std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes)) {
+    const auto colon = their_nnodes.find(':');
+    const std::string shown = colon != std::string::npos && their_nnodes.substr(0, colon) == their_nnodes.substr(colon + 1)
+                                  ? their_nnodes.substr(0, colon)
+                                  : their_nnodes;
+    throw RendezvousError("--nnodes=" + nnodes_text(s_.min_nodes, s_.max_nodes) + " disagrees with --nnodes=" +
+                          shown + " of the nodes already in rendezvous '" + s_.run_id + "'");
+  }
+  throw RendezvousError("rendezvous id '" + s_.run_id + "' is in use by another job (it runs " + their_entry +
+                        ", this node runs " + s_.entrypoint + "); pick another --rdzv-id");
+}
+
+Assignment C10dRendezvous::next_rendezvous() {
+  const auto deadline = Clock::now() + s_.join_timeout;
+  check_config();
+  int round = to_int(store_.compare_set(key("round"), "", "0"), "round number");
+  round = std::max(round, round_ + 1);
+  Assignment out;
+  while (!join_round(round, deadline, out)) ++round;
+  return out;
+}
+
+bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignment& out) {
+  me_ = Member{s_.local_addr.empty() ? store_.local_address() : s_.local_addr, hostname(),
+               static_cast<long>(getpid()), s_.local_world_size};
+  const int slot = static_cast<int>(store_.add(round_key(round, "count"), 1)) - 1;
+  store_.set(round_key(round, "node/" + std::to_string(slot)), describe(me_));
+  store_.set(round_key(round, "wake/" + std::to_string(slot)), "joined");
+  log_("node " + me_.addr + " (pid " + std::to_string(me_.pid) + ") attempts to join round " +
+       std::to_string(round) + " of rendezvous '" + s_.run_id + "' at " + s_.endpoint);
+  const int members = wait_for_completion(round, deadline);
+  if (slot >= members) {
+    wait_for_next_round(round, members >= s_.max_nodes);
+    return false;
+  }
+  out = assign(round, members, slot, deadline);
+  return true;
+}
+
+// Completes when max nodes have joined, or last_call_timeout after this node
+// saw min nodes; whoever gets there first writes `complete` and everyone
+// adopts that value.
+int C10dRendezvous::wait_for_completion(int round, Clock::time_point deadline) {
+  const std::string complete = round_key(round, "complete");
+  std::optional<Clock::time_point> last_call_end;
+  for (;;) {
+    if (store_.check({complete})) return to_int(store_.get(complete), "member count");
+    const int count = static_cast<int>(store_.add(round_key(round, "count"), 0));
+    const auto now = Clock::now();
+    if (count >= s_.max_nodes) return complete_round(round, s_.max_nodes);
+    if (count >= s_.min_nodes) {
+      if (!last_call_end) last_call_end = now + s_.last_call_timeout;
+      if (now >= *last_call_end) return complete_round(round, count);
+    }
+    if (now >= deadline)
+      throw RendezvousError("timed out after " + seconds_text(s_.join_timeout) + " waiting for rendezvous job=" +
+                            s_.run_id + " at " + s_.endpoint + ": " + std::to_string(count) + "/" +
+                            nnodes_text(s_.min_nodes, s_.max_nodes) + " nodes joined");
+    // Sleep until the next milestone: the min-th joiner, then the max-th
+    // joiner (or the completer, who writes the same key).
+    const int milestone = count < s_.min_nodes ? s_.min_nodes : s_.max_nodes;
+    auto until = std::min(deadline, now + s_.progress_interval);
+    if (last_call_end) until = std::min(until, *last_call_end);
+    try {
+      store_.wait({round_key(round, "wake/" + std::to_string(milestone - 1))},
+                  std::max(milliseconds(1), duration_cast<milliseconds>(until - now)));
+    } catch (const StoreTimeout&) {
+    }
+    progress("waiting for rendezvous job=" + s_.run_id + " at " + s_.endpoint + ": " + std::to_string(count) + "/" +
+             std::to_string(s_.min_nodes) + " nodes" +
+             (s_.max_nodes > s_.min_nodes ? " (up to " + std::to_string(s_.max_nodes) + ")" : ""));
+  }
+}
+
+int C10dRendezvous::complete_round(int round, int count) {
+  const int n = to_int(store_.compare_set(round_key(round, "complete"), "", std::to_string(count)), "member count");
+  store_.set(round_key(round, "wake/" + std::to_string(s_.max_nodes - 1)), "complete");
+  return n;
+}
+
+// A spare (the round is full) or a late joiner waits, without a deadline as
+// torchrun's spares do, until the next round opens or the job closes.
+void C10dRendezvous::wait_for_next_round(int round, bool full) {
+  log_(full ? "rendezvous '" + s_.run_id + "' is full (" + std::to_string(s_.max_nodes) +
+                  " nodes); this node waits as a spare for the next round"
+            : "round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
+                  "' completed without this node; waiting for the next round");
+  const std::string next = round_key(round, "next");
+  for (;;) {
+    try {
+      const std::string value = store_.get(next, s_.progress_interval);
+      if (value == "closed")
+        throw RendezvousClosed("rendezvous '" + s_.run_id + "' closed while this node waited as a spare");
+      return;
+    } catch (const StoreTimeout&) {
+      progress("waiting as a spare for the next round of rendezvous '" + s_.run_id + "'");
+    }
+  }
+}
+
+// Run by one elected member: one read of every descriptor, one write of
+// every assignment.
+void C10dRendezvous::publish_assignments(int round, int members) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
+  store_.wait(keys, s_.read_timeout);
+  std::vector<Member> all;
+  for (const auto& text : store_.multi_get(keys)) all.push_back(parse_member(text));
+  std::vector<int> order(members);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::tie(all[a].addr, all[a].host, all[a].pid, a) < std::tie(all[b].addr, all[b].host, all[b].pid, b);
+  });
+  int world = 0;
+  for (const Member& m : all) world += m.nproc;
+  std::vector<std::string> assign_keys, values;
+  std::string ranks;
+  for (int rank = 0, base = 0; rank < members; ++rank) {
+    const int slot = order[rank];
+    assign_keys.push_back(round_key(round, "assign/" + std::to_string(slot)));
+    values.push_back(std::to_string(rank) + "|" + std::to_string(base) + "|" + std::to_string(world));
+    base += all[slot].nproc;
+    ranks += (rank ? "," : "") + std::to_string(slot);
+  }
+  assign_keys.push_back(round_key(round, "ranks"));
+  values.push_back(ranks);
+  store_.multi_set(assign_keys, values);
+}
+
+Assignment C10dRendezvous::assign(int round, int members, int slot, Clock::time_point deadline) {
+  const std::string me = std::to_string(slot);
+  if (store_.compare_set(round_key(round, "assigner"), "", me) == me) publish_assignments(round, members);
+  const auto wait_for = std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
+  const std::string mine = store_.get(round_key(round, "assign/" + me), wait_for);
+  const auto a = mine.find('|'), b = mine.find('|', a + 1);
+  Assignment out;
+  out.round = round;
+  out.group_world_size = members;
+  out.group_rank = to_int(mine.substr(0, a), "assignment");
+  out.base_rank = to_int(mine.substr(a + 1, b - a - 1), "assignment");
+  out.world_size = to_int(mine.substr(b + 1), "assignment");
+  const std::string master = round_key(round, "master");
+  if (out.group_rank == 0) store_.set(master, me_.addr + ":" + std::to_string(pick_port_()));
+  const std::string where = store_.get(master, wait_for);
+  const auto colon = where.rfind(':');
+  out.master_addr = where.substr(0, colon);
+  out.master_port = to_int(where.substr(colon + 1), "master port");
+  round_ = round;
+  slot_ = slot;
+  members_ = members;
+  rank_of_slot_.clear();
+  seen_alive_.clear();
+  log_("node " + me_.addr + " joined round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
+       "' as rank " + std::to_string(out.group_rank) + " in a world of size " + std::to_string(members) + " (" +
+       std::to_string(out.world_size) + " workers, master " + where + ")");
+  return out;
+}
+
+const std::vector<int>& C10dRendezvous::rank_of_slot() {
+  if (rank_of_slot_.empty()) {
+    rank_of_slot_.assign(members_, 0);
+    const std::string ranks = store_.get(round_key(round_, "ranks"));
+    int rank = 0;
+    for (size_t pos = 0; pos <= ranks.size() && rank < members_; ++rank) {
+      size_t comma = ranks.find(',', pos);
+      if (comma == std::string::npos) comma = ranks.size();
+      rank_of_slot_.at(to_int(ranks.substr(pos, comma - pos), "rank list")) = rank;
+      pos = comma + 1;
+    }
+  }
+  return rank_of_slot_;
+}
+
+void C10dRendezvous::progress(const std::string& what) {
+  const auto now = Clock::now();
+  if (now - last_progress_ < s_.progress_interval) return;
+  last_progress_ = now;
+  log_(what);
+}
+
+void C10dRendezvous::keep_alive() {
+  if (round_ >= 0) store_.add(round_key(round_, "alive/" + std::to_string(slot_)), 1);
+}
+
+std::vector<int> C10dRendezvous::dead_members() {
+  std::vector<int> dead;
+  const auto now = Clock::now();
+  const auto limit = s_.keep_alive_interval * s_.keep_alive_max_attempt;
+  for (int i = 0; i < members_; ++i) {
+    if (i == slot_) continue;
+    const long long beats = store_.add(round_key(round_, "alive/" + std::to_string(i)), 0);
+    auto [it, fresh] = seen_alive_.try_emplace(i, beats, now);
+    if (!fresh && it->second.first != beats) it->second = {beats, now};
+    if (now - it->second.second > limit) dead.push_back(rank_of_slot().at(i));
+  }
+  return dead;
+}
+
+int C10dRendezvous::num_nodes_waiting() {
+  if (round_ < 0) return 0;
+  const int count = static_cast<int>(store_.add(round_key(round_, "count"), 0));
+  return std::max(0, std::min(count, s_.max_nodes) - members_);
+}
+
+void C10dRendezvous::start_next_round() {
+  store_.compare_set(key("round"), std::to_string(round_), std::to_string(round_ + 1));
+  store_.set(round_key(round_, "next"), std::to_string(round_ + 1));
+}
+
+void C10dRendezvous::close() {
+  store_.set(key("closed"), "1");
+  if (round_ >= 0) store_.set(round_key(round_, "next"), "closed");
+}
+
+}  // namespace cxxrun::rendezvous

@@ -1,0 +1,149 @@
+// The c10d-style rendezvous: agents of one job meet through a store, agree on
+// who is in this round and in which order, and learn where rank 0's workers
+// host their store (MASTER_ADDR/MASTER_PORT).
+//
+// State lives in small per-key records updated with atomic ADD and
+// COMPARE_SET, never in one blob. A node joining costs O(1) store operations
+// and one store WAIT per phase (for the min-th joiner, then for the max-th
+// joiner or the end of the last call), never a sleep loop; one elected node
+// reads every descriptor once and writes each node its assignment, so a
+// round of N nodes costs O(N) operations in all. Keys, under
+// "cxxrun/rdzv/<run_id>/":
+//   config             "<min>:<max>|<entrypoint>", first writer wins
+//   closed             exists once the job is over
+//   round              the open round number
+//   r<k>/count         ADD counter: a joiner's slot is the value it gets back
+//   r<k>/node/<slot>   the joiner's descriptor "addr|host|pid|nproc"
+//   r<k>/wake/<slot>   written by joiner <slot>; wake/<max-1> also by the
+//                      node that completes the round
+//   r<k>/complete      the number of members n; slots >= n wait for a later round
+//   r<k>/assigner      the slot elected to compute the assignments
+//   r<k>/assign/<slot> "group_rank|base_rank|world_size"
+//   r<k>/ranks         slots in group-rank order, comma-separated
+//   r<k>/master        "addr:port" chosen by group rank 0
+//   r<k>/next          "<k+1>" when the next round opens, "closed" at the end
+//   r<k>/alive/<slot>  keep-alive counter
+// Group ranks are the members sorted by (addr, host, pid): the same set of
+// nodes always gets the same ranks, whatever order they joined in.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rendezvous/store.h"
+
+namespace cxxrun::rendezvous {
+
+struct RendezvousError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// The job finished while this node waited as a spare: not a failure.
+struct RendezvousClosed : RendezvousError {
+  using RendezvousError::RendezvousError;
+};
+
+struct RendezvousSettings {
+  std::string run_id = "none";
+  std::string endpoint;  // for messages: "host:port"
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int local_world_size = 1;
+  // Joins only agents running the same program: a different entrypoint under
+  // the same id is an id clash, not a new member.
+  std::string entrypoint;
+  // The address other nodes reach this one by; empty = the address this
+  // node's store connection uses.
+  std::string local_addr;
+  std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};
+  std::chrono::milliseconds last_call_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds close_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds keep_alive_interval{std::chrono::seconds(1)};
+  int keep_alive_max_attempt = 3;
+  // Deadline of one store operation (--rdzv-conf read_timeout).
+  std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};
+  // The static backend's wait for every node (--rdzv-conf timeout).
+  std::chrono::milliseconds static_timeout{std::chrono::seconds(900)};
+  // How often a waiting node says what it waits for.
+  std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
+};
+
+// Parses --rdzv-conf keys of reference §1.4 that the c10d backend reads into
+// `settings`; unknown keys and bad values throw std::invalid_argument naming
+// them. Returns the is_host value when given ("" when inferred).
+std::string apply_rdzv_conf(const std::map<std::string, std::string>& conf, RendezvousSettings& settings);
+
+struct Member {
+  std::string addr;
+  std::string host;
+  long pid = 0;
+  int nproc = 1;
+};
+
+struct Assignment {
+  int round = 0;
+  int group_rank = 0;
+  int group_world_size = 1;
+  int base_rank = 0;  // RANK of this node's local rank 0
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+};
+
+class C10dRendezvous {
+ public:
+  using Log = std::function<void(const std::string&)>;
+  // `store` must outlive this object. `pick_port` returns a free port on this
+  // node (used when this node becomes group rank 0).
+  C10dRendezvous(StoreClient& store, RendezvousSettings settings, std::function<int()> pick_port, Log log);
+
+  // Joins the open round (or the next one, when this node is late or a
+  // spare) and blocks until it completes. Throws RendezvousError on
+  // join_timeout, an id clash, disagreeing --nnodes or a closed job
+  // (RendezvousClosed when the job closed while this node was a spare).
+  Assignment next_rendezvous();
+
+  // One keep-alive beat for the current round.
+  void keep_alive();
+  // Group ranks of members whose keep-alive counter has not moved for
+  // keep_alive_interval * keep_alive_max_attempt, by this node's clock (a
+  // counter, not a timestamp, so clock skew between nodes does not matter).
+  std::vector<int> dead_members();
+  // Nodes that joined the current round after it completed.
+  int num_nodes_waiting();
+  // Opens round+1 for everyone (a restart or a membership change).
+  void start_next_round();
+  // The job is over: every later join fails and spares are released.
+  void close();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::string key(const std::string& suffix) const;
+  std::string round_key(int round, const std::string& suffix) const;
+  void check_config();
+  bool join_round(int round, Clock::time_point deadline, Assignment& out);
+  int wait_for_completion(int round, Clock::time_point deadline);
+  int complete_round(int round, int count);
+  void wait_for_next_round(int round, bool full);
+  void publish_assignments(int round, int members);
+  Assignment assign(int round, int members, int slot, Clock::time_point deadline);
+  const std::vector<int>& rank_of_slot();
+  void progress(const std::string& what);
+
+  StoreClient& store_;
+  RendezvousSettings s_;
+  std::function<int()> pick_port_;
+  Log log_;
+  Member me_;
+  int round_ = -1;
+  int slot_ = -1;
+  int members_ = 0;
+  Clock::time_point last_progress_{};
+  std::vector<int> rank_of_slot_;
+  std::map<int, std::pair<long long, Clock::time_point>> seen_alive_;
+};
+
+}  // namespace cxxrun::rendezvous

@@ -1,0 +1,78 @@
+// cxxrun-rdzv: a standalone TCPStore server, for a rendezvous endpoint that
+// should outlive any one agent. Usage errors exit 2 with one line; a port that
+// cannot be bound exits 1 with one line; SIGINT/SIGTERM exit 0.
+#include <sys/resource.h>
+
+#include <csignal>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "rendezvous/store_server.h"
+
+namespace {
+
+void setup_logging() {
+  auto logger = spdlog::stderr_color_mt("cxxrun-rdzv");
+  logger->set_pattern("[%H:%M:%S.%e] [%n] %l: %v");
+  logger->set_level(spdlog::level::info);
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+}
+
+// Each client is a socket; the usual soft limit of 1024 would cap a store
+// meant for thousands of agents and workers well below what the host allows.
+void raise_fd_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("A TCPStore-compatible key-value server for torch and cxxrun rendezvous.",
+               "cxxrun-rdzv");
+  int port = -1;
+  std::string host;
+  app.add_option("--port", port, "port to listen on; 0 picks a free one")
+      ->required()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--host", host, "address or name to listen on (default: every interface)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "cxxrun-rdzv: error: " << e.what() << std::endl;
+    return 2;
+  }
+
+  try {
+    setup_logging();
+    raise_fd_limit();
+    // Blocked before the server thread starts, so that thread inherits the
+    // mask and the signals are left for sigwait below.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+    cxxrun::rendezvous::BackgroundStoreServer server({host, port});
+    spdlog::info("listening on {}", server.address());
+    // No deadline on purpose: serving until told to stop is the whole job.
+    int received = 0;
+    sigwait(&stop_signals, &received);
+    spdlog::info("received {}, stopping", received == SIGINT ? "SIGINT" : "SIGTERM");
+    server.stop();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "cxxrun-rdzv: " << e.what() << std::endl;
+    return 1;
+  }
+}

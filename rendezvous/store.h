@@ -1,0 +1,78 @@
+// A client of a TCPStore-compatible server (ours or torch's). Used by agents
+// for the rendezvous and by the worker runtime for bootstrap.
+//
+// Promises: every call has a deadline (Options::timeout unless given) and
+// throws StoreTimeout when it passes; a broken connection is re-established
+// with backoff within the same deadline (except for a call whose request was
+// already sent and is not safe to repeat: then StoreError); keys are sent
+// with Options::key_prefix (torch's client adds "/") so torch workers and
+// cxxrun agents see the same key space.
+//
+// Not thread-safe: a client keeps one request outstanding on its one
+// connection and nothing serialises callers; give each thread its own.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cxxrun::rendezvous {
+
+struct StoreError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct StoreTimeout : StoreError {
+  using StoreError::StoreError;
+};
+
+enum class Protocol { modern, legacy };
+
+class StoreClient {
+ public:
+  using Duration = std::chrono::milliseconds;
+
+  struct Options {
+    std::string host = "127.0.0.1";
+    int port = 29500;
+    // Default deadline of each call, and of the initial connect.
+    Duration timeout{std::chrono::seconds(300)};
+    // modern: VALIDATE + PING handshake, torch >= 2.2 opcodes.
+    // legacy: torch 1.13's opcodes, no handshake.
+    Protocol protocol = Protocol::modern;
+    std::string key_prefix = "/";
+  };
+
+  // Connects, retrying with exponential backoff until options.timeout.
+  // Throws StoreTimeout naming host:port when the server never answers.
+  static std::unique_ptr<StoreClient> connect(const Options& options);
+  virtual ~StoreClient() = default;
+
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  // Blocks until the key exists (WAIT, then GET), like c10d's get.
+  virtual std::string get(const std::string& key) = 0;
+  virtual std::string get(const std::string& key, Duration timeout) = 0;
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // torch's semantics, quirk included: returns the value now stored (or
+  // `expected` when the key is absent and expected is non-empty).
+  virtual std::string compare_set(const std::string& key, const std::string& expected,
+                                  const std::string& desired) = 0;
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Blocks until every key exists; throws StoreTimeout after `timeout`.
+  virtual void wait(const std::vector<std::string>& keys, Duration timeout) = 0;
+  virtual int64_t num_keys() = 0;
+  virtual bool delete_key(const std::string& key) = 0;
+  // modern only (throws StoreError on a legacy connection):
+  virtual void append(const std::string& key, const std::string& value) = 0;
+  virtual std::vector<std::string> multi_get(const std::vector<std::string>& keys) = 0;
+  virtual void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) = 0;
+
+  // The local IP address of this connection: the address the server sees us
+  // by, which is how other nodes can reach this one (MASTER_ADDR). Numeric,
+  // never a hostname; that of the last connection while none is open.
+  virtual std::string local_address() const = 0;
+};
+
+}  // namespace cxxrun::rendezvous

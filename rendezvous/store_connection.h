@@ -1,0 +1,86 @@
+// One TCP connection to a TCPStore-compatible server, speaking the framing of
+// reference §6.1: a request is built whole and leaves in one write (like
+// torch's SendBuffer), a response is read field by field. Retries, deadlines
+// per call and the meaning of each op belong to the client above.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "rendezvous/socket_io.h"
+#include "rendezvous/store.h"
+
+namespace cxxrun::rendezvous {
+
+// The server answered, but not the way this protocol says it would (a wrong
+// PING echo, an impossible length): retrying on a new connection would only
+// repeat it.
+struct StoreProtocolError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// TCP connected but the connection broke during the VALIDATE + PING
+// handshake: what a torch <= 2.0 server does (it reads VALIDATE as a SET
+// with an absurd key length and drops us). The message says so.
+struct StoreHandshakeBroken : io::SocketError {
+  using io::SocketError::SocketError;
+};
+
+class Request {
+ public:
+  explicit Request(uint8_t op) { bytes_.push_back(static_cast<char>(op)); }
+  Request& u32(uint32_t v) { return raw(&v, sizeof v); }
+  Request& u64(uint64_t v) { return raw(&v, sizeof v); }
+  Request& i64(int64_t v) { return raw(&v, sizeof v); }
+  Request& str(std::string_view s) {
+    u64(s.size());
+    bytes_.append(s);
+    return *this;
+  }
+  std::string_view bytes() const { return bytes_; }
+
+ private:
+  // Host order is the wire order: torch writes raw integers and every
+  // platform it runs on is little-endian (static_assert in the .cc).
+  Request& raw(const void* p, size_t n) {
+    bytes_.append(static_cast<const char*>(p), n);
+    return *this;
+  }
+  std::string bytes_;
+};
+
+class StoreConnection {
+ public:
+  // Connects once (the caller retries) and, for Protocol::modern, sends
+  // VALIDATE + PING(pid) and checks the echo. Throws io::SocketError /
+  // io::SocketTimeout, StoreHandshakeBroken, or StoreProtocolError on a
+  // wrong echo.
+  static StoreConnection open(const std::string& host, int port, Protocol protocol,
+                              io::Deadline deadline);
+
+  // `sent` counts bytes the kernel took, as for io::send_all.
+  void send(const Request& request, io::Deadline deadline, size_t* sent = nullptr) {
+    io::send_all(sock_, request.bytes(), deadline, sent);
+  }
+  uint8_t read_u8(io::Deadline deadline);
+  uint32_t read_u32(io::Deadline deadline);
+  int64_t read_i64(io::Deadline deadline);
+  std::string read_bytes(io::Deadline deadline);
+
+  bool wait_readable(io::Deadline deadline) { return io::wait_readable(sock_, deadline); }
+  // Bytes or EOF waiting while no request is outstanding: the server went
+  // away, or answered something we no longer wait for. Either way, unusable.
+  bool stale() { return io::input_pending(sock_); }
+
+  const std::string& local_address() const { return local_address_; }
+
+ private:
+  explicit StoreConnection(io::Socket sock) : sock_(std::move(sock)) {}
+
+  io::Socket sock_;
+  std::string local_address_;
+};
+
+}  // namespace cxxrun::rendezvous

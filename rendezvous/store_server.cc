@@ -1,0 +1,317 @@
+#include "rendezvous/store_server.h"
+
+#include <array>
+#include <chrono>
+#include <climits>
+#include <system_error>
+#include <unordered_map>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "rendezvous/endpoint.h"
+#include "rendezvous/store_request.h"
+#include "rendezvous/store_state.h"
+#include "rendezvous/wire.h"
+
+namespace cxxrun::rendezvous {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+// A connection whose unsent replies pass this stops being read (its pipelined
+// requests wait) until the client drains them.
+constexpr size_t kPauseOutputBytes = 1 << 20;
+// Output that never drains (a watcher that stopped reading) closes it.
+constexpr size_t kMaxOutputBytes = 2 * wire::kMaxRequestBytes;
+constexpr size_t kReadChunk = 64 * 1024;
+// The kernel clamps this to net.core.somaxconn: "as many as the host allows".
+constexpr int kBacklog = INT_MAX;
+
+std::string endpoint_text(const tcp::endpoint& endpoint) {
+  asio::ip::address address = endpoint.address();
+  if (address.is_v6() && address.to_v6().is_v4_mapped())
+    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+  return format_endpoint({address.to_string(), endpoint.port()});
+}
+
+class Connection;
+
+}  // namespace
+
+struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
+  explicit Impl(asio::io_context& io) : acceptor(io), retry(io) {}
+
+  void accept();
+  void adopt(tcp::socket socket);
+  void deliver(StoreState::Outcome& outcome);
+  void forget(StoreState::ClientId id);
+  void close();
+
+  tcp::acceptor acceptor;
+  asio::steady_timer retry;
+  bool accept_failing = false;
+  bool closed = false;
+  StoreState state;
+  std::unordered_map<StoreState::ClientId, std::shared_ptr<Connection>> connections;
+  StoreState::ClientId next_id = 1;
+  // Every connection reads through this one buffer: the loop is
+  // single-threaded, and an idle connection then holds no read buffer at all.
+  std::array<char, kReadChunk> scratch;
+};
+
+namespace {
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<StoreServer::Impl> server, tcp::socket socket, StoreState::ClientId id,
+             std::string peer)
+      : server_(std::move(server)), socket_(std::move(socket)), id_(id), peer_(std::move(peer)) {}
+
+  void start() { arm_read(); }
+
+  void send(std::string bytes) {
+    if (closed_) return;
+    if (out_.empty())
+      out_ = std::move(bytes);
+    else
+      out_ += bytes;
+    if (out_.size() + writing_.size() > kMaxOutputBytes) {
+      fail(fmt::format("{} bytes of replies unread", out_.size() + writing_.size()));
+      return;
+    }
+    if (!write_active_) write();
+  }
+
+  // A request the connection cannot survive: one line, then close.
+  void fail(const std::string& why) {
+    if (closed_) return;
+    spdlog::warn("store: closing connection from {}: {}", peer_, why);
+    close();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    server_->forget(id_);
+  }
+
+ private:
+  bool paused() const { return out_.size() + writing_.size() > kPauseOutputBytes; }
+
+  // Waits for readability rather than reading into a per-connection buffer:
+  // thousands of idle connections then cost a socket each and nothing more.
+  void arm_read() {
+    if (closed_ || read_armed_ || paused()) return;
+    read_armed_ = true;
+    socket_.async_wait(tcp::socket::wait_read,
+                       [self = shared_from_this()](const error_code& ec) { self->on_readable(ec); });
+  }
+
+  void on_readable(const error_code& wait_error) {
+    read_armed_ = false;
+    if (closed_ || wait_error == asio::error::operation_aborted) return;
+    error_code ec = wait_error;
+    size_t n = 0;
+    if (!ec) n = socket_.read_some(asio::buffer(server_->scratch), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) return arm_read();
+    if (ec) {
+      spdlog::debug("store: connection from {} ended: {}", peer_, ec.message());
+      return close();
+    }
+    in_.append(server_->scratch.data(), n);
+    process();
+    arm_read();
+  }
+
+  // Answers every complete request buffered, up to the output pause.
+  void process() {
+    size_t start = 0;
+    try {
+      while (!closed_ && !paused() && in_.size() - start >= needed_) {
+        RequestParse parsed = parse_request(std::string_view(in_).substr(start), table_);
+        if (parsed.table != table_)
+          spdlog::debug("store: connection from {} speaks the {} protocol", peer_,
+                        parsed.table == OpTable::modern ? "modern" : "legacy");
+        table_ = parsed.table;
+        if (parsed.status == RequestParse::Status::error) return fail(parsed.error);
+        if (parsed.status == RequestParse::Status::need_more) {
+          needed_ = parsed.needed;
+          break;
+        }
+        start += parsed.consumed;
+        needed_ = 1;
+        StoreState::Outcome outcome = server_->state.apply(id_, table_, parsed.request);
+        server_->deliver(outcome);
+        if (outcome.close) return fail(outcome.error);
+      }
+    } catch (const std::exception& e) {
+      // bad_alloc on a large request, most likely: this connection only.
+      return fail(e.what());
+    }
+    in_.erase(0, start);
+    if (in_.empty() && in_.capacity() > kReadChunk) std::string().swap(in_);
+  }
+
+  void write() {
+    write_active_ = true;
+    writing_.swap(out_);
+    asio::async_write(socket_, asio::buffer(writing_),
+                      [self = shared_from_this()](const error_code& ec, size_t) { self->on_written(ec); });
+  }
+
+  void on_written(const error_code& ec) {
+    write_active_ = false;
+    if (closed_ || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      spdlog::debug("store: connection from {} ended while writing: {}", peer_, ec.message());
+      return close();
+    }
+    if (writing_.capacity() > kPauseOutputBytes)
+      std::string().swap(writing_);
+    else
+      writing_.clear();
+    if (!out_.empty()) write();
+    if (!paused()) {
+      process();
+      arm_read();
+    }
+  }
+
+  std::shared_ptr<StoreServer::Impl> server_;
+  tcp::socket socket_;
+  StoreState::ClientId id_;
+  std::string peer_;
+  OpTable table_ = OpTable::unknown;
+  std::string in_;
+  size_t needed_ = 1;
+  std::string out_;
+  std::string writing_;
+  bool read_armed_ = false;
+  bool write_active_ = false;
+  bool closed_ = false;
+};
+
+// Binds the first candidate that works. SO_REUSEADDR as torch sets it, so a
+// port in TIME_WAIT from an earlier job is not "in use".
+void bind_and_listen(tcp::acceptor& acceptor, const StoreServerOptions& options) {
+  std::vector<tcp::endpoint> candidates;
+  auto port = static_cast<unsigned short>(options.port);
+  if (options.host.empty()) {
+    candidates = {tcp::endpoint(asio::ip::address_v6::any(), port),
+                  tcp::endpoint(asio::ip::address_v4::any(), port)};
+  } else {
+    tcp::resolver resolver(acceptor.get_executor());
+    error_code ec;
+    auto results = resolver.resolve(options.host, std::to_string(port),
+                                    tcp::resolver::numeric_service | tcp::resolver::passive, ec);
+    if (ec)
+      throw std::system_error(ec, "cannot resolve store host '" + options.host + "'");
+    for (const auto& entry : results) candidates.push_back(entry.endpoint());
+  }
+
+  error_code ec = make_error_code(boost::system::errc::address_not_available);
+  for (const tcp::endpoint& endpoint : candidates) {
+    error_code ignored;
+    acceptor.close(ignored);
+    if (acceptor.open(endpoint.protocol(), ec)) continue;
+    acceptor.set_option(tcp::acceptor::reuse_address(true), ignored);
+    if (endpoint.address().is_v6() && endpoint.address().is_unspecified())
+      acceptor.set_option(asio::ip::v6_only(false), ignored);
+    if (acceptor.bind(endpoint, ec)) continue;
+    if (acceptor.listen(kBacklog, ec)) continue;
+    return;
+  }
+  std::string shown = options.host.empty() ? "::" : options.host;
+  throw std::system_error(ec, "cannot listen on " + format_endpoint({shown, options.port}));
+}
+
+}  // namespace
+
+void StoreServer::Impl::accept() {
+  acceptor.async_accept([self = shared_from_this()](const error_code& ec, tcp::socket socket) {
+    if (self->closed || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // EMFILE and friends: retrying at once would spin on the same error.
+      if (!self->accept_failing)
+        spdlog::warn("store: accept failed: {}; retrying every 100 ms", ec.message());
+      self->accept_failing = true;
+      self->retry.expires_after(std::chrono::milliseconds(100));
+      self->retry.async_wait([self](const error_code& wait_error) {
+        if (!wait_error && !self->closed) self->accept();
+      });
+      return;
+    }
+    if (self->accept_failing) spdlog::info("store: accepting connections again");
+    self->accept_failing = false;
+    self->adopt(std::move(socket));
+    self->accept();
+  });
+}
+
+void StoreServer::Impl::adopt(tcp::socket socket) {
+  error_code ec;
+  tcp::endpoint remote = socket.remote_endpoint(ec);
+  if (ec) return;  // already gone
+  socket.set_option(tcp::no_delay(true), ec);
+  socket.non_blocking(true, ec);
+  StoreState::ClientId id = next_id++;
+  auto connection =
+      std::make_shared<Connection>(shared_from_this(), std::move(socket), id, endpoint_text(remote));
+  connections.emplace(id, connection);
+  spdlog::debug("store: connection from {} ({} open)", endpoint_text(remote), connections.size());
+  connection->start();
+}
+
+void StoreServer::Impl::deliver(StoreState::Outcome& outcome) {
+  for (StoreState::Delivery& delivery : outcome.deliveries) {
+    auto it = connections.find(delivery.client);
+    if (it == connections.end()) continue;
+    std::shared_ptr<Connection> keep = it->second;  // send() may close and forget it
+    keep->send(std::move(delivery.bytes));
+  }
+}
+
+void StoreServer::Impl::forget(StoreState::ClientId id) {
+  state.disconnect(id);
+  connections.erase(id);
+}
+
+void StoreServer::Impl::close() {
+  if (closed) return;
+  closed = true;
+  error_code ignored;
+  acceptor.close(ignored);
+  retry.cancel();
+  auto all = std::move(connections);
+  connections.clear();
+  for (auto& [id, connection] : all) connection->close();
+}
+
+StoreServer::StoreServer(asio::io_context& io, const StoreServerOptions& options)
+    : impl_(std::make_shared<Impl>(io)) {
+  bind_and_listen(impl_->acceptor, options);
+  tcp::endpoint local = impl_->acceptor.local_endpoint();
+  port_ = local.port();
+  address_ = endpoint_text(local);
+  spdlog::debug("store: listening on {}", address_);
+  impl_->accept();
+}
+
+StoreServer::~StoreServer() { close(); }
+
+int StoreServer::port() const { return port_; }
+std::string StoreServer::address() const { return address_; }
+void StoreServer::close() { impl_->close(); }
+
+}  // namespace cxxrun::rendezvous

@@ -1,0 +1,73 @@
+// A TCPStore-compatible server (reference torchrun.md §6.4): torch 1.13
+// clients (legacy opcodes) and torch >= 2.2 clients (VALIDATE handshake) on one
+// port and one key space. Single-threaded: one Asio io_context serves every
+// connection. Asio stays out of this header so including it costs nothing.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace cxxrun::rendezvous {
+
+struct StoreServerOptions {
+  // Empty: every interface, "::" dual-stack, or 0.0.0.0 where IPv6 is off.
+  // Otherwise an address or a name; the first address it resolves to that
+  // binds is used.
+  std::string host;
+  // 0: any free port (port() says which).
+  int port = 0;
+};
+
+class StoreServer {
+ public:
+  // Binds and listens before returning, so a taken port fails here:
+  // std::system_error whose what() names host:port. Serves once `io` runs.
+  StoreServer(boost::asio::io_context& io, const StoreServerOptions& options);
+  // Closes every connection; same thread rule as close().
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  // The bound port and "host:port" (e.g. "[::]:29500"); any thread.
+  int port() const;
+  std::string address() const;
+
+  // Stops accepting and closes every connection. Call it on the thread that
+  // runs `io`, or while nothing runs it.
+  void close();
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+  int port_;
+  std::string address_;
+};
+
+// A StoreServer on its own io_context and thread, for a caller whose own
+// thread makes blocking store calls (the agent hosting the rendezvous store).
+class BackgroundStoreServer {
+ public:
+  // Binds (throws like StoreServer), then starts serving on a new thread.
+  explicit BackgroundStoreServer(const StoreServerOptions& options);
+  ~BackgroundStoreServer();
+  BackgroundStoreServer(const BackgroundStoreServer&) = delete;
+  BackgroundStoreServer& operator=(const BackgroundStoreServer&) = delete;
+
+  int port() const;
+  std::string address() const;
+
+  // Stops the loop, joins the thread, closes every connection. Idempotent;
+  // any thread but the server's own.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cxxrun::rendezvous

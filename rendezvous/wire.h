@@ -1,0 +1,71 @@
+// PyTorch's TCPStore wire protocol (reference torchrun.md §6), shared by our
+// store server and client. Integers are raw little-endian; strings and byte
+// vectors are a u64 length followed by the bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cxxrun::rendezvous::wire {
+
+// torch >= 2.2: a connection opens with VALIDATE + this magic.
+inline constexpr uint32_t kValidateMagic = 0x3C85F7CE;
+
+// Limits of torch's libuv server (§6.4): a request beyond them closes that
+// one connection.
+inline constexpr size_t kMaxKeyBytes = 8 * 1024;
+inline constexpr size_t kMaxValueBytes = 8 * 1024 * 1024;
+inline constexpr size_t kMaxKeysPerOp = 131072;
+
+// Our own bound, not torch's: a request, or a MULTI_GET reply, larger than
+// this closes the connection, so one client cannot make the server buffer
+// without limit (the per-field limits alone allow terabytes in one MULTI_SET).
+inline constexpr size_t kMaxRequestBytes = 64 * 1024 * 1024;
+
+inline constexpr int kDefaultPort = 29500;
+
+// The modern table (torch >= 2.2).
+enum class Op : uint8_t {
+  validate = 0,
+  set = 1,
+  compare_set = 2,
+  get = 3,
+  add = 4,
+  check = 5,
+  wait = 6,
+  get_num_keys = 7,
+  delete_key = 8,
+  append = 9,
+  multi_get = 10,
+  multi_set = 11,
+  cancel_wait = 12,
+  ping = 13,
+  queue_push = 14,
+  queue_pop = 15,
+  queue_len = 16,
+};
+
+// The legacy table (torch <= 2.0, e.g. Debian's 1.13).
+enum class LegacyOp : uint8_t {
+  set = 0,
+  compare_set = 1,
+  get = 2,
+  add = 3,
+  check = 4,
+  wait = 5,
+  get_num_keys = 6,
+  watch_key = 7,
+  delete_key = 8,
+};
+
+enum class CheckResponse : uint8_t { ready = 0, not_ready = 1 };
+enum class WaitResponse : uint8_t { stop_waiting = 0, wait_canceled = 1 };
+// Legacy WATCH_KEY: the registration reply, then one push per change.
+enum class WatchResponse : uint8_t {
+  key_updated = 0,
+  key_created = 1,
+  key_deleted = 2,
+  callback_registered = 3,
+};
+
+}  // namespace cxxrun::rendezvous::wire

@@ -1,0 +1,171 @@
+#include <catch2/catch.hpp>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "fake_store.h"
+#include "rendezvous/c10d_rendezvous.h"
+
+using namespace cxxrun::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+RendezvousSettings settings(int min, int max, int nproc = 2) {
+  RendezvousSettings s;
+  s.run_id = "job";
+  s.endpoint = "fake:0";
+  s.min_nodes = min;
+  s.max_nodes = max;
+  s.local_world_size = nproc;
+  s.entrypoint = "train";
+  s.join_timeout = 10s;
+  s.last_call_timeout = 300ms;
+  s.progress_interval = 100ms;
+  return s;
+}
+
+struct Node {
+  FakeStore::Client client;
+  C10dRendezvous rdzv;
+  Node(FakeStore& store, const std::string& addr, RendezvousSettings s, int port = 1000)
+      : client(store, addr), rdzv(client, std::move(s), [port] { return port; }, [](const std::string&) {}) {}
+};
+
+std::vector<Assignment> join_all(std::vector<std::unique_ptr<Node>>& nodes) {
+  std::vector<std::future<Assignment>> futures;
+  for (auto& n : nodes) futures.push_back(std::async(std::launch::async, [&n] { return n->rdzv.next_rendezvous(); }));
+  std::vector<Assignment> out;
+  for (auto& f : futures) out.push_back(f.get());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("rendezvous: fixed size job gets unique ranks and one master") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"10.0.0.3", "10.0.0.1", "10.0.0.2", "10.0.0.4"})
+    nodes.push_back(std::make_unique<Node>(store, addr, settings(4, 4)));
+  auto result = join_all(nodes);
+  std::set<int> group_ranks, base_ranks;
+  for (size_t i = 0; i < result.size(); ++i) {
+    group_ranks.insert(result[i].group_rank);
+    base_ranks.insert(result[i].base_rank);
+    CHECK(result[i].world_size == 8);
+    CHECK(result[i].group_world_size == 4);
+    CHECK(result[i].master_addr == "10.0.0.1");  // the lowest address is group rank 0
+    CHECK(result[i].master_port == 1000);
+  }
+  CHECK(group_ranks == std::set<int>{0, 1, 2, 3});
+  CHECK(base_ranks == std::set<int>{0, 2, 4, 6});
+  // Ranks follow the sorted addresses, whatever the join order.
+  CHECK(result[1].group_rank == 0);
+  CHECK(result[2].group_rank == 1);
+  CHECK(result[0].group_rank == 2);
+}
+
+TEST_CASE("rendezvous: MIN:MAX takes nodes joining within the last call") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(2, 4)));
+  std::vector<std::future<Assignment>> futures;
+  for (auto& n : nodes) futures.push_back(std::async(std::launch::async, [&n] { return n->rdzv.next_rendezvous(); }));
+  std::this_thread::sleep_for(100ms);  // well inside the 300 ms last call
+  Node late(store, "c", settings(2, 4));
+  auto late_result = late.rdzv.next_rendezvous();
+  CHECK(late_result.group_world_size == 3);
+  for (auto& f : futures) CHECK(f.get().group_world_size == 3);
+}
+
+TEST_CASE("rendezvous: heterogeneous nproc gives cumulative base ranks") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  nodes.push_back(std::make_unique<Node>(store, "a", settings(3, 3, 1)));
+  nodes.push_back(std::make_unique<Node>(store, "b", settings(3, 3, 4)));
+  nodes.push_back(std::make_unique<Node>(store, "c", settings(3, 3, 2)));
+  auto r = join_all(nodes);
+  CHECK(r[0].base_rank == 0);
+  CHECK(r[1].base_rank == 1);
+  CHECK(r[2].base_rank == 5);
+  CHECK(r[2].world_size == 7);
+}
+
+TEST_CASE("rendezvous: a node beyond MAX waits as a spare and is released at close") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(2, 2)));
+  auto r = join_all(nodes);
+  Node spare(store, "c", settings(2, 2));
+  auto spare_result = std::async(std::launch::async, [&] { spare.rdzv.next_rendezvous(); });
+  CHECK(spare_result.wait_for(300ms) == std::future_status::timeout);
+  nodes[0]->rdzv.close();
+  CHECK_THROWS_AS(spare_result.get(), RendezvousClosed);
+}
+
+TEST_CASE("rendezvous: the next round re-forms the group with a spare") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(2, 2)));
+  auto first = join_all(nodes);
+  CHECK(first[0].round == 0);
+  nodes[0]->rdzv.start_next_round();
+  auto second = join_all(nodes);
+  CHECK(second[0].round == 1);
+  CHECK(second[1].round == 1);
+  CHECK(second[0].group_rank != second[1].group_rank);
+}
+
+TEST_CASE("rendezvous: clear errors for closed jobs, id clashes and --nnodes mismatch") {
+  FakeStore store;
+  Node a(store, "a", settings(1, 1));
+  a.rdzv.next_rendezvous();
+  Node other_nnodes(store, "b", settings(2, 4));
+  CHECK_THROWS_WITH(other_nnodes.rdzv.next_rendezvous(), Catch::Contains("--nnodes=2:4 disagrees with --nnodes=1"));
+  auto s = settings(1, 1);
+  s.entrypoint = "other_program";
+  Node clash(store, "c", s);
+  CHECK_THROWS_WITH(clash.rdzv.next_rendezvous(), Catch::Contains("is in use by another job"));
+  a.rdzv.close();
+  Node after(store, "d", settings(1, 1));
+  CHECK_THROWS_WITH(after.rdzv.next_rendezvous(), Catch::Contains("is closed"));
+}
+
+TEST_CASE("rendezvous: join timeout names the job and the count") {
+  FakeStore store;
+  auto s = settings(3, 3);
+  s.join_timeout = 300ms;
+  Node lonely(store, "a", s);
+  CHECK_THROWS_WITH(lonely.rdzv.next_rendezvous(),
+                    Catch::Contains("waiting for rendezvous job=job at fake:0: 1/3 nodes joined"));
+}
+
+TEST_CASE("rendezvous: a member whose keep-alives stop is reported dead") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b"}) {
+    auto s = settings(2, 2);
+    s.keep_alive_interval = 50ms;
+    s.keep_alive_max_attempt = 3;
+    nodes.push_back(std::make_unique<Node>(store, addr, s));
+  }
+  join_all(nodes);
+  CHECK(nodes[0]->rdzv.dead_members().empty());
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(50ms);
+    nodes[1]->rdzv.keep_alive();
+    CHECK(nodes[0]->rdzv.dead_members().empty());
+  }
+  std::this_thread::sleep_for(200ms);  // > 3 x 50 ms without a beat from b
+  CHECK(nodes[0]->rdzv.dead_members() == std::vector<int>{1});
+}
+
+TEST_CASE("rdzv-conf keys and values") {
+  RendezvousSettings s;
+  CHECK(apply_rdzv_conf({{"join_timeout", "5"}, {"last_call_timeout", "0.5"}, {"is_host", "Yes"}}, s) == "true");
+  CHECK(s.join_timeout == 5s);
+  CHECK(s.last_call_timeout == 500ms);
+  CHECK_THROWS_WITH(apply_rdzv_conf({{"join_timeout", "-1"}}, s), Catch::Contains("join_timeout=-1"));
+  CHECK_THROWS_WITH(apply_rdzv_conf({{"bogus", "1"}}, s), Catch::Contains("unknown key"));
+  CHECK_THROWS_WITH(apply_rdzv_conf({{"is_host", "maybe"}}, s), Catch::Contains("valid boolean"));
+}

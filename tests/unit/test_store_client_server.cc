@@ -1,0 +1,103 @@
+// Our client against our server, both protocols, over real sockets.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <system_error>
+
+#include "rendezvous/store.h"
+#include "rendezvous/store_server.h"
+
+using namespace cxxrun::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::unique_ptr<StoreClient> client_of(const BackgroundStoreServer& server, Protocol protocol,
+                                       const std::string& host = "127.0.0.1") {
+  StoreClient::Options o;
+  o.host = host;
+  o.port = server.port();
+  o.protocol = protocol;
+  o.timeout = 5s;
+  return StoreClient::connect(o);
+}
+
+}  // namespace
+
+TEST_CASE("store client and server: every op on both protocols") {
+  BackgroundStoreServer server({"127.0.0.1", 0});
+  auto protocol = GENERATE(Protocol::modern, Protocol::legacy);
+  auto client = client_of(server, protocol);
+
+  client->set("k1", "v1");
+  CHECK(client->get("k1") == "v1");
+  CHECK(client->add("cnt", 5) == 5);
+  CHECK(client->add("cnt", -2) == 3);
+  CHECK(client->get("cnt") == "3");
+  CHECK(client->compare_set("cas", "", "first") == "first");
+  CHECK(client->compare_set("cas", "first", "second") == "second");
+  CHECK(client->compare_set("cas", "wrong", "third") == "second");
+  CHECK(client->compare_set("absent", "x", "y") == "x");
+  CHECK(client->check({"k1", "cnt"}));
+  CHECK_FALSE(client->check({"k1", "nope"}));
+  CHECK(client->num_keys() == 3);
+  CHECK(client->delete_key("k1"));
+  CHECK_FALSE(client->delete_key("k1"));
+
+  CHECK_THROWS_WITH(client->get("nope", 150ms), Catch::Contains("wait timeout after 150 ms"));
+  CHECK_THROWS_AS(client->wait({"cnt", "nope"}, 100ms), StoreTimeout);
+  // Usable afterwards: cancelled (modern) or reconnected (legacy).
+  CHECK(client->get("cas") == "second");
+
+  if (protocol == Protocol::modern) {
+    client->append("app", "a");
+    client->append("app", "b");
+    CHECK(client->get("app") == "ab");
+    client->multi_set({"m1", "m2"}, {"x", ""});
+    CHECK(client->multi_get({"m1", "m2"}) == std::vector<std::string>{"x", ""});
+  }
+  CHECK(client->local_address() == "127.0.0.1");
+}
+
+TEST_CASE("store client and server: a WAIT ends when another client sets the key") {
+  BackgroundStoreServer server({"127.0.0.1", 0});
+  auto waiter = client_of(server, Protocol::modern);
+  auto setter = client_of(server, Protocol::legacy);  // one key space for both tables
+  auto start = std::chrono::steady_clock::now();
+  auto got = std::async(std::launch::async, [&] { return waiter->get("late", 5s); });
+  std::this_thread::sleep_for(100ms);
+  setter->set("late", "here");
+  REQUIRE(got.wait_for(3s) == std::future_status::ready);
+  CHECK(got.get() == "here");
+  CHECK(std::chrono::steady_clock::now() - start < 3s);
+}
+
+TEST_CASE("store client and server: the client reconnects to a restarted server") {
+  auto first = std::make_unique<BackgroundStoreServer>(StoreServerOptions{"127.0.0.1", 0});
+  int port = first->port();
+  StoreClient::Options o;
+  o.port = port;
+  o.timeout = 5s;
+  auto client = StoreClient::connect(o);
+  client->set("before", "1");
+  first.reset();
+  BackgroundStoreServer second({"127.0.0.1", port});
+  // ADD too: the dead connection is noticed before anything is sent on it.
+  CHECK(client->add("after", 1) == 1);
+  CHECK(client->check({"after"}));
+  CHECK_FALSE(client->check({"before"}));  // a new server, a new key space
+}
+
+TEST_CASE("store client and server: IPv6 loopback gives a numeric local_address") {
+  std::unique_ptr<BackgroundStoreServer> server;
+  try {
+    server = std::make_unique<BackgroundStoreServer>(StoreServerOptions{"::1", 0});
+  } catch (const std::system_error& e) {
+    WARN("no IPv6 loopback here: " << e.what());
+    return;
+  }
+  auto client = client_of(*server, Protocol::modern, "::1");
+  client->set("v6", "yes");
+  CHECK(client->get("v6") == "yes");
+  CHECK(client->local_address() == "::1");
+}
