@@ -40,6 +40,7 @@ class StoreServer {
   // runs `io`, or while nothing runs it.
   void close();
 
+  // Defined in store_server.cc; named here only so its helpers can see it.
   struct Impl;
 
  private:

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-30}"
 if ! command -v clang++ >/dev/null; then
-  echo "fuzz: clang++ not found (scripts/install-deps.sh installs it)" >&2
+  echo "fuzz: clang++ not found: apt-get install clang" >&2
   exit 1
 fi
 generator=()

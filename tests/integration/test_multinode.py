@@ -35,11 +35,16 @@ class MultiNode(TempDirTest):
                 time.sleep(delays[i])
             procs.append(start(argv))
         results = []
+        deadline = time.monotonic() + timeout
         for p in procs:
             try:
-                out, err = p.communicate(timeout=timeout)
-            finally:
-                p.kill()
+                out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                dumps = [f"--- agent {i} ---\n" + "".join(q.communicate(timeout=10)[1] or "")
+                         for i, q in enumerate(procs)]
+                self.fail(f"agents still running after {timeout}s:\n" + "\n".join(dumps))
             results.append((p.returncode, out, err))
         return results
 
