@@ -46,8 +46,9 @@ std::string exit_text(const Failure& f) {
   return std::to_string(f.exit_code);
 }
 
-void append_failure(std::ostringstream& os, size_t idx, const std::string& host, const Failure& f) {
-  auto message = read_error_file(f.error_file);
+void append_failure(std::ostringstream& os, size_t idx, const std::string& local_host, const Failure& f) {
+  const std::string& host = f.host.empty() ? local_host : f.host;
+  auto message = f.message.empty() ? read_error_file(f.error_file) : ErrorFileMessage{f.message, std::nullopt};
   std::string traceback;
   if (message) {
     traceback = message->text;
@@ -113,9 +114,45 @@ std::optional<ErrorFileMessage> read_error_file(const std::string& path) {
   return out;
 }
 
+std::string to_record(const Failure& f, const std::string& host) {
+  nlohmann::json j = {{"host", f.host.empty() ? host : f.host},
+                      {"local_rank", f.local_rank},
+                      {"rank", f.rank},
+                      {"pid", f.pid},
+                      {"exit_code", f.exit_code},
+                      {"signal", f.signal},
+                      {"time", std::chrono::duration_cast<std::chrono::seconds>(f.time.time_since_epoch()).count()},
+                      {"error_file", f.error_file},
+                      {"stderr_tail", f.stderr_tail}};
+  if (auto m = f.message.empty() ? read_error_file(f.error_file) : ErrorFileMessage{f.message, std::nullopt})
+    j["message"] = m->text;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<Failure> from_record(const std::string& record) {
+  auto j = nlohmann::json::parse(record, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  try {
+    Failure f;
+    f.host = j.value("host", "");
+    f.local_rank = j.value("local_rank", 0);
+    f.rank = j.value("rank", 0);
+    f.pid = j.value("pid", 0);
+    f.exit_code = j.value("exit_code", 1);
+    f.signal = j.value("signal", 0);
+    f.time = std::chrono::system_clock::time_point(std::chrono::seconds(j.value("time", 0LL)));
+    f.error_file = j.value("error_file", "");
+    f.message = j.value("message", "");
+    f.stderr_tail = j.value("stderr_tail", std::vector<std::string>{});
+    return f;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 std::string describe(const Failure& f) {
   std::string how = f.signal ? "was killed by " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
-  return "rank " + std::to_string(f.rank) + " (local_rank " + std::to_string(f.local_rank) + ", pid " +
+  return (f.host.empty() ? "" : f.host + ": ") + "rank " + std::to_string(f.rank) + " (local_rank " + std::to_string(f.local_rank) + ", pid " +
          std::to_string(f.pid) + ") " + how;
 }
 

@@ -20,6 +20,10 @@ struct Failure {
   std::chrono::system_clock::time_point time;
   std::string error_file;  // path given to the worker; may not exist
   std::vector<std::string> stderr_tail;
+  // Set for a failure on another node (read from the rendezvous store):
+  // its host and the error file's message, which cannot be read from here.
+  std::string host;
+  std::string message;
 };
 
 // 0 for a clean exit; the exit code, or 128 + signal. Matches what a shell
@@ -42,6 +46,11 @@ std::optional<ErrorFileMessage> read_error_file(const std::string& path);
 
 // One line for the log: "rank 1 (local_rank 1, pid 42) exited with code 3".
 std::string describe(const Failure& f);
+
+// A failure as a JSON record other nodes can read (the rendezvous store), and
+// back. The error file's message is read here, on the failing node.
+std::string to_record(const Failure& f, const std::string& host);
+std::optional<Failure> from_record(const std::string& record);
 
 // The summary box. `failures` is non-empty; failures[0] is the root cause.
 std::string format_summary(const std::string& entrypoint, const std::string& host,

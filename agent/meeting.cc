@@ -57,9 +57,7 @@ void Meeting::connect() {
   const auto& s = r.settings;
   const milliseconds limit = r.backend == Backend::static_tcp ? s.static_timeout : s.join_timeout;
   const auto deadline = Clock::now() + limit;
-  rendezvous::StoreClient::Options options;
-  options.host = r.host;
-  options.port = r.port;
+  rendezvous::StoreClient::Options options = store_options();
   for (;;) {
     options.timeout = std::min(remaining(deadline), s.progress_interval);
     try {
@@ -90,8 +88,22 @@ void Meeting::join(Config& config) {
     rdzv_ = std::make_unique<rendezvous::C10dRendezvous>(
         *client_, r.settings, [local] { return rendezvous::pick_free_port(local); },
         [](const std::string& line) { spdlog::info("{}", line); });
+    // Beats get a connection with a deadline of about one interval, so a
+    // lost store shows within keep_alive_max_attempt beats.
+    auto options = store_options();
+    options.timeout = std::max(milliseconds(500), r.settings.keep_alive_interval);
+    beat_client_ = rendezvous::StoreClient::connect(options);
+    rdzv_->use_for_keep_alives(*beat_client_);
   }
-  const rendezvous::Assignment a = rdzv_->next_rendezvous();
+  apply(config, rdzv_->next_rendezvous());
+}
+
+void Meeting::rejoin(Config& config, int expected) {
+  rdzv_->start_next_round();
+  apply(config, rdzv_->next_rendezvous(expected));
+}
+
+void Meeting::apply(Config& config, const rendezvous::Assignment& a) {
   members_ = a.group_world_size;
   config.group_rank = a.group_rank;
   config.group_world_size = a.group_world_size;
@@ -136,24 +148,43 @@ void Meeting::join_static(Config& config) {
   config.world_size = world;
 }
 
+rendezvous::StoreClient::Options Meeting::store_options() const {
+  rendezvous::StoreClient::Options options;
+  options.host = config_.rdzv.host;
+  options.port = config_.rdzv.port;
+  options.timeout = config_.rdzv.settings.read_timeout;
+  return options;
+}
+
+std::unique_ptr<EventWatcher> Meeting::make_watcher(EventWatcher::Deliver deliver) {
+  return std::make_unique<EventWatcher>(rendezvous::StoreClient::connect(store_options()), std::move(deliver));
+}
+
 milliseconds Meeting::keep_alive_interval() const {
   return config_.rdzv.backend == Backend::c10d ? config_.rdzv.settings.keep_alive_interval : milliseconds(0);
 }
 
-void Meeting::keep_alive() {
-  if (!rdzv_) return;
+Meeting::Beat Meeting::keep_alive() {
+  if (!rdzv_) return Beat::ok;
+  const auto& s = config_.rdzv.settings;
   try {
     rdzv_->keep_alive();
-    if (keep_alive_failing_) spdlog::info("keep-alives reach the rendezvous store again");
-    keep_alive_failing_ = false;
+    if (keep_alive_failures_ > 0) spdlog::info("keep-alives reach the rendezvous store again");
+    keep_alive_failures_ = 0;
+    return Beat::ok;
   } catch (const std::exception& e) {
-    if (!keep_alive_failing_) spdlog::warn("keep-alive to the rendezvous store failed: {}", e.what());
-    keep_alive_failing_ = true;
+    if (keep_alive_failures_++ == 0) spdlog::warn("keep-alive to the rendezvous store failed: {}", e.what());
   }
+  if (keep_alive_failures_ < s.keep_alive_max_attempt) return Beat::failing;
+  spdlog::error("lost the rendezvous store of job={} at {}: no keep-alive got through for {} ms", s.run_id,
+                where(config_.rdzv), (s.keep_alive_interval * s.keep_alive_max_attempt).count());
+  return Beat::lost;
 }
 
 void Meeting::close() {
-  if (!client_) return;
+  // A lost store cannot be told anything; every call would wait out its
+  // deadline.
+  if (!client_ || keep_alive_failures_ >= config_.rdzv.settings.keep_alive_max_attempt) return;
   const auto& s = config_.rdzv.settings;
   const std::string done = "cxxrun/exit/" + s.run_id;
   try {

@@ -7,11 +7,13 @@
 #include <memory>
 
 #include "agent/config.h"
+#include "agent/event_watcher.h"
+
+#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/store.h"
 
 namespace cxxrun::rendezvous {
 class BackgroundStoreServer;
-class StoreClient;
-class C10dRendezvous;
 }  // namespace cxxrun::rendezvous
 
 namespace cxxrun::agent {
@@ -29,11 +31,25 @@ class Meeting {
   // RendezvousClosed for a released spare) with a one-line message.
   void join(Config& config);
 
+  // c10d: a restart anywhere restarts every node, through a new round.
+  bool elastic() const { return config_.rdzv.backend == Backend::c10d; }
+  // The c10d rendezvous of this node (nullptr for other backends). Not
+  // thread-safe: one caller at a time (the supervisor's loop, or the thread
+  // it runs rejoin() on while the loop waits).
+  rendezvous::C10dRendezvous* rendezvous() { return rdzv_.get(); }
+  // Opens the next round and joins it, completing as soon as `expected`
+  // nodes are in; fills `config` like join().
+  void rejoin(Config& config, int expected);
+  // A watcher on a store connection of its own.
+  std::unique_ptr<EventWatcher> make_watcher(EventWatcher::Deliver deliver);
+
   // Period of keep_alive(); zero when the backend has none.
   std::chrono::milliseconds keep_alive_interval() const;
   // One keep-alive beat; failures are logged, not thrown: a store hiccup
-  // must not kill a healthy job.
-  void keep_alive();
+  // must not kill a healthy job. `lost`: the store has been unreachable for
+  // keep_alive_interval * keep_alive_max_attempt.
+  enum class Beat { ok, failing, lost };
+  Beat keep_alive();
   // The job is over on this node: say so, and if this node hosts the store,
   // keep it up until every member said so too (bounded by close_timeout),
   // so nodes still finishing never lose their store.
@@ -43,12 +59,15 @@ class Meeting {
   void host_store_if_needed();
   void connect();
   void join_static(Config& config);
+  void apply(Config& config, const rendezvous::Assignment& a);
+  rendezvous::StoreClient::Options store_options() const;
 
   const Config& config_;
   std::unique_ptr<rendezvous::BackgroundStoreServer> server_;
   std::unique_ptr<rendezvous::StoreClient> client_;
   std::unique_ptr<rendezvous::C10dRendezvous> rdzv_;
-  bool keep_alive_failing_ = false;
+  std::unique_ptr<rendezvous::StoreClient> beat_client_;
+  int keep_alive_failures_ = 0;
   int members_ = 1;
 };
 

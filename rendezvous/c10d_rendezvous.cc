@@ -92,8 +92,13 @@ void C10dRendezvous::check_config() {
                         ", this node runs " + s_.entrypoint + "); pick another --rdzv-id");
 }
 
-Assignment C10dRendezvous::next_rendezvous() {
+Assignment C10dRendezvous::next_rendezvous() { return join(0); }
+
+Assignment C10dRendezvous::next_rendezvous(int expected) { return join(expected); }
+
+Assignment C10dRendezvous::join(int expected) {
   const auto deadline = Clock::now() + s_.join_timeout;
+  expected_ = expected;
   check_config();
   int round = to_int(store_.compare_set(key("round"), "", "0"), "round number");
   round = std::max(round, round_ + 1);
@@ -112,6 +117,8 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
        std::to_string(round) + " of rendezvous '" + s_.run_id + "' at " + s_.endpoint);
   const int members = wait_for_completion(round, deadline);
   if (slot >= members) {
+    // Below max, the running members restart to take this node in.
+    if (members < s_.max_nodes) store_.compare_set(round_key(round, "event"), "", "join");
     wait_for_next_round(round, members >= s_.max_nodes);
     return false;
   }
@@ -130,6 +137,7 @@ int C10dRendezvous::wait_for_completion(int round, Clock::time_point deadline) {
     const int count = static_cast<int>(store_.add(round_key(round, "count"), 0));
     const auto now = Clock::now();
     if (count >= s_.max_nodes) return complete_round(round, s_.max_nodes);
+    if (expected_ >= s_.min_nodes && count >= expected_) return complete_round(round, count);
     if (count >= s_.min_nodes) {
       if (!last_call_end) last_call_end = now + s_.last_call_timeout;
       if (now >= *last_call_end) return complete_round(round, count);
@@ -140,7 +148,9 @@ int C10dRendezvous::wait_for_completion(int round, Clock::time_point deadline) {
                             nnodes_text(s_.min_nodes, s_.max_nodes) + " nodes joined");
     // Sleep until the next milestone: the min-th joiner, then the max-th
     // joiner (or the completer, who writes the same key).
-    const int milestone = count < s_.min_nodes ? s_.min_nodes : s_.max_nodes;
+    const int milestone = count < s_.min_nodes                              ? s_.min_nodes
+                          : expected_ >= s_.min_nodes && count < expected_ ? expected_
+                                                                           : s_.max_nodes;
     auto until = std::min(deadline, now + s_.progress_interval);
     if (last_call_end) until = std::min(until, *last_call_end);
     try {
@@ -261,7 +271,7 @@ void C10dRendezvous::progress(const std::string& what) {
 }
 
 void C10dRendezvous::keep_alive() {
-  if (round_ >= 0) store_.add(round_key(round_, "alive/" + std::to_string(slot_)), 1);
+  if (round_ >= 0) beats_->add(round_key(round_, "alive/" + std::to_string(slot_)), 1);
 }
 
 std::vector<int> C10dRendezvous::dead_members() {
@@ -270,7 +280,7 @@ std::vector<int> C10dRendezvous::dead_members() {
   const auto limit = s_.keep_alive_interval * s_.keep_alive_max_attempt;
   for (int i = 0; i < members_; ++i) {
     if (i == slot_) continue;
-    const long long beats = store_.add(round_key(round_, "alive/" + std::to_string(i)), 0);
+    const long long beats = beats_->add(round_key(round_, "alive/" + std::to_string(i)), 0);
     auto [it, fresh] = seen_alive_.try_emplace(i, beats, now);
     if (!fresh && it->second.first != beats) it->second = {beats, now};
     if (now - it->second.second > limit) dead.push_back(rank_of_slot().at(i));

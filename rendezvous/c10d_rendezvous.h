@@ -23,6 +23,12 @@
 //   r<k>/master        "addr:port" chosen by group rank 0
 //   r<k>/next          "<k+1>" when the next round opens, "closed" at the end
 //   r<k>/alive/<slot>  keep-alive counter
+//   r<k>/event         what ended round k for everyone, first writer wins:
+//                      "abort" (a worker failed), "join" (a node is waiting
+//                      to join), "dead" (a member stopped its keep-alives),
+//                      "done" (every member's workers succeeded)
+//   r<k>/failure       the round's first failure record (first writer wins)
+//   r<k>/finished      ADD counter of members whose workers succeeded
 // Group ranks are the members sorted by (addr, host, pid): the same set of
 // nodes always gets the same ranks, whatever order they joined in.
 #pragma once
@@ -105,7 +111,29 @@ class C10dRendezvous {
   // join_timeout, an id clash, disagreeing --nnodes or a closed job
   // (RendezvousClosed when the job closed while this node was a spare).
   Assignment next_rendezvous();
+  // The same, but completes as soon as `expected` nodes (at least min) are
+  // in, without the last call: re-forming a known group after a restart.
+  Assignment next_rendezvous(int expected);
 
+  // Round events (c10d_events.cc). The store key that one event per round
+  // is written to; agents WAIT on it with a connection of their own.
+  std::string event_key() const;
+  // Ends the round for everyone; returns the event that won (maybe another).
+  std::string publish_event(const std::string& what);
+  // Records a failure and ends the round with "abort". Returns the round's
+  // first failure record, which may be another node's.
+  std::string publish_failure(const std::string& record);
+  // This node's workers all succeeded. The last member to get here ends the
+  // round with "done". Returns the event that now stands, or "" if none yet.
+  std::string finish_round();
+  // The round's first failure record, "" when none.
+  std::string failure_record();
+  int members() const { return members_; }
+
+  // Keep-alives and dead_members() go through `beats` (a connection with a
+  // short deadline, so a lost store is noticed within a beat) instead of the
+  // main store. Must outlive this object.
+  void use_for_keep_alives(StoreClient& beats) { beats_ = &beats; }
   // One keep-alive beat for the current round.
   void keep_alive();
   // Group ranks of members whose keep-alive counter has not moved for
@@ -125,6 +153,7 @@ class C10dRendezvous {
   std::string round_key(int round, const std::string& suffix) const;
   void check_config();
   bool join_round(int round, Clock::time_point deadline, Assignment& out);
+  Assignment join(int expected);
   int wait_for_completion(int round, Clock::time_point deadline);
   int complete_round(int round, int count);
   void wait_for_next_round(int round, bool full);
@@ -134,6 +163,7 @@ class C10dRendezvous {
   void progress(const std::string& what);
 
   StoreClient& store_;
+  StoreClient* beats_ = &store_;
   RendezvousSettings s_;
   std::function<int()> pick_port_;
   Log log_;
@@ -141,6 +171,7 @@ class C10dRendezvous {
   int round_ = -1;
   int slot_ = -1;
   int members_ = 0;
+  int expected_ = 0;
   Clock::time_point last_progress_{};
   std::vector<int> rank_of_slot_;
   std::map<int, std::pair<long long, Clock::time_point>> seen_alive_;

@@ -62,8 +62,8 @@ TEST_CASE("error file: string form, garbage and missing files") {
 }
 
 TEST_CASE("summary names the root cause, its signal and stderr tail") {
-  Failure root{1, 5, 4242, 0, SIGSEGV, std::chrono::system_clock::now(), "", {"last words"}};
-  Failure other{0, 4, 4241, 2, 0, std::chrono::system_clock::now(), "", {}};
+  Failure root{1, 5, 4242, 0, SIGSEGV, std::chrono::system_clock::now(), "", {"last words"}, "", ""};
+  Failure other{0, 4, 4241, 2, 0, std::chrono::system_clock::now(), "", {}, "", ""};
   auto s = format_summary("train", "node-a", {root, other});
   CHECK(s.find("train FAILED") != std::string::npos);
   CHECK(s.find("rank      : 5 (local_rank: 1)") != std::string::npos);

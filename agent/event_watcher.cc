@@ -1,0 +1,67 @@
+#include "agent/event_watcher.h"
+
+#include <spdlog/spdlog.h>
+
+#include "rendezvous/store.h"
+
+namespace cxxrun::agent {
+namespace {
+
+// Bounds how long stopping the watcher takes; a write to the key still wakes
+// the WAIT at once.
+constexpr std::chrono::milliseconds kWaitSlice{500};
+
+}  // namespace
+
+EventWatcher::EventWatcher(std::unique_ptr<rendezvous::StoreClient> client, Deliver deliver)
+    : client_(std::move(client)), deliver_(std::move(deliver)), thread_([this] { loop(); }) {}
+
+EventWatcher::~EventWatcher() {
+  {
+    std::lock_guard l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void EventWatcher::watch(const std::string& key) {
+  {
+    std::lock_guard l(mu_);
+    key_ = key;
+  }
+  cv_.notify_all();
+}
+
+void EventWatcher::loop() {
+  bool failing = false;
+  for (;;) {
+    std::string key;
+    {
+      std::unique_lock l(mu_);
+      cv_.wait(l, [&] { return stop_ || !key_.empty(); });
+      if (stop_) return;
+      key = key_;
+    }
+    try {
+      client_->wait({key}, kWaitSlice);
+      const std::string event = client_->get(key, kWaitSlice);
+      {
+        std::lock_guard l(mu_);
+        if (key_ == key) key_.clear();  // delivered; wait for the next round's key
+      }
+      failing = false;
+      deliver_(key, event);
+    } catch (const rendezvous::StoreTimeout&) {
+    } catch (const std::exception& e) {
+      // The store may be restarting or gone; keep-alives report that. Back
+      // off a slice so a dead store does not spin this thread.
+      if (!failing) spdlog::warn("cannot watch the rendezvous store for events: {}", e.what());
+      failing = true;
+      std::unique_lock l(mu_);
+      cv_.wait_for(l, kWaitSlice, [&] { return stop_; });
+    }
+  }
+}
+
+}  // namespace cxxrun::agent

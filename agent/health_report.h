@@ -1,0 +1,34 @@
+// How a HealthSnapshot reads on the wire: the /healthz JSON body and the
+// /metrics Prometheus text. Pure functions, so they are tested without a
+// socket and the Asio translation unit stays small.
+#pragma once
+
+#include <string>
+
+#include "agent/health_snapshot.h"
+
+namespace cxxrun::agent {
+
+// False for UNKNOWN, UNHEALTHY and FAILED: /healthz then answers 503 so a
+// liveness probe notices a hung or finished-with-failure agent. INIT and
+// STOPPED are a rendezvous or a restart in progress, which is healthy work.
+bool reports_healthy(GroupState state);
+
+// {"state": "HEALTHY", "run_id": ..., "role": ..., "group_rank": 0,
+//  "group_world_size": 1, "restart_count": 0, "max_restarts": 3,
+//  "workers": [{"local_rank": 0, "rank": 0, "pid": 42, "state": "running",
+//               "seconds_since_heartbeat": 1.5 | null}]}
+std::string health_json(const HealthSnapshot& s);
+
+// Prometheus text exposition format 0.0.4; every metric has # HELP and
+// # TYPE lines. Metric names:
+//   cxxrun_agent_info{run_id,role,group_rank} 1
+//   cxxrun_agent_state{state}                 1 for the current state, 0 for the others
+//   cxxrun_group_rank, cxxrun_group_world_size
+//   cxxrun_restart_count, cxxrun_max_restarts, cxxrun_remaining_restarts
+//   cxxrun_workers_running
+//   cxxrun_worker_running{local_rank,rank}    1 while that worker's process is alive
+//   cxxrun_worker_seconds_since_heartbeat{local_rank,rank}   only for workers with a heartbeat
+std::string prometheus_text(const HealthSnapshot& s);
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,241 @@
+#include "agent/health_server.h"
+
+#include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <exception>
+#include <spdlog/spdlog.h>
+#include <system_error>
+#include <unordered_set>
+#include <vector>
+
+#include "agent/health_report.h"
+#include "agent/http_message.h"
+#include "rendezvous/endpoint.h"
+
+namespace cxxrun::agent {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+constexpr std::string_view kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
+
+std::string endpoint_text(const tcp::endpoint& endpoint) {
+  asio::ip::address address = endpoint.address();
+  if (address.is_v6() && address.to_v6().is_v4_mapped())
+    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+  return rendezvous::format_endpoint({address.to_string(), endpoint.port()});
+}
+
+// Names would need a resolver, which blocks without a deadline; "localhost"
+// is the one name worth knowing without one.
+std::vector<tcp::endpoint> candidates(const std::string& host, int port) {
+  const auto p = static_cast<unsigned short>(port);
+  if (host.empty()) return {tcp::endpoint(asio::ip::address_v6::any(), p), tcp::endpoint(asio::ip::address_v4::any(), p)};
+  if (host == "localhost") return {tcp::endpoint(asio::ip::address_v4::loopback(), p)};
+  error_code ec;
+  asio::ip::address address = asio::ip::make_address(host, ec);
+  if (ec)
+    throw std::system_error(std::make_error_code(std::errc::invalid_argument),
+                            "health server host must be an IP address or \"localhost\", not '" + host + "'");
+  return {tcp::endpoint(address, p)};
+}
+
+void bind_and_listen(tcp::acceptor& acceptor, const std::string& host, int port) {
+  if (port < 0 || port > 65535)
+    throw std::system_error(std::make_error_code(std::errc::invalid_argument),
+                            "health server port " + std::to_string(port) + " is out of range");
+  error_code ec = make_error_code(boost::system::errc::address_not_available);
+  for (const tcp::endpoint& endpoint : candidates(host, port)) {
+    error_code ignored;
+    acceptor.close(ignored);
+    if (acceptor.open(endpoint.protocol(), ec)) continue;
+    // A port in TIME_WAIT from the previous agent on this host is not "in
+    // use"; a live listener still is.
+    acceptor.set_option(tcp::acceptor::reuse_address(true), ignored);
+    if (endpoint.address().is_v6() && endpoint.address().is_unspecified())
+      acceptor.set_option(asio::ip::v6_only(false), ignored);
+    if (acceptor.bind(endpoint, ec)) continue;
+    if (acceptor.listen(asio::socket_base::max_listen_connections, ec)) continue;
+    return;
+  }
+  const std::string shown = host.empty() ? "::" : host;
+  throw std::system_error(ec, "health server cannot listen on " + rendezvous::format_endpoint({shown, port}));
+}
+
+std::string respond(std::string_view head, const std::function<HealthSnapshot()>& snapshot) {
+  std::optional<HttpRequest> request = parse_request_line(head);
+  if (!request) return http_response(400, "text/plain", "bad request\n");
+  const bool healthz = request->path == "/healthz";
+  if (!healthz && request->path != "/metrics") return http_response(404, "text/plain", "not found\n");
+  if (request->method != "GET") return http_response(405, "text/plain", "only GET\n", "Allow: GET\r\n");
+  try {
+    HealthSnapshot s = snapshot();
+    if (healthz)
+      return http_response(reports_healthy(s.state) ? 200 : 503, "application/json", health_json(s));
+    return http_response(200, kMetricsType, prometheus_text(s));
+  } catch (const std::exception& e) {
+    spdlog::warn("health server: the snapshot failed: {}", e.what());
+    return http_response(500, "text/plain", "snapshot failed\n");
+  }
+}
+
+class Connection;
+
+}  // namespace
+
+struct HealthServer::Impl : std::enable_shared_from_this<Impl> {
+  Impl(asio::io_context& io, std::function<HealthSnapshot()> s) : acceptor(io), retry(io), snapshot(std::move(s)) {}
+
+  void accept();
+  void close();
+
+  tcp::acceptor acceptor;
+  asio::steady_timer retry;
+  std::function<HealthSnapshot()> snapshot;
+  // Live connections, so close() can end them; each removes itself when
+  // destroyed, and holds the Impl alive until then.
+  std::unordered_set<Connection*> connections;
+  bool accept_failing = false;
+  bool saturated = false;
+  bool closed = false;
+};
+
+namespace {
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<HealthServer::Impl> server, tcp::socket socket)
+      : server_(std::move(server)), socket_(std::move(socket)), deadline_(socket_.get_executor()) {
+    server_->connections.insert(this);
+  }
+  ~Connection() { server_->connections.erase(this); }
+
+  void start() {
+    deadline_.expires_after(HealthServer::kDeadline);
+    deadline_.async_wait([self = shared_from_this()](const error_code& ec) {
+      if (ec) return;
+      spdlog::debug("health server: closing a client that took over {} s", HealthServer::kDeadline.count());
+      self->stop();
+    });
+    read_head();
+  }
+
+  // Idempotent; pending handlers then finish with operation_aborted and
+  // release this connection.
+  void stop() {
+    error_code ignored;
+    socket_.close(ignored);
+    deadline_.cancel();
+  }
+
+ private:
+  void read_head() {
+    socket_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](const error_code& ec, size_t n) {
+      self->on_read(ec, n);
+    });
+  }
+
+  void on_read(const error_code& ec, size_t n) {
+    if (ec) return stop();
+    received_.append(chunk_.data(), n);
+    const size_t head = request_head_size(received_);
+    if (head == 0 || head > HealthServer::kMaxRequestBytes) {
+      if (received_.size() < HealthServer::kMaxRequestBytes) return read_head();
+      spdlog::debug("health server: closing a client whose request head passed {} bytes",
+                    HealthServer::kMaxRequestBytes);
+      return stop();
+    }
+    response_ = respond(std::string_view(received_).substr(0, head), server_->snapshot);
+    received_.clear();
+    asio::async_write(socket_, asio::buffer(response_), [self = shared_from_this()](const error_code& ec, size_t) {
+      if (ec) return self->stop();
+      self->linger();
+    });
+  }
+
+  // Closing with unread input (a request body) would send RST, which can
+  // destroy the response in the client's buffers; so half-close and drain
+  // until the client closes too, still under the deadline.
+  void linger() {
+    error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    drain();
+  }
+
+  void drain() {
+    socket_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](const error_code& ec, size_t) {
+      if (ec) return self->stop();
+      self->drain();
+    });
+  }
+
+  std::shared_ptr<HealthServer::Impl> server_;
+  tcp::socket socket_;
+  asio::steady_timer deadline_;
+  std::array<char, 2048> chunk_;
+  std::string received_;
+  std::string response_;
+};
+
+}  // namespace
+
+void HealthServer::Impl::accept() {
+  acceptor.async_accept([self = shared_from_this()](const error_code& ec, tcp::socket socket) {
+    if (self->closed || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // EMFILE and friends: retrying at once would spin on the same error.
+      if (!self->accept_failing) spdlog::warn("health server: accept failed: {}; retrying every 100 ms", ec.message());
+      self->accept_failing = true;
+      self->retry.expires_after(std::chrono::milliseconds(100));
+      self->retry.async_wait([self](const error_code& wait_error) {
+        if (!wait_error && !self->closed) self->accept();
+      });
+      return;
+    }
+    if (self->accept_failing) spdlog::info("health server: accepting connections again");
+    self->accept_failing = false;
+    if (self->connections.size() >= kMaxConnections) {
+      if (!self->saturated)
+        spdlog::warn("health server: {} connections open; refusing more until some close", kMaxConnections);
+      self->saturated = true;
+      error_code ignored;
+      socket.close(ignored);
+    } else {
+      self->saturated = false;
+      std::make_shared<Connection>(self, std::move(socket))->start();
+    }
+    self->accept();
+  });
+}
+
+void HealthServer::Impl::close() {
+  if (closed) return;
+  closed = true;
+  error_code ignored;
+  acceptor.close(ignored);
+  retry.cancel();
+  for (Connection* c : connections) c->stop();
+}
+
+HealthServer::HealthServer(asio::io_context& io, const std::string& host, int port,
+                           std::function<HealthSnapshot()> snapshot)
+    : impl_(std::make_shared<Impl>(io, std::move(snapshot))) {
+  bind_and_listen(impl_->acceptor, host, port);
+  const tcp::endpoint bound = impl_->acceptor.local_endpoint();
+  port_ = bound.port();
+  address_ = endpoint_text(bound);
+  impl_->accept();
+  spdlog::info("health server listening on {} (/healthz, /metrics)", address_);
+}
+
+HealthServer::~HealthServer() { close(); }
+
+void HealthServer::close() { impl_->close(); }
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,70 @@
+// What the agent shows about itself on /healthz and /metrics: a plain value
+// the supervisor fills on its own thread when the health server asks, so the
+// server never reaches into the supervisor's state.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cxxrun::agent {
+
+// torchrun's WorkerState (reference §4.1), kept with its spelling so
+// dashboards built for torchelastic read the same words.
+enum class GroupState { unknown, init, healthy, unhealthy, stopped, succeeded, failed };
+
+inline constexpr GroupState kAllGroupStates[] = {GroupState::unknown,   GroupState::init,   GroupState::healthy,
+                                                 GroupState::unhealthy, GroupState::stopped, GroupState::succeeded,
+                                                 GroupState::failed};
+
+inline std::string_view group_state_name(GroupState s) {
+  switch (s) {
+    case GroupState::init: return "INIT";
+    case GroupState::healthy: return "HEALTHY";
+    case GroupState::unhealthy: return "UNHEALTHY";
+    case GroupState::stopped: return "STOPPED";
+    case GroupState::succeeded: return "SUCCEEDED";
+    case GroupState::failed: return "FAILED";
+    case GroupState::unknown: break;
+  }
+  return "UNKNOWN";
+}
+
+// One worker process as the agent last saw it.
+enum class WorkerRunState { running, succeeded, failed, stopped };
+
+inline std::string_view worker_run_state_name(WorkerRunState s) {
+  switch (s) {
+    case WorkerRunState::running: return "running";
+    case WorkerRunState::succeeded: return "succeeded";
+    case WorkerRunState::failed: return "failed";
+    case WorkerRunState::stopped: break;
+  }
+  return "stopped";
+}
+
+struct WorkerHealth {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = 0;  // 0: never started (exec failed)
+  WorkerRunState state = WorkerRunState::running;
+  // Age of the worker's last heartbeat; nullopt when heartbeats are off or
+  // none has arrived yet (shown as null, and left out of /metrics).
+  std::optional<double> seconds_since_heartbeat;
+};
+
+struct HealthSnapshot {
+  GroupState state = GroupState::unknown;
+  std::string run_id;
+  std::string role;
+  int group_rank = 0;
+  int group_world_size = 1;
+  int restart_count = 0;  // restarts already made (TORCHELASTIC_RESTART_COUNT)
+  int max_restarts = 0;
+  std::vector<WorkerHealth> workers;
+};
+
+}  // namespace cxxrun::agent

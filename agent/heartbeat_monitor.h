@@ -1,0 +1,90 @@
+// Hang detection through heartbeat pages (common/heartbeat_layout.h): one
+// shared-memory file per worker that the worker runtime writes
+// (worker_runtime/heartbeat.h) and this class reads. No thread and no I/O
+// after create(): the supervisor calls check() from its own timer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cxxrun::agent {
+
+struct HeartbeatViolation {
+  enum class Kind { heartbeat, section };
+  int local_rank = 0;
+  Kind kind = Kind::heartbeat;
+  std::string what;                      // "heartbeat" or the section's name
+  std::chrono::nanoseconds limit{0};     // the timeout exceeded
+  std::chrono::nanoseconds overdue{0};   // how far past it
+};
+
+// "local rank 1: no heartbeat for 12.3 s (timeout 10 s)" or
+// "local rank 1: section 'step' open for 40.2 s (timeout 30 s)".
+std::string describe(const HeartbeatViolation& v);
+
+struct OpenSection {
+  std::string name;
+  std::chrono::nanoseconds open_for{0};
+  std::chrono::nanoseconds timeout{0};  // 0: no deadline
+};
+
+// What one worker last reported, for logs next to a violation.
+struct HeartbeatSnapshot {
+  pid_t pid = 0;       // the process that attached; 0 if none did
+  uint64_t beats = 0;
+  std::optional<std::chrono::nanoseconds> since_last_beat;  // empty before the first beat
+  std::vector<OpenSection> sections;
+};
+
+class HeartbeatMonitor {
+ public:
+  // heartbeat_timeout: longest silence allowed once a worker has beaten;
+  // 0 judges no heartbeat (sections are judged by their own timeouts).
+  // dir: where the pages go; "" makes a private directory under /dev/shm
+  // (else $TMPDIR or /tmp), removed by the destructor. Throws
+  // std::runtime_error when the directory cannot be made.
+  explicit HeartbeatMonitor(std::chrono::nanoseconds heartbeat_timeout, const std::string& dir = "");
+  ~HeartbeatMonitor();
+  HeartbeatMonitor(const HeartbeatMonitor&) = delete;
+  HeartbeatMonitor& operator=(const HeartbeatMonitor&) = delete;
+
+  // A fresh zeroed page for `local_rank`, replacing its earlier one (a new
+  // file, so a straggler of the last attempt cannot write into it). Returns
+  // the path to pass in CXXRUN_HEARTBEAT_FILE. Throws std::runtime_error.
+  std::string create(int local_rank);
+  // Unmaps and deletes one page, or all of them.
+  void remove(int local_rank);
+  void remove_all();
+
+  // Every current violation, each call anew: a violation lasts until the
+  // worker beats, ends the section, or its page is removed.
+  // now: CLOCK_MONOTONIC time (heartbeat::monotonic_ns()).
+  std::vector<HeartbeatViolation> check(std::chrono::nanoseconds now) const;
+  std::vector<HeartbeatViolation> check() const;
+
+  std::optional<HeartbeatSnapshot> snapshot(int local_rank, std::chrono::nanoseconds now) const;
+  std::optional<HeartbeatSnapshot> snapshot(int local_rank) const;
+
+  const std::string& dir() const { return dir_; }
+  std::chrono::nanoseconds heartbeat_timeout() const { return heartbeat_timeout_; }
+
+ private:
+  struct Mapped {
+    std::string path;
+    void* page = nullptr;
+  };
+
+  std::chrono::nanoseconds heartbeat_timeout_;
+  std::string dir_;
+  bool own_dir_ = false;
+  uint64_t generation_ = 0;
+  std::map<int, Mapped> pages_;
+};
+
+}  // namespace cxxrun::agent

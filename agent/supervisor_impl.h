@@ -1,0 +1,127 @@
+// The supervisor's class, shared by its two halves: supervisor.cc runs the
+// local worker group (spawn, output, reaping, stopping process trees) and
+// supervisor_elastic.cc decides what happens after a group stops (restart
+// here, restart every node through a new rendezvous round, wait for the
+// others, or exit). Internal to agent/: it pulls in Asio.
+#pragma once
+
+#include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <memory>
+#include <spdlog/logger.h>
+#include <thread>
+#include <vector>
+
+#include "agent/config.h"
+#include "agent/event_watcher.h"
+#include "agent/failure.h"
+#include "agent/output.h"
+#include "agent/worker_env.h"
+
+namespace cxxrun::agent {
+
+class Guardian;
+class LogDir;
+class Meeting;
+
+namespace asio = boost::asio;
+
+struct Pipe {
+  std::unique_ptr<asio::posix::stream_descriptor> fd;
+  std::unique_ptr<StreamSink> sink;
+  std::array<char, 16384> buf;
+};
+
+struct Worker {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  Pipe out, err;
+};
+
+// running: workers up. stopping: taking the group down. rendezvous: a
+// thread re-forms the job. barrier: our workers succeeded, others' not yet.
+enum class Phase { running, stopping, rendezvous, barrier, done };
+// Why the group is stopping. remote: a worker failed on another node.
+// membership: a node joined or died; the restart does not use the budget.
+// lost: too few nodes are left to go on.
+enum class Reason { success, failure, remote, membership, lost, signal };
+
+class Supervisor {
+ public:
+  Supervisor(const Config& c, LogDir& logs, Guardian& guardian, Meeting& meeting, const std::string& token);
+  ~Supervisor();
+  int run();
+
+ private:
+  // supervisor.cc: the local group.
+  std::string attempt_token() const;
+  int world_size() const;
+  void start_group();
+  bool start_worker(int local_rank);
+  void open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file);
+  void read_pipe(Pipe& p);
+  void drain_now(Pipe& p);
+  void close_pipe(Pipe& p);
+  void wait_signal();
+  void reap();
+  void on_worker_exit(Worker& w, int status);
+  void on_agent_signal(int sig);
+  int count_running() const;
+  void signal_workers(int sig);
+  void begin_stop(Reason reason, int sig);
+  void escalate();
+  void arm_drain_limit();
+  void check_stopped();
+  void finish(int code);
+
+  // supervisor_elastic.cc: what happens between attempts.
+  void start_watching();
+  void on_failure(const Failure& f);
+  void on_success();
+  void on_event(const std::string& event);
+  void after_event(const std::string& event);
+  void schedule_keep_alive();
+  void keep_alive_tick();
+  void finish_attempt();
+  void restart_or_fail();
+  void rejoin(int expected);
+  void on_rejoined(const Config& next, const std::string& error);
+  void final_failure();
+
+  Config c_;
+  LogDir& logs_;
+  Guardian& guardian_;
+  Meeting& meeting_;
+  const std::string token_;
+  asio::io_context io_;
+  asio::signal_set signals_;
+  asio::steady_timer timer_;
+  asio::steady_timer keep_alive_timer_;
+  const EnvMap base_env_;
+  const std::string host_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<Failure> failures_;
+  int attempt_ = 0;
+  int open_pipes_ = 0;
+  Phase phase_ = Phase::running;
+  Reason reason_ = Reason::success;
+  bool escalated_ = false;
+  bool strays_killed_ = false;
+  int agent_signal_ = 0;
+  int exit_code_ = 1;
+  // The current round's event, once the watcher delivered it.
+  std::string event_;
+  int dead_seen_ = 0;
+  std::thread rendezvous_thread_;
+  // Last: destroyed first, so it never posts into a dead loop.
+  std::unique_ptr<EventWatcher> watcher_;
+};
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,150 @@
+"""Chaos tests of the elastic agent: agents on loopback, c10d rendezvous.
+
+Every test ends by checking /proc: no worker of the job is left alive.
+"""
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+
+from harness import CXXRUN, TempDirTest, alive, read_pids, start, wait_for
+
+RDZV_SERVER = os.path.join(os.path.dirname(CXXRUN), "cxxrun-rdzv")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Elastic(TempDirTest):
+    def setUp(self):
+        super().setUp()
+        self.port = free_port()
+        self.run_id = uuid.uuid4().hex[:12]
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate(timeout=10)
+        pids = read_pids(self.dir, "pid.")
+        wait_for(lambda: not any(alive(p) for p in pids), timeout=10, what="every worker to be gone")
+        super().tearDown()
+
+    def agent(self, worker, nnodes, nproc=2, conf="", extra=()):
+        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{self.port}", f"--rdzv-id={self.run_id}",
+                f"--nnodes={nnodes}", f"--nproc-per-node={nproc}"] + list(extra)
+        if conf:
+            args.append(f"--rdzv-conf={conf}")
+        p = start(args + [worker])
+        self.procs.append(p)
+        return p
+
+    def finish(self, procs, timeout=90):
+        results = []
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            try:
+                out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                dumps = ["".join(q.communicate(timeout=10)[1] or "") for q in procs]
+                self.fail("agents still running:\n" + "\n---\n".join(dumps))
+            results.append((p.returncode, err))
+        return results
+
+    def starts(self, attempt):
+        return sorted(int(n.split(".")[2]) for n in os.listdir(self.dir) if n.startswith(f"start.{attempt}."))
+
+    def test_worker_killed_on_one_node_restarts_every_node(self):
+        worker = self.script("w.sh", f"""
+echo $$ > {self.dir}/pid.$TORCHELASTIC_RESTART_COUNT.$RANK
+touch {self.dir}/start.$TORCHELASTIC_RESTART_COUNT.$RANK
+[ "$TORCHELASTIC_RESTART_COUNT" = 1 ] && exit 0
+if [ "$RANK" = 3 ]; then
+  while [ $(ls {self.dir} | grep -c '^start\\.0\\.') -lt 6 ]; do sleep 0.01; done
+  kill -9 $$
+fi
+exec sleep 60
+""")
+        procs = [self.agent(worker, 3, extra=["--max-restarts=1"]) for _ in range(3)]
+        for rc, err in self.finish(procs):
+            self.assertEqual(rc, 0, err)
+        self.assertEqual(self.starts(0), list(range(6)))
+        self.assertEqual(self.starts(1), list(range(6)), "every worker on every node restarted")
+
+    def test_restart_budget_is_shared_and_counted(self):
+        # Rank 1 dies at every attempt before the 20th.
+        worker = self.script("w.sh", f"""
+echo $$ > {self.dir}/pid.$TORCHELASTIC_RESTART_COUNT.$RANK
+[ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" -lt 20 ] && kill -9 $$
+exit 0
+""")
+        for budget, expected in ((20, 0), (19, 137)):
+            self.run_id = uuid.uuid4().hex[:12]
+            procs = [self.agent(worker, 2, nproc=1, extra=[f"--max-restarts={budget}"]) for _ in range(2)]
+            results = self.finish(procs, timeout=120)
+            for rc, err in results:
+                self.assertEqual(rc, expected, err)
+            if expected:
+                for rc, err in results:  # every node names the job's first failure
+                    self.assertIn("rank      : 1 (local_rank: 0)", err)
+                    self.assertIn("SIGKILL", err)
+
+    def test_sigkilled_agent_makes_survivors_rerendezvous(self):
+        worker = self.script("w.sh", f"""
+echo $$ > {self.dir}/pid.$GROUP_WORLD_SIZE.$RANK
+touch {self.dir}/start.$GROUP_WORLD_SIZE.$RANK
+[ "$GROUP_WORLD_SIZE" = 2 ] && exit 0
+exec sleep 60
+""")
+        conf = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=1"
+        host = self.agent(worker, "2:3", conf=conf)
+        time.sleep(0.3)  # the first agent hosts the store
+        others = [self.agent(worker, "2:3", conf=conf) for _ in range(2)]
+        wait_for(lambda: len(self.starts(3)) == 6, timeout=30, what="six workers in a world of 3 nodes")
+        victim = others[1]
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.communicate(timeout=10)
+        results = self.finish([host, others[0]])
+        for rc, err in results:
+            self.assertEqual(rc, 0, err)
+        self.assertTrue(any("sent no keep-alive" in err for _, err in results))
+        self.assertEqual(self.starts(2), [0, 1, 2, 3], "the survivors re-formed a 2-node job")
+
+    def test_node_joining_below_max_is_taken_in(self):
+        worker = self.script("w.sh", f"""
+echo $$ > {self.dir}/pid.$GROUP_WORLD_SIZE.$RANK
+touch {self.dir}/start.$GROUP_WORLD_SIZE.$RANK
+[ "$GROUP_WORLD_SIZE" = 3 ] && exit 0
+exec sleep 60
+""")
+        conf = "last_call_timeout=0.5"
+        first = [self.agent(worker, "2:3", conf=conf) for _ in range(2)]
+        wait_for(lambda: len(self.starts(2)) == 4, timeout=30, what="a 2-node job")
+        late = self.agent(worker, "2:3", conf=conf)
+        for rc, err in self.finish(first + [late]):
+            self.assertEqual(rc, 0, err)
+        self.assertEqual(self.starts(3), list(range(6)))
+
+    def test_killed_rendezvous_server_stops_agents_cleanly(self):
+        server = subprocess.Popen([RDZV_SERVER, f"--port={self.port}"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK\nexec sleep 60\n")
+            conf = "is_host=false,keep_alive_interval=0.3,keep_alive_max_attempt=3"
+            procs = [self.agent(worker, 2, conf=conf) for _ in range(2)]
+            wait_for(lambda: len(read_pids(self.dir, "pid.")) == 4, timeout=30, what="four workers")
+            server.kill()
+            server.communicate(timeout=10)
+            for rc, err in self.finish(procs, timeout=30):
+                self.assertEqual(rc, 1, err)
+                self.assertIn("lost the rendezvous store", err)
+        finally:
+            server.kill()
