@@ -61,6 +61,23 @@ struct RendezvousConfig {
   rendezvous::RendezvousSettings settings;
 };
 
+// Deterministic fault injection for tests (--inject-fault, repeatable, or
+// CXXRUN_INJECT_FAULTS="spec;spec"). Specs:
+//   kill:rank=R,after=MS[,signal=SIGKILL][,attempt=A]  signal global rank R
+//   stop:rank=R,after=MS[,attempt=A]                   SIGSTOP it (a hang)
+//   drop_store:node=N,after=MS                         node N's agent loses the store
+//   delay_store:node=N,ms=MS                           each store call of node N's agent waits MS first
+struct FaultSpec {
+  enum class Kind { kill, stop, drop_store, delay_store };
+  Kind kind = Kind::kill;
+  int rank = -1;  // kill/stop: global rank
+  int node = -1;  // store faults: group rank
+  std::chrono::milliseconds after{0};
+  std::chrono::milliseconds delay{0};
+  int signal = 9;
+  int attempt = 0;  // kill/stop: only in this attempt (TORCHELASTIC_RESTART_COUNT)
+};
+
 struct Config {
   // Worker argv; each element may hold the "${local_rank}" macro.
   std::vector<std::string> command;
@@ -103,6 +120,28 @@ struct Config {
 
   // Set in every worker's environment on top of the agent's own.
   std::map<std::string, std::string> extra_env;
+
+  // Observability. --event-log FILE: one JSON event per line ("" = off).
+  std::string event_log;
+  // --health-port P (or TORCHELASTIC_HEALTH_CHECK_PORT): HTTP /healthz and
+  // /metrics; -1 = off, 0 = any free port (logged). health_host "" = all.
+  int health_port = -1;
+  std::string health_host;
+
+  // Hang detection. --heartbeat-timeout SECONDS: a worker that has beaten
+  // once (worker_runtime/heartbeat.h) and then stays silent this long is
+  // hung; 0 = off. --section-timeout NAME=SECONDS (repeatable) bounds named
+  // sections. --stack-dump-signal SIG is sent before the kill so the worker
+  // can print its stacks (0 = none).
+  std::chrono::milliseconds heartbeat_timeout{0};
+  std::map<std::string, std::chrono::milliseconds> section_timeouts;
+  int stack_dump_signal = 0;
+  // torchrun's file-timer watchdog: TORCHELASTIC_ENABLE_FILE_TIMER=1, FIFO at
+  // TORCHELASTIC_TIMER_FILE ("" = a fresh path).
+  bool file_timer = false;
+  std::string file_timer_path;
+
+  std::vector<FaultSpec> faults;
 };
 
 }  // namespace cxxrun::agent

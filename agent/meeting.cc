@@ -168,6 +168,8 @@ Meeting::Beat Meeting::keep_alive() {
   if (!rdzv_) return Beat::ok;
   const auto& s = config_.rdzv.settings;
   try {
+    if (store_delay_.count() > 0) std::this_thread::sleep_for(store_delay_);
+    if (store_dropped_) throw rendezvous::StoreError("connection dropped by fault injection");
     rdzv_->keep_alive();
     if (keep_alive_failures_ > 0) spdlog::info("keep-alives reach the rendezvous store again");
     keep_alive_failures_ = 0;

@@ -50,6 +50,12 @@ class Meeting {
   // keep_alive_interval * keep_alive_max_attempt.
   enum class Beat { ok, failing, lost };
   Beat keep_alive();
+  bool store_failing() const { return keep_alive_failures_ > 0; }
+  // Fault injection: from now on this node's store is unreachable (its
+  // keep-alives fail), or each keep-alive waits `delay` first.
+  void inject_store_drop() { store_dropped_ = true; }
+  void inject_store_delay(std::chrono::milliseconds delay) { store_delay_ = delay; }
+
   // The job is over on this node: say so, and if this node hosts the store,
   // keep it up until every member said so too (bounded by close_timeout),
   // so nodes still finishing never lose their store.
@@ -68,6 +74,8 @@ class Meeting {
   std::unique_ptr<rendezvous::C10dRendezvous> rdzv_;
   std::unique_ptr<rendezvous::StoreClient> beat_client_;
   int keep_alive_failures_ = 0;
+  bool store_dropped_ = false;
+  std::chrono::milliseconds store_delay_{0};
   int members_ = 1;
 };
 

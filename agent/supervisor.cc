@@ -7,7 +7,10 @@
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/file_timer.h"
 #include "agent/guardian.h"
+#include "agent/heartbeat_monitor.h"
+#include "agent/health_server.h"
 #include "agent/log_dir.h"
 #include "agent/meeting.h"
 #include "agent/process_tree.h"
@@ -35,7 +38,7 @@ std::string hostname() {
 Supervisor::Supervisor(const Config& c, LogDir& logs, Guardian& guardian, Meeting& meeting, const std::string& token)
     : c_(c), logs_(logs), guardian_(guardian), meeting_(meeting), token_(token), signals_(io_), timer_(io_),
       keep_alive_timer_(io_), base_env_(current_environment()), host_(hostname()),
-      log_(spdlog::default_logger()->clone("cxxrun node" + std::to_string(c.group_rank))) {}
+      log_(spdlog::default_logger()->clone("cxxrun node" + std::to_string(c.group_rank))), events_(c.event_log) {}
 
 Supervisor::~Supervisor() {
   if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
@@ -47,6 +50,9 @@ int Supervisor::run() {
   wait_signal();
   schedule_keep_alive();
   start_watching();
+  start_health_server();
+  start_watchdog();
+  record_rendezvous();
   start_group();
   io_.run();
   return exit_code_;
@@ -63,9 +69,12 @@ int Supervisor::world_size() const {
 void Supervisor::start_group() {
   phase_ = Phase::running;
   failures_.clear();
+  hung_.clear();
+  if (file_timer_) file_timer_->clear();
   escalated_ = false;
   workers_.clear();
   logs_.prepare_attempt(attempt_, c_.nproc_per_node);
+  schedule_faults();
   log_->info("starting {} workers for entrypoint {} (attempt {}, run id {}, ranks {}..{} of {})", c_.nproc_per_node,
              c_.entrypoint_name, attempt_, c_.run_id, c_.base_rank, c_.base_rank + c_.nproc_per_node - 1,
              world_size());
@@ -85,7 +94,9 @@ bool Supervisor::start_worker(int local_rank) {
   w->rank = c_.base_rank + local_rank;
   WorkerPlace place{local_rank, w->rank, world_size(), attempt_, logs_.file(attempt_, local_rank, "error.json"),
                     token_ + ":" + std::to_string(attempt_)};
-  auto env = to_envp(worker_environment(c_, place, base_env_));
+  EnvMap env_map = worker_environment(c_, place, base_env_);
+  add_watchdog_env(env_map, local_rank);
+  auto env = to_envp(env_map);
   Spawned s;
   try {
     s = spawn_worker(substitute_local_rank(c_.command, local_rank), env);
@@ -101,6 +112,7 @@ bool Supervisor::start_worker(int local_rank) {
   workers_.push_back(std::move(w));
   open_pipe(ref, ref.out, s.stdout_fd, STDOUT_FILENO, Std::out, "stdout.log");
   open_pipe(ref, ref.err, s.stderr_fd, STDERR_FILENO, Std::err, "stderr.log");
+  record_start(ref);
   return true;
 }
 
@@ -171,10 +183,13 @@ void Supervisor::reap() {
 
 void Supervisor::on_worker_exit(Worker& w, int status) {
   w.running = false;
+  w.status = status;
+  if (file_timer_) file_timer_->forget(w.pid);
   if (phase_ != Phase::running) return;
   Failure f{w.local_rank, w.rank, w.pid, 0, 0, std::chrono::system_clock::now(),
             logs_.file(attempt_, w.local_rank, "error.json"), {}, "", ""};
   set_status(f, status);
+  if (auto hang = hung_.find(w.local_rank); hang != hung_.end()) f.message = hang->second;
   if (shell_exit_code(f) != 0) {
     drain_now(w.err);
     f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
@@ -273,11 +288,15 @@ void Supervisor::check_stopped() {
     w->out.sink->finish();
     w->err.sink->finish();
   }
+  record_attempt_end();
   finish_attempt();
 }
 
 void Supervisor::finish(int code) {
   log_->info("exiting with code {}", code);
+  EventDetails details;
+  if (code != 0) details.raw_error = "exit code " + std::to_string(code);
+  events_.agent_event(code == 0 ? AgentEvent::succeeded : AgentEvent::failed, details);
   exit_code_ = code;
   phase_ = Phase::done;
   boost::system::error_code ignored;

@@ -74,9 +74,12 @@ void Supervisor::after_event(const std::string& event) {
   rejoin(0);
 }
 
+// Ticks four times per keep-alive interval: a beat on every fourth, a check
+// for dead members on each, so a death is seen within the configured
+// interval * max_attempt.
 void Supervisor::schedule_keep_alive() {
   if (meeting_.keep_alive_interval().count() == 0) return;
-  keep_alive_timer_.expires_after(meeting_.keep_alive_interval());
+  keep_alive_timer_.expires_after(meeting_.keep_alive_interval() / 4);
   keep_alive_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || phase_ == Phase::done) return;
     // While a thread rejoins, the store connection is that thread's.
@@ -86,11 +89,16 @@ void Supervisor::schedule_keep_alive() {
 }
 
 void Supervisor::keep_alive_tick() {
+  if (keep_alive_ticks_++ % 4 != 0) return check_members();
   const Meeting::Beat beat = meeting_.keep_alive();
   if (beat == Meeting::Beat::lost && phase_ == Phase::barrier) return finish(1);
   if (beat == Meeting::Beat::lost && phase_ == Phase::running) return begin_stop(Reason::lost, SIGTERM);
+  if (beat == Meeting::Beat::ok) check_members();
+}
+
+void Supervisor::check_members() {
   auto* rdzv = meeting_.rendezvous();
-  if (!rdzv || phase_ != Phase::running || beat != Meeting::Beat::ok) return;
+  if (!rdzv || phase_ != Phase::running || meeting_.store_failing()) return;
   std::vector<int> dead;
   try {
     dead = rdzv->dead_members();
@@ -142,6 +150,10 @@ void Supervisor::restart_or_fail() {
   ++attempt_;
   const std::string what = failures_.empty() ? "a worker failed on another node" : describe(failures_[0]);
   log_->warn("worker group failed ({}); restarting, attempt {} of {} restarts", what, attempt_, c_.max_restarts);
+  EventDetails details;
+  details.extra["reason"] = what;
+  events_.context().restart_count = attempt_;
+  events_.agent_event(AgentEvent::restart, details);
   if (meeting_.elastic()) return rejoin(0);
   start_group();
 }
@@ -185,6 +197,7 @@ void Supervisor::on_rejoined(const Config& next, const std::string& error) {
   dead_seen_ = 0;
   log_ = spdlog::default_logger()->clone("cxxrun node" + std::to_string(c_.group_rank));
   if (watcher_) watcher_->watch(meeting_.rendezvous()->event_key());
+  record_rendezvous();
   start_group();
 }
 

@@ -10,20 +10,26 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <map>
 #include <memory>
 #include <spdlog/logger.h>
 #include <thread>
 #include <vector>
 
 #include "agent/config.h"
+#include "agent/event_log.h"
 #include "agent/event_watcher.h"
 #include "agent/failure.h"
+#include "agent/health_snapshot.h"
 #include "agent/output.h"
 #include "agent/worker_env.h"
 
 namespace cxxrun::agent {
 
+class FileTimerServer;
 class Guardian;
+class HealthServer;
+class HeartbeatMonitor;
 class LogDir;
 class Meeting;
 
@@ -40,6 +46,7 @@ struct Worker {
   int rank = 0;
   pid_t pid = -1;
   bool running = false;
+  int status = 0;  // waitpid status once it exited
   Pipe out, err;
 };
 
@@ -87,11 +94,28 @@ class Supervisor {
   void after_event(const std::string& event);
   void schedule_keep_alive();
   void keep_alive_tick();
+  void check_members();
   void finish_attempt();
   void restart_or_fail();
   void rejoin(int expected);
   void on_rejoined(const Config& next, const std::string& error);
   void final_failure();
+
+  // supervisor_observe.cc: events, health, fault injection.
+  void start_health_server();
+  HealthSnapshot snapshot() const;
+  void record_start(const Worker& w);
+  void record_attempt_end();
+  void record_rendezvous();
+  void schedule_faults();
+
+  // supervisor_watchdog.cc: hang detection (heartbeat pages, named
+  // sections, torchrun's file-timer FIFO).
+  void start_watchdog();
+  void add_watchdog_env(EnvMap& env, int local_rank);
+  void watch_timer_fifo();
+  void watchdog_tick();
+  void on_hang(Worker& w, const std::string& what);
 
   Config c_;
   LogDir& logs_;
@@ -119,7 +143,17 @@ class Supervisor {
   // The current round's event, once the watcher delivered it.
   std::string event_;
   int dead_seen_ = 0;
+  int keep_alive_ticks_ = 0;
   std::thread rendezvous_thread_;
+  EventLog events_;
+  std::unique_ptr<HealthServer> health_;
+  std::vector<std::unique_ptr<asio::steady_timer>> fault_timers_;
+  std::unique_ptr<HeartbeatMonitor> heartbeats_;
+  std::unique_ptr<FileTimerServer> file_timer_;
+  std::unique_ptr<asio::posix::stream_descriptor> timer_fifo_;
+  std::unique_ptr<asio::steady_timer> watchdog_;
+  // Why a worker was killed as hung, by local rank, for its failure report.
+  std::map<int, std::string> hung_;
   // Last: destroyed first, so it never posts into a dead loop.
   std::unique_ptr<EventWatcher> watcher_;
 };

@@ -18,10 +18,18 @@
  *   /proc/<getppid()>/status into OUTDIR/rss.<rank> as "ppid hwm_kB rss_kB"
  *   and all ranks exit 0.
  *
+ * MODE cluster  (multi-node benchmarks, bench/elastic.py)
+ *   rank = RANK. Writes OUTDIR/start.<attempt>.<group world size>.<rank> at
+ *   the top of main. When TORCHELASTIC_RESTART_COUNT > 0, or GROUP_WORLD_SIZE
+ *   equals $STAMP_DONE_WORLD, exits 0 there. Otherwise it waits: on SIGTERM
+ *   it writes OUTDIR/term.<rank> (CLOCK_REALTIME ns) and exits; rank
+ *   $STAMP_FAIL_RANK writes OUTDIR/fail.0 after 500 ms and exits 1.
+ *
  * Build: cc -O2 -o stamp stamp.c      (bench/run.sh does this in a scratch dir)
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +72,60 @@ static long status_kb(const char *status, const char *key) {
     return p ? strtol(p + strlen(key), NULL, 10) : -1;
 }
 
+static const char *term_dir;
+static char term_name[64];
+
+/* Async-signal-safe: clock_gettime, open, write and _exit only. */
+static void on_term(int sig) {
+    (void)sig;
+    char path[512], digits[32];
+    long long t = now_ns();
+    int n = 0;
+    do digits[n++] = (char)('0' + t % 10); while ((t /= 10) > 0);
+    char out[34];
+    for (int i = 0; i < n; ++i) out[i] = digits[n - 1 - i];
+    out[n++] = '\n';
+    size_t len = strlen(term_dir);
+    if (len + strlen(term_name) + 2 > sizeof path) _exit(0);
+    memcpy(path, term_dir, len);
+    path[len] = '/';
+    strcpy(path + len + 1, term_name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        ssize_t w = write(fd, out, (size_t)n);
+        (void)w;
+        close(fd);
+    }
+    _exit(0);
+}
+
+static int cluster(const char *dir, long long t0) {
+    const char *att_s = getenv("TORCHELASTIC_RESTART_COUNT"), *rank_s = getenv("RANK");
+    const char *world_s = getenv("GROUP_WORLD_SIZE"), *done_s = getenv("STAMP_DONE_WORLD");
+    const char *fail_s = getenv("STAMP_FAIL_RANK");
+    if (!att_s || !rank_s || !world_s) {
+        write_file(dir, "noenv", "TORCHELASTIC_RESTART_COUNT, RANK or GROUP_WORLD_SIZE missing\n");
+        return 2;
+    }
+    int attempt = atoi(att_s), rank = atoi(rank_s), world = atoi(world_s);
+    char name[64], buf[64];
+    snprintf(name, sizeof name, "start.%d.%d.%d", attempt, world, rank);
+    snprintf(buf, sizeof buf, "%lld\n", t0);
+    write_file(dir, name, buf);
+    if (attempt > 0 || (done_s && atoi(done_s) == world)) return 0;
+    term_dir = dir;
+    snprintf(term_name, sizeof term_name, "term.%d", rank);
+    signal(SIGTERM, on_term);
+    if (fail_s && atoi(fail_s) == rank) {
+        sleep_ms(500);
+        snprintf(buf, sizeof buf, "%lld\n", now_ns());
+        write_file(dir, "fail.0", buf);
+        _exit(1);
+    }
+    sleep_ms(60000);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     long long t0 = now_ns(); /* first thing: the "worker exec'd" stamp */
     if (argc < 3) {
@@ -71,6 +133,7 @@ int main(int argc, char **argv) {
         return 64;
     }
     const char *mode = argv[1], *dir = argv[2];
+    if (strcmp(mode, "cluster") == 0) return cluster(dir, t0);
     const char *att_s = getenv("TORCHELASTIC_RESTART_COUNT");
     const char *rank_s = getenv("LOCAL_RANK");
     char name[64], buf[256];

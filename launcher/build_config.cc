@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "launcher/devices.h"
+#include "launcher/extensions.h"
 #include "launcher/program.h"
 #include "launcher/raw_options.h"
 #include "launcher/rendezvous_choice.h"
@@ -85,6 +86,7 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   c.shutdown_timeout = shutdown_timeout(raw, env);
   if (const RawValue* numa = raw.find("numa_binding"))
     check_choice(*numa, {"node", "socket", "exclusive", "core-complex"});
+  apply_extensions(raw, env, c, out.warnings);
 
   // 2. Valid requests for what this cxxrun does not do; --nnodes, --node-rank
   // and the backend's endpoint against each other.

@@ -66,7 +66,7 @@ std::string help_text() {
   entry(out, "training_script_args", "Passed to the training program untouched.");
 
   for (Group group : {Group::general, Group::workers, Group::rendezvous, Group::launch,
-                      Group::logging, Group::static_rdzv}) {
+                      Group::logging, Group::static_rdzv, Group::extensions}) {
     out << "\n" << group_title(group) << ":\n";
     for (const OptionSpec& spec : option_table()) {
       if (spec.group != group) continue;
@@ -80,7 +80,9 @@ std::string help_text() {
   out << "\n"
          "Every option with a value also reads PET_<NAME> (e.g. PET_NPROC_PER_NODE=4);\n"
          "the flags --standalone, -m, --no-python and --run-path read PET_<NAME>=0|1.\n"
-         "The command line wins.\n"
+         "The command line wins. --inject-fault reads CXXRUN_INJECT_FAULTS instead;\n"
+         "the faults from both are injected. TORCHELASTIC_ENABLE_FILE_TIMER=1 starts\n"
+         "torchrun's file-timer watchdog (FIFO at $TORCHELASTIC_TIMER_FILE, or a fresh path).\n"
          "ELF binaries and scripts whose #! line is not python run directly; other\n"
          "scripts run as $PYTHON_EXEC -u SCRIPT (default python3).\n";
   return out.str();

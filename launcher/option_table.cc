@@ -78,6 +78,28 @@ constexpr OptionSpec kOptions[] = {
      "Address other nodes reach this node by (c10d; default: the address its rendezvous "
      "connection uses)."},
 
+    // Not in torchrun. The environment variables that torch itself reads are
+    // handled in extensions.cc.
+    {"--event-log,--event_log", "FILE", nullptr, value, extensions,
+     "Append one JSON object per agent event (rendezvous, start, exit, restart, ...) to FILE."},
+    {"--health-port,--health_port", "PORT", nullptr, value, extensions,
+     "Serve HTTP /healthz and /metrics on PORT (0: any free port; default "
+     "$TORCHELASTIC_HEALTH_CHECK_PORT, else off)."},
+    {"--health-host,--health_host", "HOST", nullptr, value, extensions,
+     "Address the health server listens on: an IP address or localhost (default: all)."},
+    {"--heartbeat-timeout,--heartbeat_timeout", "SECONDS", nullptr, value, extensions,
+     "A worker that has sent a heartbeat and then stays silent this long is hung (0: off)."},
+    {"--section-timeout,--section_timeout", "NAME=SECONDS", nullptr, value, extensions,
+     "Longest a worker may spend in the named section (repeatable; PET_SECTION_TIMEOUT=a=1,b=2).",
+     true},
+    {"--stack-dump-signal,--stack_dump_signal", "SIGNAL", nullptr, value, extensions,
+     "Signal (name or number) sent to a hung worker before it is killed, to dump its stacks."},
+    {"--inject-fault,--inject_fault", "SPEC", nullptr, none, extensions,
+     "Testing: kill:rank=R,after=MS[,signal=S][,attempt=A], stop:rank=R,after=MS[,attempt=A], "
+     "drop_store:node=N,after=MS or delay_store:node=N,ms=MS (repeatable; also "
+     "$CXXRUN_INJECT_FAULTS=\"spec;spec\").",
+     true},
+
     {"--version", "", nullptr, none, general, "show cxxrun's version and exit"},
 };
 
@@ -116,6 +138,7 @@ std::string_view group_title(Group group) {
     case Group::launch: return "launching the training program";
     case Group::logging: return "logging";
     case Group::static_rdzv: return "static rendezvous (caffe2-compatible)";
+    case Group::extensions: return "cxxrun extensions";
   }
   return "";
 }

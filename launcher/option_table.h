@@ -8,7 +8,7 @@
 
 namespace cxxrun::launcher {
 
-enum class Group { general, workers, rendezvous, launch, logging, static_rdzv };
+enum class Group { general, workers, rendezvous, launch, logging, static_rdzv, extensions };
 
 enum class EnvFallback {
   none,   // plain argparse option in torchrun
@@ -23,6 +23,9 @@ struct OptionSpec {
   EnvFallback env;
   Group group;
   std::string_view help;
+  // Given several times, every value counts (RawOptions::lists); PET_<DEST>,
+  // if read, is one comma-separated list. Otherwise the last one wins.
+  bool repeatable = false;
 
   bool is_flag() const { return metavar.empty(); }
 };

@@ -19,7 +19,23 @@ struct Registered {
   const OptionSpec* spec;
   CLI::Option* option;
   std::unique_ptr<std::string> text;  // CLI11 writes here; stable address
+  std::unique_ptr<std::vector<std::string>> texts;  // the same, for repeatable options
 };
+
+// CLI11 reads "--log-dir=" as "--log-dir" and takes the next word as its
+// value; argparse gives it "". So an empty "=value" travels as this marker and
+// turns back into "" afterwards (in values, and in the program's own words).
+constexpr std::string_view kEmpty = "\x01cxxrun-empty\x01";
+
+std::string mark_empty(const std::string& arg) {
+  bool empty_long_value = arg.size() > 3 && arg.starts_with("--") && arg.back() == '=';
+  return empty_long_value ? arg + std::string(kEmpty) : arg;
+}
+
+std::string unmark_empty(std::string text) {
+  if (text.ends_with(kEmpty)) text.erase(text.size() - kEmpty.size());
+  return text;
+}
 
 bool flag_from_env(const OptionSpec& spec, const Env& env) {
   std::string name = env_name_of(spec);
@@ -54,9 +70,18 @@ RawOptions read_command_line(const std::vector<std::string>& args, const Env& en
 
   std::vector<Registered> registered;
   for (const OptionSpec& spec : option_table()) {
-    Registered r{&spec, nullptr, std::make_unique<std::string>()};
+    Registered r{&spec, nullptr, std::make_unique<std::string>(),
+                 std::make_unique<std::vector<std::string>>()};
     if (spec.is_flag()) {
       r.option = app.add_flag(std::string(spec.names))->disable_flag_override();
+    } else if (spec.repeatable) {
+      // One value per occurrence: "--section-timeout a=1 train.py" must leave
+      // the program alone.
+      r.option = app.add_option(std::string(spec.names), *r.texts)
+                     ->type_name(std::string(spec.metavar))
+                     ->expected(1)
+                     ->allow_extra_args(false)
+                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     } else {
       r.option = app.add_option(std::string(spec.names), *r.text)
                      ->type_name(std::string(spec.metavar))
@@ -65,7 +90,8 @@ RawOptions read_command_line(const std::vector<std::string>& args, const Env& en
     registered.push_back(std::move(r));
   }
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  std::vector<std::string> reversed;
+  for (auto it = args.rbegin(); it != args.rend(); ++it) reversed.push_back(mark_empty(*it));
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
@@ -77,7 +103,9 @@ RawOptions read_command_line(const std::vector<std::string>& args, const Env& en
   }
 
   RawOptions raw;
-  take_program(app.remaining(), raw);
+  std::vector<std::string> rest = app.remaining();
+  for (std::string& word : rest) word = unmark_empty(std::move(word));
+  take_program(std::move(rest), raw);
   for (const Registered& r : registered) {
     const OptionSpec& spec = *r.spec;
     std::string dest = dest_of(spec);
@@ -87,8 +115,20 @@ RawOptions read_command_line(const std::vector<std::string>& args, const Env& en
       if (r.option->count() > 0 || from_env) raw.flags.insert(dest);
       continue;
     }
+    if (spec.repeatable) {
+      std::vector<RawValue>& list = raw.lists[dest];
+      if (r.option->count() > 0) {
+        for (const std::string& text : *r.texts)
+          list.push_back({unmark_empty(text), main_name_of(spec)});
+      } else if (auto it = env.find(env_name_of(spec));
+                 spec.env == EnvFallback::value && it != env.end()) {
+        list.push_back({it->second, it->first});
+      }
+      if (list.empty()) raw.lists.erase(dest);
+      continue;
+    }
     if (r.option->count() > 0) {
-      std::string text = *r.text;
+      std::string text = unmark_empty(*r.text);
       // CLI11 keeps the '=' of "-r=3"; argparse drops it.
       if (spec.names.starts_with("-") && !spec.names.starts_with("--") && text.starts_with("="))
         text.erase(0, 1);

@@ -25,6 +25,9 @@ struct RawOptions {
   // By dest ("nproc_per_node"). Absent: not given and no default.
   std::map<std::string, RawValue, std::less<>> values;
   std::set<std::string, std::less<>> flags;  // dests of flags that are on
+  // Repeatable options, by dest: every command-line value in order, or the
+  // one PET_<DEST> value. Absent: neither given.
+  std::map<std::string, std::vector<RawValue>, std::less<>> lists;
   bool has_program = false;
   std::string program;
   std::vector<std::string> program_args;
@@ -39,6 +42,11 @@ struct RawOptions {
     throw std::logic_error("option " + std::string(dest) + " has no value and no default");
   }
   bool flag(std::string_view dest) const { return flags.count(dest) != 0; }
+  const std::vector<RawValue>& list(std::string_view dest) const {
+    static const std::vector<RawValue> none;
+    auto it = lists.find(dest);
+    return it == lists.end() ? none : it->second;
+  }
 };
 
 // Interprets and validates `raw` into a Config (build_config.cc).

@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 
 namespace cxxrun::launcher {
-namespace {
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -28,6 +27,8 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
     s.remove_prefix(at + 1);
   }
 }
+
+namespace {
 
 template <typename T>
 bool parse_number(std::string_view s, T& out) {
@@ -66,6 +67,30 @@ int signal_number(std::string_view name) {
 }
 
 }  // namespace
+
+std::optional<long long> integer_of(std::string_view text) {
+  long long out = 0;
+  if (!parse_number(text, out)) return std::nullopt;
+  return out;
+}
+
+std::optional<double> number_of(std::string_view text) {
+  double out = 0;
+  if (!parse_number(text, out) || !std::isfinite(out)) return std::nullopt;
+  return out;
+}
+
+int signal_of(std::string_view text) {
+  std::string_view s = trim(text);
+  bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
+  if (!digits) return signal_number(s);
+  int sig = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), sig);
+  bool ok = ec == std::errc() && end == s.data() + s.size() && sig >= 1 && sig <= SIGRTMAX;
+  return ok ? sig : 0;
+}
 
 int parse_int(const RawValue& value) {
   int out = 0;

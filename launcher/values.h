@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -18,6 +19,14 @@ namespace cxxrun::launcher {
 int parse_int(const RawValue& value);
 // Python float(), but finite only.
 double parse_float(const RawValue& value);
+
+// The same, as helpers that report failure instead of throwing.
+std::optional<long long> integer_of(std::string_view text);
+std::optional<double> number_of(std::string_view text);  // finite only
+// "SIGTERM", "TERM", "term" or "15" -> 15; 0 when it is none of these.
+int signal_of(std::string_view text);
+std::string_view trim(std::string_view s);
+std::vector<std::string_view> split(std::string_view s, char sep);
 
 // "N" or "MIN:MAX" with 0 < MIN <= MAX.
 std::pair<int, int> parse_nnodes(const RawValue& value);

@@ -274,16 +274,23 @@ void C10dRendezvous::keep_alive() {
   if (round_ >= 0) beats_->add(round_key(round_, "alive/" + std::to_string(slot_)), 1);
 }
 
+// Group rank 0 watches every member; every other member watches only rank 0,
+// so a round of N nodes costs O(N) reads per check, not O(N^2), and any
+// single death is seen by someone.
 std::vector<int> C10dRendezvous::dead_members() {
   std::vector<int> dead;
   const auto now = Clock::now();
-  const auto limit = s_.keep_alive_interval * s_.keep_alive_max_attempt;
+  // Checks run every interval/4; a beat observed up to that late still
+  // leaves the verdict within interval * max_attempt of the last real beat.
+  const auto limit = s_.keep_alive_interval * s_.keep_alive_max_attempt - s_.keep_alive_interval / 4;
+  const auto& ranks = rank_of_slot();
+  const bool leader = ranks.at(slot_) == 0;
   for (int i = 0; i < members_; ++i) {
-    if (i == slot_) continue;
+    if (i == slot_ || (!leader && ranks.at(i) != 0)) continue;
     const long long beats = beats_->add(round_key(round_, "alive/" + std::to_string(i)), 0);
     auto [it, fresh] = seen_alive_.try_emplace(i, beats, now);
     if (!fresh && it->second.first != beats) it->second = {beats, now};
-    if (now - it->second.second > limit) dead.push_back(rank_of_slot().at(i));
+    if (now - it->second.second > limit) dead.push_back(ranks.at(i));
   }
   return dead;
 }

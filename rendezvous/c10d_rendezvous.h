@@ -136,9 +136,11 @@ class C10dRendezvous {
   void use_for_keep_alives(StoreClient& beats) { beats_ = &beats; }
   // One keep-alive beat for the current round.
   void keep_alive();
-  // Group ranks of members whose keep-alive counter has not moved for
+  // Group ranks of members whose keep-alive counter has not moved for about
   // keep_alive_interval * keep_alive_max_attempt, by this node's clock (a
   // counter, not a timestamp, so clock skew between nodes does not matter).
+  // Call it every keep_alive_interval / 4. Group rank 0 watches everyone,
+  // the others watch rank 0.
   std::vector<int> dead_members();
   // Nodes that joined the current round after it completed.
   int num_nodes_waiting();

@@ -106,9 +106,34 @@ class BadInput(TempDirTest):
         self.assert_rejected([self.prog], "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
                              env=clean_env(TORCH_ELASTIC_SHUTDOWN_TIMEOUT="soon"))
 
+    def test_unknown_fault_kind(self):
+        self.assert_rejected(["--inject-fault=explode:rank=1", self.prog],
+                             "--inject-fault=explode:rank=1")
+
+    def test_fault_env_missing_key(self):
+        self.assert_rejected([self.prog], "CXXRUN_INJECT_FAULTS=kill:rank=1",
+                             env=clean_env(CXXRUN_INJECT_FAULTS="kill:rank=1"))
+
+    def test_section_timeout_without_seconds(self):
+        self.assert_rejected(["--section-timeout=step", self.prog], "--section-timeout=step")
+
+    def test_stack_dump_sigkill(self):
+        self.assert_rejected(["--stack-dump-signal=SIGKILL", self.prog],
+                             "--stack-dump-signal=SIGKILL")
+
+    def test_event_log_missing_directory(self):
+        missing = os.path.join(self.dir, "nope", "events.jsonl")
+        self.assert_rejected([f"--event-log={missing}", self.prog], missing)
+
+    def test_bad_file_timer_switch(self):
+        self.assert_rejected([self.prog], "TORCHELASTIC_ENABLE_FILE_TIMER=yes",
+                             env=clean_env(TORCHELASTIC_ENABLE_FILE_TIMER="yes"))
+
     def test_help_exits_zero(self):
         rc, out, err = run(["--help"])
         self.assertEqual(rc, 0, err)
         self.assertIn("usage: cxxrun", out)
         self.assertIn("--nproc-per-node", out)
         self.assertIn("--nproc_per_node", out)
+        self.assertIn("cxxrun extensions:", out)
+        self.assertIn("--inject-fault SPEC", out)

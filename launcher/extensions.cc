@@ -1,0 +1,163 @@
+#include "launcher/extensions.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "launcher/values.h"
+
+namespace cxxrun::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+namespace fs = std::filesystem;
+
+constexpr double kMaxSeconds = 1e9;
+constexpr std::size_t kMaxSectionName = 31;
+
+UsageError bad(const RawValue& value, const std::string& rule) {
+  return UsageError(fmt::format("{}: {}", value.shown(), rule));
+}
+
+std::optional<RawValue> from_env(const Env& env, std::string_view name) {
+  auto it = env.find(name);
+  if (it == env.end()) return std::nullopt;
+  return RawValue{it->second, it->first};
+}
+
+// Rounded up to whole milliseconds, so a positive time never becomes 0 (off).
+milliseconds to_ms(double seconds) {
+  if (seconds <= 0) return milliseconds(0);
+  return milliseconds(std::max<long long>(1, std::llround(std::ceil(seconds * 1000))));
+}
+
+std::string event_log(const RawValue& value) {
+  if (value.text.empty()) throw bad(value, "needs a file name");
+  fs::path path(value.text);
+  fs::path parent = path.parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec))
+    throw bad(value, fmt::format("directory {} does not exist", parent.string()));
+  if (fs::is_directory(path, ec)) throw bad(value, "is a directory, not a file");
+  return value.text;
+}
+
+int health_port(const RawValue& value) {
+  auto port = integer_of(value.text);
+  if (!port || *port < 0 || *port > 65535)
+    throw bad(value, "must be a port number in 0..65535 (0: any free port)");
+  return static_cast<int>(*port);
+}
+
+// What the health server can bind without a resolver: an IP address (IPv6
+// optionally in brackets, as --master-addr takes it), "localhost", or "" for
+// every interface.
+std::string health_host(const RawValue& value) {
+  std::string host(trim(value.text));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (host.empty() || host == "localhost") return host;
+  unsigned char buffer[sizeof(in6_addr)];
+  if (inet_pton(AF_INET, host.c_str(), buffer) == 1 ||
+      inet_pton(AF_INET6, host.c_str(), buffer) == 1)
+    return host;
+  throw bad(value, "must be an IP address or localhost (empty: every interface)");
+}
+
+milliseconds heartbeat_timeout(const RawValue& value) {
+  auto seconds = number_of(value.text);
+  if (!seconds || *seconds < 0 || *seconds > kMaxSeconds)
+    throw bad(value, "must be a number of seconds > 0 (at most 1e9), or 0 for off");
+  return to_ms(*seconds);
+}
+
+bool section_name_ok(std::string_view name) {
+  if (name.empty() || name.size() > kMaxSectionName) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+// Every value is "NAME=SECONDS[,NAME=SECONDS...]"; a later NAME wins.
+void section_timeouts(const std::vector<RawValue>& values,
+                      std::map<std::string, milliseconds>& out) {
+  for (const RawValue& value : values) {
+    bool from_env = value.origin.starts_with("PET_");
+    if (from_env && trim(value.text).empty()) continue;
+    for (std::string_view item : split(value.text, ',')) {
+      auto eq = item.find('=');
+      if (eq == std::string_view::npos)
+        throw bad(value, fmt::format("'{}' is not NAME=SECONDS", trim(item)));
+      std::string_view name = trim(item.substr(0, eq));
+      if (!section_name_ok(name))
+        throw bad(value, fmt::format("section name '{}' must be 1..{} characters of "
+                                     "A-Z a-z 0-9 _ . -",
+                                     name, kMaxSectionName));
+      auto seconds = number_of(item.substr(eq + 1));
+      if (!seconds || *seconds <= 0 || *seconds > kMaxSeconds)
+        throw bad(value, fmt::format("section '{}' needs a number of seconds > 0 (at most 1e9), "
+                                     "not '{}'",
+                                     name, trim(item.substr(eq + 1))));
+      out[std::string(name)] = to_ms(*seconds);
+    }
+  }
+}
+
+int stack_dump_signal(const RawValue& value) {
+  if (trim(value.text) == "0") return 0;  // none, as when not given
+  int sig = signal_of(value.text);
+  if (sig == 0) throw bad(value, "not a signal name or number (e.g. SIGUSR1, USR1 or 10; 0: none)");
+  if (sig == SIGKILL || sig == SIGSTOP)
+    throw bad(value, "SIGKILL and SIGSTOP cannot be caught, so a worker cannot dump its stacks");
+  return sig;
+}
+
+// torchrun's agent reads these two; "1" turns the watchdog on.
+void file_timer(const Env& env, agent::Config& c) {
+  if (auto enabled = from_env(env, "TORCHELASTIC_ENABLE_FILE_TIMER")) {
+    if (enabled->text == "1")
+      c.file_timer = true;
+    else if (enabled->text != "0")
+      throw bad(*enabled, "must be 1 (file-timer watchdog on) or 0 (off)");
+  }
+  if (auto path = from_env(env, "TORCHELASTIC_TIMER_FILE")) c.file_timer_path = path->text;
+}
+
+}  // namespace
+
+void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
+                      std::vector<std::string>& warnings) {
+  if (const RawValue* v = raw.find("event_log")) c.event_log = event_log(*v);
+
+  std::optional<RawValue> port;
+  if (const RawValue* v = raw.find("health_port"))
+    port = *v;
+  else
+    port = from_env(env, "TORCHELASTIC_HEALTH_CHECK_PORT");
+  if (port) c.health_port = health_port(*port);
+  if (const RawValue* v = raw.find("health_host")) {
+    c.health_host = health_host(*v);
+    if (!port)
+      warnings.push_back(v->shown() + " has no effect without --health-port (the server is off)");
+  }
+
+  if (const RawValue* v = raw.find("heartbeat_timeout")) c.heartbeat_timeout = heartbeat_timeout(*v);
+  section_timeouts(raw.list("section_timeout"), c.section_timeouts);
+  if (const RawValue* v = raw.find("stack_dump_signal")) c.stack_dump_signal = stack_dump_signal(*v);
+  file_timer(env, c);
+  c.faults = parse_faults(raw, env);
+}
+
+}  // namespace cxxrun::launcher

@@ -1,0 +1,28 @@
+// cxxrun's own options (observability, hang detection, fault injection) and
+// the torch environment variables that go with them: --event-log,
+// --health-port/--health-host, --heartbeat-timeout, --section-timeout,
+// --stack-dump-signal, --inject-fault; TORCHELASTIC_HEALTH_CHECK_PORT,
+// TORCHELASTIC_ENABLE_FILE_TIMER/TORCHELASTIC_TIMER_FILE, CXXRUN_INJECT_FAULTS.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agent/config.h"
+#include "launcher/options.h"
+#include "launcher/raw_options.h"
+
+namespace cxxrun::launcher {
+
+// Validates them and fills the matching Config fields. Throws UsageError
+// naming the value and the rule.
+void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& config,
+                      std::vector<std::string>& warnings);
+
+// One fault spec ("kill:rank=1,after=500"), the syntax above agent::FaultSpec.
+agent::FaultSpec parse_fault_spec(const RawValue& value);
+// Every spec from --inject-fault (each may hold several, ';'-separated), then
+// those in CXXRUN_INJECT_FAULTS.
+std::vector<agent::FaultSpec> parse_faults(const RawOptions& raw, const Env& env);
+
+}  // namespace cxxrun::launcher

@@ -1,0 +1,127 @@
+// --inject-fault and CXXRUN_INJECT_FAULTS: KIND:KEY=VALUE,... specs.
+#include <algorithm>
+#include <csignal>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "launcher/extensions.h"
+#include "launcher/values.h"
+
+namespace cxxrun::launcher {
+namespace {
+
+using Kind = agent::FaultSpec::Kind;
+
+struct KindRule {
+  std::string_view name;
+  Kind kind;
+  std::vector<std::string_view> required;
+  std::vector<std::string_view> optional;
+};
+
+const std::vector<KindRule>& kind_rules() {
+  static const std::vector<KindRule> rules = {
+      {"kill", Kind::kill, {"rank", "after"}, {"signal", "attempt"}},
+      {"stop", Kind::stop, {"rank", "after"}, {"attempt"}},
+      {"drop_store", Kind::drop_store, {"node", "after"}, {}},
+      {"delay_store", Kind::delay_store, {"node", "ms"}, {}},
+  };
+  return rules;
+}
+
+UsageError bad(const RawValue& value, const std::string& rule) {
+  return UsageError(fmt::format("{}: {}", value.shown(), rule));
+}
+
+bool contains(const std::vector<std::string_view>& names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// Integers >= 0 that fit an int (ranks, nodes, attempts) or a long long (ms).
+long long non_negative(const RawValue& value, std::string_view key, std::string_view text,
+                       long long max = std::numeric_limits<int>::max()) {
+  auto n = integer_of(text);
+  if (!n || *n < 0 || *n > max)
+    throw bad(value, fmt::format("{}={} must be an integer >= 0", key, trim(text)));
+  return *n;
+}
+
+}  // namespace
+
+agent::FaultSpec parse_fault_spec(const RawValue& value) {
+  std::string_view text = trim(value.text);
+  if (text.empty()) throw bad(value, "empty fault spec (e.g. kill:rank=0,after=1000)");
+  auto colon = text.find(':');
+  std::string_view kind_name = trim(text.substr(0, colon));
+  std::string_view rest = colon == std::string_view::npos ? "" : text.substr(colon + 1);
+
+  const auto& rules = kind_rules();
+  auto rule = std::find_if(rules.begin(), rules.end(),
+                           [&](const KindRule& r) { return r.name == kind_name; });
+  if (rule == rules.end())
+    throw bad(value, fmt::format("unknown fault kind '{}' (kill, stop, drop_store, delay_store; "
+                                 "e.g. kill:rank=0,after=1000)",
+                                 kind_name));
+
+  std::map<std::string_view, std::string_view> keys;
+  if (!trim(rest).empty()) {
+    for (std::string_view item : split(rest, ',')) {
+      auto eq = item.find('=');
+      std::string_view key = trim(item.substr(0, eq));
+      if (eq == std::string_view::npos || key.empty())
+        throw bad(value, fmt::format("'{}' is not KEY=VALUE", trim(item)));
+      if (!contains(rule->required, key) && !contains(rule->optional, key)) {
+        std::vector<std::string_view> all = rule->required;
+        all.insert(all.end(), rule->optional.begin(), rule->optional.end());
+        throw bad(value, fmt::format("unknown key '{}' for a {} fault (keys: {})", key,
+                                     rule->name, fmt::join(all, ", ")));
+      }
+      if (!keys.emplace(key, item.substr(eq + 1)).second)
+        throw bad(value, fmt::format("key '{}' given twice", key));
+    }
+  }
+  for (std::string_view key : rule->required)
+    if (!keys.contains(key))
+      throw bad(value, fmt::format("a {} fault needs {}=", rule->name, key));
+
+  agent::FaultSpec fault;
+  fault.kind = rule->kind;
+  for (auto [key, text_value] : keys) {
+    using std::chrono::milliseconds;
+    constexpr long long kMaxMs = std::numeric_limits<long long>::max() / 1000;
+    if (key == "rank") fault.rank = static_cast<int>(non_negative(value, key, text_value));
+    if (key == "node") fault.node = static_cast<int>(non_negative(value, key, text_value));
+    if (key == "attempt") fault.attempt = static_cast<int>(non_negative(value, key, text_value));
+    if (key == "after") fault.after = milliseconds(non_negative(value, key, text_value, kMaxMs));
+    if (key == "ms") fault.delay = milliseconds(non_negative(value, key, text_value, kMaxMs));
+    if (key == "signal") {
+      fault.signal = signal_of(text_value);
+      if (fault.signal == 0)
+        throw bad(value, fmt::format("signal={} is not a signal name or number", trim(text_value)));
+    }
+  }
+  return fault;
+}
+
+std::vector<agent::FaultSpec> parse_faults(const RawOptions& raw, const Env& env) {
+  std::vector<agent::FaultSpec> faults;
+  for (const RawValue& given : raw.list("inject_fault")) {
+    for (std::string_view spec : split(given.text, ';')) {
+      // "--inject-fault=" is a mistake; so is "a;;b" on the command line.
+      faults.push_back(parse_fault_spec({std::string(trim(spec)), given.origin}));
+    }
+  }
+  if (auto it = env.find("CXXRUN_INJECT_FAULTS"); it != env.end()) {
+    for (std::string_view spec : split(it->second, ';')) {
+      if (trim(spec).empty()) continue;  // "", "a;" and the like
+      faults.push_back(parse_fault_spec({std::string(trim(spec)), it->first}));
+    }
+  }
+  return faults;
+}
+
+}  // namespace cxxrun::launcher

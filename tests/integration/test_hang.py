@@ -1,0 +1,128 @@
+"""Hang detection, fault injection, the event log and the health endpoint."""
+import json
+import os
+import socket
+import urllib.request
+
+from harness import EXAMPLES, TempDirTest, alive, clean_env, read_pids, run, start, wait_for
+
+DEMO = os.path.join(EXAMPLES, "heartbeat_demo")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Hangs(TempDirTest):
+    def test_sigstopped_worker_is_detected_and_the_group_restarts(self):
+        rc, out, err = run(["--nproc-per-node=2", "--heartbeat-timeout=1", "--max-restarts=1",
+                            "--inject-fault=stop:rank=1,after=500", DEMO, "--steps", "25"], timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("worker hung: local rank 1: no heartbeat", err)
+        self.assertIn("restarting, attempt 1 of 1", err)
+
+    def test_section_timeout_from_the_worker(self):
+        rc, out, err = run(["--nproc-per-node=1", "--heartbeat-timeout=30", DEMO, "--steps", "10",
+                            "--hang-at", "2", "--timeout", "0.5"], timeout=60)
+        self.assertEqual(rc, 137, err)
+        self.assertIn("section 'step' open for", err)
+        self.assertIn("traceback : local rank 0: section 'step'", err)
+
+    def test_section_timeout_from_the_command_line(self):
+        rc, out, err = run(["--nproc-per-node=1", "--section-timeout=step=0.5", DEMO, "--steps", "10",
+                            "--hang-at", "2", "--timeout", "600"], timeout=60)
+        self.assertEqual(rc, 137, err)
+        self.assertIn("--section-timeout", err)
+
+    def test_stack_dump_signal_comes_first(self):
+        worker = self.script("w.sh", f"""
+trap 'echo dumped > {self.dir}/dump.$LOCAL_RANK' USR1
+{DEMO} --steps 10 --hang-at 1 --timeout 0.3 &
+child=$!
+wait $child
+wait $child
+""")
+        # The demo itself is the worker's child: the shell records the dump
+        # signal the agent sends to the worker's pid before the SIGKILL.
+        rc, out, err = run(["--nproc-per-node=1", "--section-timeout=step=0.3", "--stack-dump-signal=SIGUSR1",
+                            worker], timeout=60)
+        self.assertEqual(rc, 137, err)
+        self.assertTrue(os.path.exists(f"{self.dir}/dump.0"), "the worker got SIGUSR1 before SIGKILL")
+
+    def test_injected_kill_restarts_once(self):
+        worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$TORCHELASTIC_RESTART_COUNT.$RANK\nsleep 2\n")
+        rc, out, err = run(["--nproc-per-node=2", "--max-restarts=1", "--inject-fault=kill:rank=0,after=200", worker],
+                           timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("fault injection: sending SIGKILL to rank 0", err)
+        self.assertEqual(len(read_pids(self.dir, "pid.1.")), 2)
+
+
+class Observability(TempDirTest):
+    def test_event_log_has_torchelastic_events(self):
+        log = os.path.join(self.dir, "events.jsonl")
+        worker = self.script("w.sh", '[ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 3; exit 0\n')
+        rc, out, err = run(["--nproc-per-node=2", "--max-restarts=1", f"--event-log={log}", worker])
+        self.assertEqual(rc, 0, err)
+        with open(log) as f:
+            events = [json.loads(line) for line in f]
+        names = [e["name"] for e in events]
+        self.assertEqual(names.count("torchelastic.worker.status.START"), 4)
+        self.assertIn("torchelastic.worker.status.FAILED", names)
+        self.assertIn("torchelastic.worker.status.TERMINATED", names)
+        self.assertEqual(names.count("torchelastic.worker.status.SUCCEEDED"), 3)  # 2 workers, then the agent
+        failed = next(e for e in events if e["name"] == "torchelastic.worker.status.FAILED")
+        self.assertEqual(failed["metadata"]["global_rank"], 1)
+
+    def test_health_endpoint(self):
+        port = free_port()
+        worker = self.script("w.sh", f"""
+[ "$LOCAL_RANK" = 0 ] || exec sleep 5
+/usr/bin/python3 - <<'PY'
+import urllib.request
+for path in ("healthz", "metrics"):
+    with open("{self.dir}/" + path, "wb") as f:
+        f.write(urllib.request.urlopen("http://127.0.0.1:{port}/" + path, timeout=10).read())
+PY
+""")
+        p = start(["--nproc-per-node=2", f"--health-port={port}", "--health-host=127.0.0.1", worker])
+        try:
+            wait_for(lambda: os.path.exists(f"{self.dir}/metrics") and os.path.getsize(f"{self.dir}/metrics") > 0,
+                     timeout=30, what="the worker to read the health endpoint")
+        finally:
+            p.kill()
+            p.communicate(timeout=10)
+        with open(f"{self.dir}/healthz") as f:
+            health = json.load(f)
+        self.assertEqual(health["state"], "HEALTHY")
+        self.assertEqual(len(health["workers"]), 2)
+        with open(f"{self.dir}/metrics") as f:
+            self.assertIn("cxxrun_restart_count 0", f.read())
+
+
+def torch_importable():
+    import subprocess
+    return subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed.elastic.timer"],
+                          capture_output=True, timeout=60).returncode == 0
+
+
+class FileTimer(TempDirTest):
+    def test_torch_file_timer_client_gets_a_hung_worker_killed(self):
+        if not torch_importable():
+            self.skipTest("torch is not importable by /usr/bin/python3")
+        script = os.path.join(self.dir, "hang.py")
+        with open(script, "w") as f:
+            f.write("""
+import os, time
+import torch.distributed.elastic.timer as timer
+timer.configure(timer.FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
+with timer.expires(after=1):
+    time.sleep(120)
+""")
+        rc, out, err = run(["--nproc-per-node=1", script],
+                           env=clean_env(PYTHON_EXEC="/usr/bin/python3", TORCHELASTIC_ENABLE_FILE_TIMER="1"),
+                           timeout=120)
+        self.assertEqual(rc, 137, err)
+        self.assertIn("file-timer scope", err)
