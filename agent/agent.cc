@@ -42,7 +42,7 @@ int run(const Config& input) {
     return 0;
   }
   const int code = supervise(config, logs, guardian, meeting, token);
-  meeting.close();
+  meeting.close(code == 0);
   return code;
 }
 

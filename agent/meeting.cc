@@ -183,7 +183,7 @@ Meeting::Beat Meeting::keep_alive() {
   return Beat::lost;
 }
 
-void Meeting::close() {
+void Meeting::close(bool succeeded) {
   // A lost store cannot be told anything; every call would wait out its
   // deadline.
   if (!client_ || keep_alive_failures_ >= config_.rdzv.settings.keep_alive_max_attempt) return;
@@ -194,9 +194,10 @@ void Meeting::close() {
     int64_t finished = client_->add(done, 1);
     client_->set(done + "/" + std::to_string(finished), "1");
     if (!server_ || finished >= members_) return;
-    spdlog::info("waiting up to {} s for the other {} nodes to finish before closing the store",
-                 s.close_timeout.count() / 1000, members_ - finished);
-    const auto deadline = Clock::now() + s.close_timeout;
+    const milliseconds limit = succeeded ? s.close_timeout : std::min(s.close_timeout, milliseconds(5000));
+    spdlog::info("waiting up to {} ms for the other {} nodes to finish before closing the store", limit.count(),
+                 members_ - finished);
+    const auto deadline = Clock::now() + limit;
     while (finished < members_ && Clock::now() < deadline) {
       // The counter key exists already, so wait on the key the last node
       // creates instead of polling the count.

@@ -57,9 +57,10 @@ class Meeting {
   void inject_store_delay(std::chrono::milliseconds delay) { store_delay_ = delay; }
 
   // The job is over on this node: say so, and if this node hosts the store,
-  // keep it up until every member said so too (bounded by close_timeout),
-  // so nodes still finishing never lose their store.
-  void close();
+  // keep it up until every member said so too, so nodes still finishing
+  // never lose their store: up to close_timeout after a success, up to 5 s
+  // after a failure (the others are only reading the failure record then).
+  void close(bool succeeded);
 
  private:
   void host_store_if_needed();

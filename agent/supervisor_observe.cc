@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/health_server.h"
+#include "agent/heartbeat_monitor.h"
 #include "agent/meeting.h"
 #include "agent/supervisor_impl.h"
 
@@ -43,6 +44,9 @@ HealthSnapshot Supervisor::snapshot() const {
       wh.state = WorkerRunState::succeeded;
     else
       wh.state = phase_ == Phase::running || w->pid <= 0 ? WorkerRunState::failed : WorkerRunState::stopped;
+    if (heartbeats_)
+      if (auto beat = heartbeats_->snapshot(w->local_rank); beat && beat->since_last_beat)
+        wh.seconds_since_heartbeat = std::chrono::duration<double>(*beat->since_last_beat).count();
     h.workers.push_back(wh);
   }
   return h;

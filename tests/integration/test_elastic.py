@@ -148,3 +148,19 @@ exec sleep 60
                 self.assertIn("lost the rendezvous store", err)
         finally:
             server.kill()
+
+    def test_too_few_nodes_left_stops_with_a_clear_message(self):
+        worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK\nexec sleep 60\n")
+        conf = "keep_alive_interval=0.3,keep_alive_max_attempt=3"
+        # Node rank 1 loses its store connection: it stops (store lost), and
+        # rank 0, left alone below --nnodes=2, stops too instead of waiting.
+        procs = [self.agent(worker, 2, conf=conf, extra=["--inject-fault=drop_store:node=1,after=500"])]
+        time.sleep(0.3)
+        procs.append(self.agent(worker, 2, conf=conf, extra=["--inject-fault=drop_store:node=1,after=500"]))
+        results = self.finish(procs, timeout=60)
+        for rc, err in results:
+            self.assertEqual(rc, 1, err)
+        joined = "\n".join(err for _, err in results)
+        self.assertIn("fault injection: dropping this node's store connection", joined)
+        self.assertIn("fewer than the minimum of 2", joined)
+

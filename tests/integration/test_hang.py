@@ -79,7 +79,8 @@ class Observability(TempDirTest):
     def test_health_endpoint(self):
         port = free_port()
         worker = self.script("w.sh", f"""
-[ "$LOCAL_RANK" = 0 ] || exec sleep 5
+[ "$LOCAL_RANK" = 0 ] || exec {DEMO} --steps 50
+sleep 0.5
 /usr/bin/python3 - <<'PY'
 import urllib.request
 for path in ("healthz", "metrics"):
@@ -87,7 +88,8 @@ for path in ("healthz", "metrics"):
         f.write(urllib.request.urlopen("http://127.0.0.1:{port}/" + path, timeout=10).read())
 PY
 """)
-        p = start(["--nproc-per-node=2", f"--health-port={port}", "--health-host=127.0.0.1", worker])
+        p = start(["--nproc-per-node=2", f"--health-port={port}", "--health-host=127.0.0.1",
+                   "--heartbeat-timeout=30", worker])
         try:
             wait_for(lambda: os.path.exists(f"{self.dir}/metrics") and os.path.getsize(f"{self.dir}/metrics") > 0,
                      timeout=30, what="the worker to read the health endpoint")
@@ -98,6 +100,9 @@ PY
             health = json.load(f)
         self.assertEqual(health["state"], "HEALTHY")
         self.assertEqual(len(health["workers"]), 2)
+        beating = [w for w in health["workers"] if w["local_rank"] == 1][0]
+        self.assertIsNotNone(beating["seconds_since_heartbeat"], "the demo beats every 100 ms")
+        self.assertLess(beating["seconds_since_heartbeat"], 5)
         with open(f"{self.dir}/metrics") as f:
             self.assertIn("cxxrun_restart_count 0", f.read())
 
