@@ -75,9 +75,29 @@ void Meeting::connect() {
   client_ = rendezvous::StoreClient::connect(options);
 }
 
+// torch's workers with TORCHELASTIC_USE_AGENT_STORE=True connect to
+// MASTER_ADDR:MASTER_PORT as clients and use the "/worker/attempt_<n>" prefix.
+int Meeting::serve_worker_store(const std::string& host, int port) {
+  worker_store_.reset();
+  worker_store_ = std::make_unique<rendezvous::BackgroundStoreServer>(rendezvous::StoreServerOptions{host, port});
+  spdlog::info("serving the workers' store on {}", worker_store_->address());
+  return worker_store_->port();
+}
+
 void Meeting::join(Config& config) {
   const RendezvousConfig& r = config_.rdzv;
-  if (r.backend == Backend::local) return;
+  if (r.backend == Backend::local) {
+    if (!config.use_agent_store) return;
+    // A loopback MASTER_ADDR (--standalone) stays on loopback.
+    const bool loopback = config.master_addr.rfind("127.", 0) == 0 || config.master_addr == "::1" ||
+                          config.master_addr == "localhost";
+    try {
+      config.master_port = serve_worker_store(loopback ? config.master_addr : "", config.master_port);
+    } catch (const std::exception& e) {
+      throw RendezvousError(std::string("cannot serve the workers' store: ") + e.what());
+    }
+    return;
+  }
   if (!client_) {
     host_store_if_needed();
     connect();
@@ -85,8 +105,12 @@ void Meeting::join(Config& config) {
   if (r.backend == Backend::static_tcp) return join_static(config);
   if (!rdzv_) {
     const std::string local = r.settings.local_addr.empty() ? client_->local_address() : r.settings.local_addr;
-    rdzv_ = std::make_unique<rendezvous::C10dRendezvous>(
-        *client_, r.settings, [local] { return rendezvous::pick_free_port(local); },
+    // Group rank 0 says where the workers' store is: one this agent serves
+    // on a port the OS picks (no race), or a free port for worker rank 0.
+    auto pick = [this, local, share = config.use_agent_store] {
+      return share ? serve_worker_store("", 0) : rendezvous::pick_free_port(local);
+    };
+    rdzv_ = std::make_unique<rendezvous::C10dRendezvous>(*client_, r.settings, pick,
         [](const std::string& line) { spdlog::info("{}", line); });
     // Beats get a connection with a deadline of about one interval, so a
     // lost store shows within keep_alive_max_attempt beats.

@@ -66,11 +66,15 @@ class Meeting {
   void host_store_if_needed();
   void connect();
   void join_static(Config& config);
+  int serve_worker_store(const std::string& host, int port);
   void apply(Config& config, const rendezvous::Assignment& a);
   rendezvous::StoreClient::Options store_options() const;
 
   const Config& config_;
   std::unique_ptr<rendezvous::BackgroundStoreServer> server_;
+  // The workers' store when the agent serves it (use_agent_store): a new one
+  // each round this node is group rank 0, so no round reads another's keys.
+  std::unique_ptr<rendezvous::BackgroundStoreServer> worker_store_;
   std::unique_ptr<rendezvous::StoreClient> client_;
   std::unique_ptr<rendezvous::C10dRendezvous> rdzv_;
   std::unique_ptr<rendezvous::StoreClient> beat_client_;

@@ -108,6 +108,12 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
 
   // 4. Where the nodes and workers meet.
   choose_rendezvous(raw, c, out.warnings, out.notes);
+  // As torch >= 2.4 does, the agent serves the workers' store (MASTER_PORT)
+  // itself unless TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: it outlives a worker
+  // restart and no worker races another process for the port. The static
+  // backend across nodes always shares node 0's store, as torch's does.
+  if (c.rdzv.backend != agent::Backend::static_tcp)
+    c.use_agent_store = env_value(env, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE").value_or("0") != "1";
 
   // 5. The rest, as torchrun passes it.
   c.role = raw.at("role").text;

@@ -42,7 +42,7 @@ class EnvContract(TempDirTest):
             self.assertEqual(e["TORCHELASTIC_RESTART_COUNT"], "0")
             self.assertEqual(e["TORCHELASTIC_MAX_RESTARTS"], "3")
             self.assertEqual(e["TORCHELASTIC_RUN_ID"], "job42")
-            self.assertEqual(e["TORCHELASTIC_USE_AGENT_STORE"], "False")
+            self.assertEqual(e["TORCHELASTIC_USE_AGENT_STORE"], "True")  # the agent serves MASTER_PORT
             self.assertEqual(e["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")
             self.assertRegex(e["TORCHELASTIC_ERROR_FILE"], rf"/job42_[^/]+/attempt_0/{local_rank}/error\.json$")
             self.assertEqual(e["KEEP_ME"], "yes", "the agent's own environment reaches workers")

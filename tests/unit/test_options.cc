@@ -15,7 +15,7 @@ TEST_CASE("defaults match torchrun's") {
   CHECK(c.group_world_size == 1);
   CHECK(c.master_addr == "127.0.0.1");
   CHECK(c.master_port == std::stoi(env.at("PET_MASTER_PORT")));
-  CHECK_FALSE(c.use_agent_store);
+  CHECK(c.use_agent_store);  // the agent serves the workers' store, as torch >= 2.4
   CHECK(c.log_dir.empty());
   CHECK(c.redirects.for_rank(0) == Std::none);
   CHECK(c.tee.for_rank(0) == Std::none);

@@ -34,8 +34,9 @@ TEST_CASE("c10d: endpoint with port 29400 by default, node range and settings") 
   CHECK(s.local_addr.empty());
   CHECK(s.join_timeout == 600s);  // torchrun's defaults when --rdzv-conf is empty
   CHECK(s.last_call_timeout == 30s);
-  // The rendezvous decides these; the agent fills them in.
-  CHECK_FALSE(c.use_agent_store);
+  // The rendezvous decides these; the agent fills them in. Rank 0's agent
+  // serves the workers' store.
+  CHECK(c.use_agent_store);
   CHECK(c.group_rank == 0);
   CHECK(c.group_world_size == 1);
   CHECK(c.master_addr.empty());
@@ -173,10 +174,10 @@ TEST_CASE("static: multiple nodes meet in node 0's agent store") {
   CHECK(p.config.master_addr == "fd00::5");
   CHECK(p.config.rdzv.settings.static_timeout == 30s);
 
-  // One node stays the local backend: worker rank 0 hosts the store.
+  // One node stays the local backend; its agent serves the store.
   p = run({"--nnodes=1", kProg});
   CHECK(p.config.rdzv.backend == Backend::local);
-  CHECK_FALSE(p.config.use_agent_store);
+  CHECK(p.config.use_agent_store);
   CHECK(p.config.group_world_size == 1);
 }
 
@@ -220,7 +221,11 @@ TEST_CASE("standalone runs one node") {
   CHECK(p.config.rdzv.backend == Backend::local);
   CHECK(p.config.rdzv.settings.run_id == p.config.run_id);
   CHECK(p.config.rdzv.port == p.config.master_port);
-  CHECK_FALSE(p.config.use_agent_store);
+  CHECK(p.config.use_agent_store);
+  // torch's switch to let worker rank 0 host its own store.
+  env.erase("PET_NNODES");
+  env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1";
+  CHECK_FALSE(run({"--standalone", kProg}, env).config.use_agent_store);
 }
 
 TEST_CASE("rdzv-conf is validated for every backend") {
