@@ -6,10 +6,11 @@
 // (TORCHELASTIC_RESTART_COUNT > 0) loads the checkpoint and broadcasts it.
 //
 //   cxxrun --standalone --nproc-per-node=4 build/examples/train --steps 300
-//   cxxrun --standalone --nproc-per-node=4 --max-restarts=1 build/examples/train \
+//   cxxrun --standalone --nproc-per-node=4 --max-restarts=1 build/examples/train
 //       --fail-at-step 120 --fail-rank 2      # dies once, resumes from step 100
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <span>
@@ -103,6 +104,10 @@ int train(const Flags& flags) {
     for (size_t i = 0; i < tr::kParamCount; ++i) state.params[i] -= flags.lr * grad[i];
     cxxrun_heartbeat_beat();
     cxxrun_section_end("step");
+    // Every rank holds the same reduced loss, so all of them stop together.
+    if (!std::isfinite(reduced.back()))
+      throw std::runtime_error("loss is " + std::to_string(reduced.back()) + " at step " + std::to_string(step) +
+                               ": training diverged, lower --lr");
 
     if (rank != 0) continue;
     if (step % flags.log_every == 0 || step == flags.steps)

@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""Unmodified torch jobs (Debian torch 1.13) under cxxrun and torchrun, side by side.
+
+  gloo job      4 workers, init_process_group("gloo") + all_reduce
+                (tests/integration/torch_jobs/allreduce.py): time from the
+                launcher's start to the first line a worker prints, and total
+                wall time.
+  crash/resume  DDP with DistributedSampler, 4 workers, rank 2 crashes at
+                step 5 on the first attempt, --max-restarts=1
+                (tests/integration/torch_jobs/ddp_train.py): time from the
+                crash message to the first "resumed from" line, and total.
+
+torchrun runs through bench/torchrun113.py (fixes 1.13's Std.from_str on
+Python 3.11) with --monitor_interval=0.1. Both use PYTHON_EXEC=/usr/bin/python3.
+
+Usage: bench/torch_jobs.py [--runs N] [--build build]
+"""
+import argparse
+import os
+import selectors
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+JOBS = os.path.join(HERE, "..", "tests", "integration", "torch_jobs")
+
+
+def timed_lines(cmd, env, timeout=300):
+    """Runs cmd; returns (rc, [(seconds since start, stream, line)], wall seconds)."""
+    start = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    sel = selectors.DefaultSelector()
+    sel.register(p.stdout, selectors.EVENT_READ, "out")
+    sel.register(p.stderr, selectors.EVENT_READ, "err")
+    lines, partial = [], {"out": b"", "err": b""}
+    deadline = start + timeout
+    while sel.get_map():
+        if time.monotonic() > deadline:
+            p.kill()
+            break
+        for key, _ in sel.select(timeout=1):
+            chunk = os.read(key.fileobj.fileno(), 65536)
+            now = time.monotonic() - start
+            if not chunk:
+                sel.unregister(key.fileobj)
+                continue
+            data = partial[key.data] + chunk
+            *complete, partial[key.data] = data.split(b"\n")
+            lines += [(now, key.data, l.decode(errors="replace")) for l in complete]
+    rc = p.wait(timeout=30)
+    return rc, lines, time.monotonic() - start
+
+
+def launcher(kind, build, nproc, extra, script, args):
+    if kind == "cxxrun":
+        return [os.path.join(build, "bin", "cxxrun"), "--standalone", f"--nproc-per-node={nproc}", *extra, script,
+                *args]
+    extra = [e.replace("--max-restarts", "--max_restarts") for e in extra]
+    return ["/usr/bin/python3", os.path.join(HERE, "torchrun113.py"), "--standalone", f"--nproc_per_node={nproc}",
+            "--monitor_interval=0.1", *extra, script, *args]
+
+
+def gloo_job(kind, build, scratch):
+    rc, lines, wall = timed_lines(launcher(kind, build, 4, [], os.path.join(JOBS, "allreduce.py"), []),
+                                  dict(os.environ, PYTHON_EXEC="/usr/bin/python3", TMPDIR=scratch))
+    first = next((t for t, s, l in lines if s == "out" and "sum" in l), None)
+    return (first, wall) if rc == 0 else (None, None)
+
+
+def crash_job(kind, build, scratch):
+    ckpt = os.path.join(scratch, f"ckpt_{kind}.pt")
+    if os.path.exists(ckpt):
+        os.remove(ckpt)
+    rc, lines, wall = timed_lines(
+        launcher(kind, build, 4, ["--max-restarts=1"], os.path.join(JOBS, "ddp_train.py"),
+                 ["--checkpoint", ckpt, "--epochs", "3", "--crash-rank", "2", "--crash-step", "5"]),
+        dict(os.environ, PYTHON_EXEC="/usr/bin/python3", TMPDIR=scratch))
+    crash = next((t for t, s, l in lines if "crashes at step 5" in l), None)
+    resumed = next((t for t, s, l in lines if "resumed from epoch" in l), None)
+    if rc != 0 or crash is None or resumed is None:
+        return None, None
+    return resumed - crash, wall
+
+
+def fmt(values):
+    v = [x for x in values if x is not None]
+    return f"{statistics.median(v):.2f} s" if v else "FAILED"
+
+
+def ratio(a, b):
+    a, b = [x for x in a if x is not None], [x for x in b if x is not None]
+    return f"{statistics.median(b) / statistics.median(a):.2f}x" if a and b else "-"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    args = ap.parse_args()
+    scratch = tempfile.mkdtemp(prefix="cxxrun_bench_torch_")
+    res = {k: {"first": [], "wall": [], "restart": [], "crash_wall": []} for k in ("cxxrun", "torchrun")}
+    try:
+        for _ in range(args.runs):
+            for kind in ("cxxrun", "torchrun"):  # alternate so machine noise hits both
+                first, wall = gloo_job(kind, args.build, scratch)
+                res[kind]["first"].append(first)
+                res[kind]["wall"].append(wall)
+                restart, crash_wall = crash_job(kind, args.build, scratch)
+                res[kind]["restart"].append(restart)
+                res[kind]["crash_wall"].append(crash_wall)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    c, t = res["cxxrun"], res["torchrun"]
+    print("| measure (median of %d) | cxxrun | torchrun 1.13 | torchrun / cxxrun |" % args.runs)
+    print("|---|---:|---:|---:|")
+    for key, name in (("first", "gloo job, 4 workers: time to first user line"),
+                      ("wall", "gloo job, 4 workers: total wall time"),
+                      ("restart", "crash at step 5 -> first 'resumed from' line"),
+                      ("crash_wall", "crash-and-resume job: total wall time")):
+        print(f"| {name} | {fmt(c[key])} | {fmt(t[key])} | {ratio(c[key], t[key])} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+# Installs the worker runtime as a CMake package (find_package(cxxrun)),
+# with the launcher binaries beside it:
+#   cmake --install build --prefix /opt/cxxrun
+# Headers go under include/cxxrun/ so that the generic directory names
+# (worker_runtime/, rendezvous/) keep the same #include paths as in-tree
+# without crowding the prefix's include/.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(cxxrun_package_dir ${CMAKE_INSTALL_LIBDIR}/cmake/cxxrun)
+set(cxxrun_include_dir ${CMAKE_INSTALL_INCLUDEDIR}/cxxrun)
+
+# The libraries name their source tree as a public include directory, which
+# an installed package must not: keep those for the build tree only.
+foreach(target cxxrun_worker cxxrun_rendezvous)
+  get_target_property(dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
+  set(build_dirs)
+  foreach(dir IN LISTS dirs)
+    list(APPEND build_dirs "$<BUILD_INTERFACE:${dir}>")
+  endforeach()
+  set_property(TARGET ${target} PROPERTY INTERFACE_INCLUDE_DIRECTORIES
+               ${build_dirs} "$<INSTALL_INTERFACE:${cxxrun_include_dir}>")
+endforeach()
+set_target_properties(cxxrun_worker PROPERTIES EXPORT_NAME worker)
+set_target_properties(cxxrun_rendezvous PROPERTIES EXPORT_NAME rendezvous)
+set_target_properties(cxxrun PROPERTIES EXPORT_NAME cxxrun)
+
+install(TARGETS cxxrun_worker cxxrun_rendezvous cxxrun
+        EXPORT cxxrunTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES
+          ${PROJECT_SOURCE_DIR}/worker_runtime/communicator.h
+          ${PROJECT_SOURCE_DIR}/worker_runtime/cxxrun_worker.h
+          ${PROJECT_SOURCE_DIR}/worker_runtime/error_file.h
+          ${PROJECT_SOURCE_DIR}/worker_runtime/heartbeat.h
+          ${PROJECT_SOURCE_DIR}/worker_runtime/worker_env.h
+        DESTINATION ${cxxrun_include_dir}/worker_runtime)
+install(FILES ${PROJECT_SOURCE_DIR}/rendezvous/store.h ${PROJECT_SOURCE_DIR}/rendezvous/store_server.h
+        DESTINATION ${cxxrun_include_dir}/rendezvous)
+install(EXPORT cxxrunTargets NAMESPACE cxxrun:: DESTINATION ${cxxrun_package_dir})
+
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/cxxrunConfig.cmake.in
+                              ${CMAKE_CURRENT_BINARY_DIR}/cxxrunConfig.cmake
+                              INSTALL_DESTINATION ${cxxrun_package_dir})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/cxxrunConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cxxrunConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/cxxrunConfigVersion.cmake
+        DESTINATION ${cxxrun_package_dir})

@@ -1,0 +1,29 @@
+#include "worker_runtime/communicator.h"
+
+#include "worker_runtime/bootstrap.h"
+#include "worker_runtime/gloo_communicator.h"
+
+namespace cxxrun::worker {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::float32:
+    case DType::int32: return 4;
+    case DType::float64:
+    case DType::int64: return 8;
+    case DType::float16:
+    case DType::bfloat16: return 2;
+  }
+  throw CollectiveError("unknown dtype " + std::to_string(static_cast<int>(t)));
+}
+
+std::unique_ptr<Communicator> init(const Options& options) {
+  BootstrapEnv env = read_bootstrap_env();
+  switch (options.backend) {
+    case Backend::gloo: return make_gloo_communicator(env, options);
+    case Backend::nccl: throw CollectiveError("the NCCL backend is not built yet; use Backend::gloo");
+  }
+  throw CollectiveError("unknown backend " + std::to_string(static_cast<int>(options.backend)));
+}
+
+}  // namespace cxxrun::worker
