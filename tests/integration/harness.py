@@ -4,6 +4,7 @@ Every wait here has a deadline: a hang fails the test instead of CI.
 """
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -11,6 +12,16 @@ import unittest
 
 CXXRUN = os.environ.get("CXXRUN", os.path.join(os.path.dirname(__file__), "../../build/bin/cxxrun"))
 EXAMPLES = os.environ.get("CXXRUN_EXAMPLES", os.path.join(os.path.dirname(__file__), "../../build/examples"))
+
+
+def free_port():
+    """A loopback port free right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+RDZV_SERVER = os.path.join(os.path.dirname(CXXRUN), "cxxrun-rdzv")
 
 
 def clean_env(**extra):

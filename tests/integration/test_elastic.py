@@ -4,20 +4,13 @@ Every test ends by checking /proc: no worker of the job is left alive.
 """
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
 
-from harness import CXXRUN, TempDirTest, alive, read_pids, start, wait_for
-
-RDZV_SERVER = os.path.join(os.path.dirname(CXXRUN), "cxxrun-rdzv")
+from harness import CXXRUN, RDZV_SERVER, TempDirTest, alive, free_port, read_pids, start, wait_for
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Elastic(TempDirTest):

@@ -1,18 +1,12 @@
 """Hang detection, fault injection, the event log and the health endpoint."""
 import json
 import os
-import socket
 import urllib.request
 
-from harness import EXAMPLES, TempDirTest, alive, clean_env, read_pids, run, start, wait_for
+from harness import EXAMPLES, TempDirTest, alive, clean_env, free_port, read_pids, run, start, wait_for
 
 DEMO = os.path.join(EXAMPLES, "heartbeat_demo")
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Hangs(TempDirTest):

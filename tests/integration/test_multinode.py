@@ -5,15 +5,9 @@ import subprocess
 import time
 import uuid
 
-from harness import CXXRUN, TempDirTest, clean_env, run, start, wait_for
-
-RDZV_SERVER = os.path.join(os.path.dirname(CXXRUN), "cxxrun-rdzv")
+from harness import CXXRUN, RDZV_SERVER, TempDirTest, clean_env, free_port, run, start, wait_for
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class MultiNode(TempDirTest):

@@ -2,13 +2,12 @@
 a torchrun user types. Skipped when /usr/bin/python3 cannot import torch."""
 import os
 import re
-import socket
 import subprocess
 import time
 import unittest
 import uuid
 
-from harness import TempDirTest, clean_env, run, start
+from harness import TempDirTest, clean_env, free_port, run, start
 
 JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_jobs")
 
@@ -20,11 +19,6 @@ def torch_importable():
     except (OSError, subprocess.TimeoutExpired):
         return False
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torch_env(**extra):
