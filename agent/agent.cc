@@ -42,6 +42,7 @@ int run(const Config& input) {
     return 0;
   }
   const int code = supervise(config, logs, guardian, meeting, token);
+  if (code != 0) logs.keep();
   meeting.close(code == 0);
   return code;
 }

@@ -23,17 +23,20 @@ namespace {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGUSR1, SIGUSR2, SIGPIPE})
     signal(sig, SIG_IGN);
   prctl(PR_SET_NAME, "cxxrun-guardian");
+  // A byte: the agent is exiting normally and cleans up after itself.
+  // End of file: the agent died.
   char byte;
-  while (read(pipe_r, &byte, 1) != 0) {
-    if (errno != EINTR) break;
+  ssize_t n;
+  while ((n = read(pipe_r, &byte, 1)) < 0 && errno == EINTR) {
   }
+  const bool agent_died = n <= 0;
   // Repeat: a process may fork while we sweep.
   for (int round = 0; round < 5; ++round) {
     if (signal_processes_with_env(token_prefix, SIGKILL) == 0) break;
     usleep(10000);
   }
   std::error_code ignored;
-  if (!cleanup_dir.empty()) std::filesystem::remove_all(cleanup_dir, ignored);
+  if (agent_died && !cleanup_dir.empty()) std::filesystem::remove_all(cleanup_dir, ignored);
   _exit(0);
 }
 
@@ -60,7 +63,11 @@ Guardian::Guardian(const std::string& token_prefix, const std::string& cleanup_d
 }
 
 void Guardian::release() {
-  if (pipe_w_ >= 0) close(pipe_w_);
+  if (pipe_w_ >= 0) {
+    const char done = 'x';
+    (void)!write(pipe_w_, &done, 1);
+    close(pipe_w_);
+  }
   pipe_w_ = -1;
   if (pid_ > 0) {
     while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {

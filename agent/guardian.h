@@ -22,7 +22,8 @@ class Guardian {
   Guardian& operator=(const Guardian&) = delete;
 
   pid_t pid() const { return pid_; }
-  // Normal exit: the guardian sweeps (finding nothing) and ends.
+  // Normal exit: the guardian sweeps (finding nothing) and ends, leaving the
+  // cleanup directory to the agent.
   void release();
   // The agent's SIGCHLD handling reaped the guardian: don't wait for it again.
   void mark_reaped() { pid_ = -1; }

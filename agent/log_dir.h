@@ -1,8 +1,7 @@
 // torchrun's log layout (reference §4.7):
 //   <base>/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout.log,stderr.log,error.json}
 // base is --log-dir, or a fresh temp dir "torchelastic_*" that is removed at
-// exit when nothing was redirected into it (it then only held error files
-// whose contents were already shown).
+// exit when nothing was redirected into it and the job succeeded.
 #pragma once
 
 #include <string>
@@ -22,6 +21,9 @@ class LogDir {
   bool enabled() const { return !run_dir_.empty(); }
   const std::string& run_dir() const { return run_dir_; }
 
+  // A failed job keeps its temporary directory: the failure summary names
+  // error files in it.
+  void keep() { remove_at_exit_.clear(); }
   // The temporary base directory removed at exit, or "".
   const std::string& removed_at_exit() const { return remove_at_exit_; }
   // Empties and recreates attempt_<n>/<rank>/ for every local rank.

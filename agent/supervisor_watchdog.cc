@@ -45,7 +45,6 @@ void Supervisor::start_watchdog() {
   if (file_timer_) {
     // dup: the descriptor object closes what it owns; the server keeps its own.
     timer_fifo_ = std::make_unique<asio::posix::stream_descriptor>(io_, ::dup(file_timer_->fd()));
-    log_->info("file-timer watchdog listening on {}", file_timer_->path());
     watch_timer_fifo();
   }
   if (!heartbeats_ && !file_timer_) return;

@@ -78,9 +78,11 @@ std::string help_text() {
   }
 
   out << "\n"
-         "Every option with a value also reads PET_<NAME> (e.g. PET_NPROC_PER_NODE=4);\n"
-         "the flags --standalone, -m, --no-python and --run-path read PET_<NAME>=0|1.\n"
-         "The command line wins. --inject-fault reads CXXRUN_INJECT_FAULTS instead;\n"
+         "Options with a value also read PET_<NAME> (e.g. PET_NPROC_PER_NODE=4), as torchrun's\n"
+         "do; --logs-specs and --numa-binding read none, and --shutdown-timeout reads\n"
+         "TORCH_ELASTIC_SHUTDOWN_TIMEOUT. The flags --standalone, -m, --no-python and\n"
+         "--run-path read PET_<NAME>=0|1. The command line wins. --inject-fault reads\n"
+         "CXXRUN_INJECT_FAULTS instead;\n"
          "the faults from both are injected. TORCHELASTIC_ENABLE_FILE_TIMER=1 starts\n"
          "torchrun's file-timer watchdog (FIFO at $TORCHELASTIC_TIMER_FILE, or a fresh path).\n"
          "ELF binaries and scripts whose #! line is not python run directly; other\n"

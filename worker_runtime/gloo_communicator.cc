@@ -37,11 +37,23 @@ void ignore_default_sigpipe() {
   if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
 }
 
-int next_instance(const std::string& group, int rank, int generation) {
+// Gloo starts its messages with "[./gloo/transport/tcp/pair.cc:598] " (or
+// "[enforce fail at ...] "); the op and rank we put in front say more.
+std::string without_source_location(std::string what) {
+  if (what.starts_with('[')) {
+    auto end = what.find("] ");
+    if (end != std::string::npos && what.find(".cc:") < end) what.erase(0, end + 2);
+  }
+  return what;
+}
+
+// Counted per store, generation, group and rank: a count shared more widely
+// would drift between ranks that see different jobs (ranks run as threads).
+int next_instance(const WorkerEnv& w, const std::string& group) {
   static std::mutex mu;
-  static std::map<std::tuple<std::string, int, int>, int> counts;
+  static std::map<std::tuple<std::string, int, int, std::string, int>, int> counts;
   std::lock_guard lock(mu);
-  return counts[{group, rank, generation}]++;
+  return counts[{w.master_addr, w.master_port, w.restart_count, group, w.rank}]++;
 }
 
 class GlooCommunicator final : public Communicator {
@@ -99,16 +111,16 @@ GlooCommunicator::GlooCommunicator(const BootstrapEnv& env, const Options& optio
     GlooStore store(*link.client, deadline);
     gloo::rendezvous::PrefixStore generation_store(std::to_string(generation) + "/" + options.group, store);
     gloo::rendezvous::PrefixStore instance_store(
-        std::to_string(next_instance(options.group, rank_, generation)), generation_store);
+        std::to_string(next_instance(env.worker, options.group)), generation_store);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
     // Before connecting: the transport copies it, and it bounds each pair's
     // connect as well as every later operation.
     context->setTimeout(options.timeout);
     context->connectFullMesh(instance_store, device);
     context_ = std::move(context);
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // gloo's, and StoreError from GlooStore
     throw CollectiveError("bootstrap on " + place_ + " (binding " + (is_interface ? "interface " : "") + bind +
-                          ") failed: " + e.what());
+                          ") failed: " + without_source_location(e.what()));
   }
   barrier();
 }
@@ -123,9 +135,9 @@ void GlooCommunicator::run(const char* op, Body&& body) {
     body();
     return;
   } catch (const gloo::EnforceNotMet& e) {  // not derived from gloo::Exception
-    cause = e.what();
+    cause = without_source_location(e.what());
   } catch (const std::exception& e) {  // gloo::IoException and the rest
-    cause = e.what();
+    cause = without_source_location(e.what());
   }
   if (cause.find("Timed out") != std::string::npos)
     cause += " (Options::timeout is " + std::to_string(timeout_.count()) + " ms)";

@@ -15,9 +15,9 @@ namespace cxxrun::worker {
 // (rank 0 may exit at once). Throws CollectiveError.
 //
 // Keys live under "<restart_count>/<group>/<n>/", n counting this rank's
-// communicators of that group in this process (as torch prefixes each of its
-// groups), so neither a restart nor a second init() reads stale keys from a
-// store that outlives them (the agent's).
+// communicators of that group on that store in this process (as torch
+// prefixes each of its groups), so neither a restart nor a second init()
+// reads stale keys from a store that outlives them (the agent's).
 std::unique_ptr<Communicator> make_gloo_communicator(const BootstrapEnv& env, const Options& options);
 
 }  // namespace cxxrun::worker

@@ -38,7 +38,7 @@ void select_device(Backend backend, int local_rank) {
   if (backend != Backend::nccl) return;
 #ifdef CXXRUN_EXAMPLES_CUDA
   int devices = 0;
-  check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  check(cudaGetDeviceCount(&devices), "--backend nccl needs a GPU: cudaGetDeviceCount");
   if (local_rank >= devices)
     throw std::runtime_error("local rank " + std::to_string(local_rank) + " has no GPU of its own (" +
                              std::to_string(devices) + " visible)");

@@ -92,8 +92,9 @@ int train(const Flags& flags) {
   const double weight = double(world) / double(total);
   std::vector<double> reduced(tr::kParamCount + 1);  // gradient, then loss
   const std::span<double> grad(reduced.data(), tr::kParamCount);
+  const int64_t first_step = state.step + 1;
   const auto started = clock::now();
-  for (int64_t step = state.step + 1; step <= flags.steps; ++step) {
+  for (int64_t step = first_step; step <= flags.steps; ++step) {
     if (step == flags.fail_at_step && rank == flags.fail_rank && env.restart_count == 0)
       return ex::fail_worker("train", "failed on purpose at step " + std::to_string(step) + " (--fail-at-step)");
     cxxrun_section_begin("step", flags.step_timeout);
@@ -122,9 +123,9 @@ int train(const Flags& flags) {
   ex::allreduce_host(*comm, staging, &loss, 1, wk::DType::float64, wk::ReduceOp::avg);
   if (rank == 0) {
     const double seconds = std::chrono::duration<double>(clock::now() - started).count();
-    std::printf("final loss %.12g\n", loss);
-    std::printf("trained to step %lld on %d rank(s) in %.3f s\n", static_cast<long long>(flags.steps), world,
-                seconds);
+    std::printf("final loss %.17g\n", loss);
+    std::printf("trained steps %lld..%lld on %d rank(s) in %.3f s\n", static_cast<long long>(first_step),
+                static_cast<long long>(flags.steps), world, seconds);
   }
   return 0;
 }

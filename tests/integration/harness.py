@@ -25,8 +25,12 @@ RDZV_SERVER = os.path.join(os.path.dirname(CXXRUN), "cxxrun-rdzv")
 
 
 def clean_env(**extra):
+    """The test's environment without launcher settings, plus `extra`. Each
+    call gets its own PET_MASTER_PORT: the agent serves the workers' store
+    there, and tests run side by side."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PET_", "TORCHELASTIC_", "OMP_NUM_THREADS", "CXXRUN_JOB"))}
+    env["PET_MASTER_PORT"] = str(free_port())
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

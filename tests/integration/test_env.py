@@ -24,7 +24,8 @@ class EnvContract(TempDirTest):
         return envs, err
 
     def check_contract(self, nproc):
-        envs, err = self.dump_envs(nproc, "--max-restarts=3", env=clean_env(PET_RDZV_ID="job42", KEEP_ME="yes"))
+        env = clean_env(PET_RDZV_ID="job42", KEEP_ME="yes")
+        envs, err = self.dump_envs(nproc, "--max-restarts=3", env=env)
         self.assertEqual(sorted(int(e["RANK"]) for e in envs), list(range(nproc)))
         for local_rank, e in enumerate(envs):
             for var in TORCHRUN_VARS:
@@ -38,7 +39,7 @@ class EnvContract(TempDirTest):
                 self.assertEqual(e[var], str(nproc))
             self.assertEqual(e["GROUP_WORLD_SIZE"], "1")
             self.assertEqual(e["MASTER_ADDR"], "127.0.0.1")
-            self.assertEqual(e["MASTER_PORT"], "29500")
+            self.assertEqual(e["MASTER_PORT"], env["PET_MASTER_PORT"])
             self.assertEqual(e["TORCHELASTIC_RESTART_COUNT"], "0")
             self.assertEqual(e["TORCHELASTIC_MAX_RESTARTS"], "3")
             self.assertEqual(e["TORCHELASTIC_RUN_ID"], "job42")

@@ -97,7 +97,7 @@ class Train(TempDirTest):
         self.assertNotEqual(rc, 0)
         self.assertNotIn("final loss", out)
         # Through the error file, the launcher's summary names the reason.
-        self.assertRegex(err, r"rank 1: failed on purpose at step 5")
+        self.assertRegex(err, r"error_file: \S+error\.json\n\s+traceback : rank 1: failed on purpose at step 5")
 
 
 class AllreducePerf(unittest.TestCase):

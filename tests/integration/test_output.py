@@ -70,3 +70,15 @@ class Output(TempDirTest):
         rc, out, err = run(["--nproc-per-node=2", self.script("h.sh", HELLO)], env=clean_env(TMPDIR=tmp))
         self.assertEqual(rc, 0, err)
         self.assertEqual(os.listdir(tmp), [])
+
+    def test_failed_job_keeps_its_error_files(self):
+        tmp = os.path.join(self.dir, "tmp")
+        os.mkdir(tmp)
+        from harness import clean_env
+        worker = self.script("f.sh", 'echo \'{"message": "kept"}\' > "$TORCHELASTIC_ERROR_FILE"; exit 4\n')
+        rc, out, err = run(["--nproc-per-node=1", worker], env=clean_env(TMPDIR=tmp))
+        self.assertEqual(rc, 4, err)
+        kept = glob.glob(f"{tmp}/torchelastic_*/*/attempt_0/0/error.json")
+        self.assertEqual(len(kept), 1, "the summary names this file; it must still be there")
+        self.assertIn(kept[0], err)
+
