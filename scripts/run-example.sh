@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs a real multi-process job:
-# 4 workers of examples/pi under cxxrun --standalone.
+# data-parallel training (examples/train) on 4 workers under cxxrun
+# --standalone, gradients allreduced over Gloo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-exec build/bin/cxxrun --standalone --nproc-per-node=4 build/examples/pi "$@"
+exec build/bin/cxxrun --standalone --nproc-per-node=4 build/examples/train --steps 300 \
+  --checkpoint-dir "${TMPDIR:-/tmp}/cxxrun-train" "$@"

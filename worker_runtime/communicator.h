@@ -11,6 +11,17 @@
 // generation and the group, so a restarted job never reads a stale key.
 // Every collective is bounded by Options::timeout: a dead or hung peer
 // surfaces as CollectiveError on the survivors, never a hang.
+//
+// Gloo backend details:
+//   - After a failed collective the communicator is unusable (its peers are
+//     mid-operation); later calls throw at once. Restarting the group (the
+//     agent's --max-restarts) gives a clean one.
+//   - A communicator is used by one thread at a time, and every rank issues
+//     the same collectives in the same order.
+//   - init() ignores SIGPIPE when its action is still the default, as Python
+//     does: Gloo writes with writev(), and a dead peer would otherwise kill
+//     the survivors instead of failing their collective.
+//   - count == 0 returns at once, without synchronising.
 #pragma once
 
 #include <chrono>
@@ -25,6 +36,8 @@
 namespace cxxrun::worker {
 
 enum class DType { float32, float64, int32, int64, float16, bfloat16 };
+// avg is a sum divided by size(); integers divide as C++ does, truncating
+// toward zero (an int32 avg of -3 over 2 ranks is -1).
 enum class ReduceOp { sum, min, max, avg };
 enum class Backend { gloo, nccl };
 
@@ -36,10 +49,12 @@ struct CollectiveError : std::runtime_error {
 
 struct Options {
   Backend backend = Backend::gloo;
-  // Bound of every collective and of the bootstrap.
+  // Bound of every collective and of the bootstrap (the store phase ends by
+  // it; the pair connections then get it again).
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
-  // Gloo: the interface address to bind; empty = the address this host
-  // reaches MASTER_ADDR from (never the hostname's resolution).
+  // Gloo: the interface address to bind; empty = the interface named by
+  // GLOO_SOCKET_IFNAME (torch's variable, first entry), else the address this
+  // host reaches MASTER_ADDR from (never the hostname's resolution).
   std::string bind_address;
   // A name for the group; keys are "<generation>/<group>/...".
   std::string group = "default";
@@ -54,9 +69,13 @@ class Communicator {
   // In place. `count` elements of `dtype` at `data` (device memory for NCCL).
   virtual void allreduce(void* data, size_t count, DType dtype, ReduceOp op) = 0;
   virtual void broadcast(void* data, size_t count, DType dtype, int root) = 0;
-  // `out` holds size() * count elements, rank i's block at i * count.
+  // `out` holds size() * count elements, rank i's block at i * count. `in`
+  // may be this rank's block of `out` (in place), else must not overlap it.
   virtual void allgather(const void* in, void* out, size_t count, DType dtype) = 0;
   // `in` holds size() * count elements; `out` gets this rank's reduced block.
+  // Gloo: allreduces a copy of `in` (Gloo 2022 has no reduce-scatter), so it
+  // moves about twice a ring reduce-scatter's bytes and needs `in`'s size in
+  // scratch memory.
   virtual void reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) = 0;
   virtual void barrier() = 0;
 };

@@ -4,6 +4,11 @@
 # Headers go under include/cxxrun/ so that the generic directory names
 # (worker_runtime/, rendezvous/) keep the same #include paths as in-tree
 # without crowding the prefix's include/.
+# Included from worker_runtime/, which the top level adds after rendezvous/
+# and launcher/: install(TARGETS) needs the targets to exist already.
+if(NOT TARGET cxxrun_rendezvous OR NOT TARGET cxxrun)
+  message(FATAL_ERROR "worker_runtime/cmake/package.cmake: add_subdirectory(worker_runtime) must come after rendezvous and launcher")
+endif()
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
