@@ -107,6 +107,9 @@ std::optional<ErrorFileMessage> read_error_file(const std::string& path) {
     else
       out.text = m.dump();
     if (extra.is_object() && extra.contains("timestamp")) out.time = parse_timestamp(extra["timestamp"]);
+    if (extra.is_object() && extra.contains("timestamp_ns") && extra["timestamp_ns"].is_number_integer())
+      out.time = std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(extra["timestamp_ns"].get<long long>())));
   } else {
     out.text = m.is_string() ? m.get<std::string>() : m.dump();
     if (data.contains("timestamp")) out.time = parse_timestamp(data["timestamp"]);
@@ -148,6 +151,19 @@ std::optional<Failure> from_record(const std::string& record) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+void order_by_time(std::vector<Failure>& failures) {
+  auto when = [](const Failure& f) {
+    auto m = f.message.empty() ? read_error_file(f.error_file) : std::nullopt;
+    return m && m->time ? *m->time : f.time;
+  };
+  std::vector<std::pair<std::chrono::system_clock::time_point, size_t>> keys;
+  for (size_t i = 0; i < failures.size(); ++i) keys.emplace_back(when(failures[i]), i);
+  std::stable_sort(keys.begin(), keys.end());
+  std::vector<Failure> sorted;
+  for (const auto& [t, i] : keys) sorted.push_back(failures[i]);
+  failures = std::move(sorted);
 }
 
 std::string describe(const Failure& f) {

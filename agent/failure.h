@@ -44,6 +44,11 @@ struct ErrorFileMessage {
 };
 std::optional<ErrorFileMessage> read_error_file(const std::string& path);
 
+// Earliest first, by the error file's time where a worker wrote one (to the
+// nanosecond when it is cxxrun's), else by when the agent saw the exit: the
+// root cause goes first even when its victims were reaped before it.
+void order_by_time(std::vector<Failure>& failures);
+
 // One line for the log: "rank 1 (local_rank 1, pid 42) exited with code 3".
 std::string describe(const Failure& f);
 

@@ -185,19 +185,24 @@ void Supervisor::on_worker_exit(Worker& w, int status) {
   w.running = false;
   w.status = status;
   if (file_timer_) file_timer_->forget(w.pid);
-  if (phase_ != Phase::running) return;
+  // While the group stops after a failure, exits the agent did not cause
+  // still count: a crash's victims may be reaped before the crash itself.
+  const bool failing = phase_ == Phase::stopping && reason_ == Reason::failure;
+  if (phase_ != Phase::running && !failing) return;
   Failure f{w.local_rank, w.rank, w.pid, 0, 0, std::chrono::system_clock::now(),
             logs_.file(attempt_, w.local_rank, "error.json"), {}, "", ""};
   set_status(f, status);
   if (auto hang = hung_.find(w.local_rank); hang != hung_.end()) f.message = hang->second;
-  if (shell_exit_code(f) != 0) {
-    drain_now(w.err);
-    f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
-    log_->error("{}", describe(f));
-    failures_.push_back(f);
-    return on_failure(f);
+  if (shell_exit_code(f) == 0) {
+    if (!failing && count_running() == 0) on_success();
+    return;
   }
-  if (count_running() == 0) on_success();
+  if (failing && (f.signal == SIGTERM || f.signal == SIGKILL)) return;
+  drain_now(w.err);
+  f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
+  log_->error("{}", describe(f));
+  failures_.push_back(f);
+  if (!failing) on_failure(f);
 }
 
 void Supervisor::on_agent_signal(int sig) {
@@ -288,6 +293,7 @@ void Supervisor::check_stopped() {
     w->out.sink->finish();
     w->err.sink->finish();
   }
+  order_by_time(failures_);
   record_attempt_end();
   finish_attempt();
 }

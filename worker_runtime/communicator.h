@@ -19,8 +19,8 @@
 //   - A communicator is used by one thread at a time, and every rank issues
 //     the same collectives in the same order.
 //   - init() ignores SIGPIPE when its action is still the default, as Python
-//     does: Gloo writes with writev(), and a dead peer would otherwise kill
-//     the survivors instead of failing their collective.
+//     does: Gloo writes with writev(), so a write racing a dead peer's reset
+//     could kill a survivor instead of failing its collective.
 //   - count == 0 returns at once, without synchronising.
 #pragma once
 

@@ -1,5 +1,6 @@
 #include "worker_runtime/error_file.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -10,7 +11,13 @@ namespace cxxrun::worker {
 bool write_error_file(const std::string& message, const std::string& details) {
   const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
   if (!path || !*path) return false;
-  nlohmann::json extra = {{"timestamp", std::to_string(std::time(nullptr))}};
+  // torch's whole-second "timestamp", plus nanoseconds: when two ranks fail
+  // in the same second (one because the other died), the launcher can tell
+  // which came first.
+  const auto now = std::chrono::system_clock::now();
+  nlohmann::json extra = {
+      {"timestamp", std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count())},
+      {"timestamp_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()}};
   if (!details.empty()) extra["py_callstack"] = details;
   nlohmann::json doc = {{"message", {{"message", message}, {"extraInfo", extra}}}};
   std::ofstream out(path);

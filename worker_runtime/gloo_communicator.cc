@@ -3,10 +3,11 @@
 #include <signal.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
-#include <vector>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -27,11 +28,12 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Gloo sends with writev(), which raises SIGPIPE when a peer has died; with
-// the default action (the agent resets it for its workers) that would kill
-// the survivors instead of letting them see an error. Python ignores SIGPIPE
-// at startup, which is why torch never hits this. A handler the program set
-// itself is left alone.
+// Gloo sends with writev(), which raises SIGPIPE when it writes to a peer
+// that has reset the connection; with the default action (the agent resets it
+// for its workers) a survivor whose write races the reset would die instead
+// of seeing an error (Gloo's reader usually notices the reset first). Python
+// ignores SIGPIPE at startup, which is why torch never hits this. A handler
+// the program set itself is left alone.
 void ignore_default_sigpipe() {
   struct sigaction current {};
   if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
@@ -75,8 +77,9 @@ class GlooCommunicator final : public Communicator {
   // unknown state and peers may be mid-operation.
   template <class Body>
   void run(const char* op, Body&& body);
-  // Throws CollectiveError for what no rank could run: a bad dtype or pointer.
-  void validate(const char* op, DType dtype, size_t count, const void* p1, const void* p2 = "") const;
+  // Throws CollectiveError for what no rank could run: a bad dtype or a null
+  // buffer. Leaves the communicator usable (nothing was sent).
+  void validate(const char* op, DType dtype, size_t count, std::initializer_list<const void*> buffers) const;
   std::string where(const char* op) const { return std::string(op) + " on " + place_; }
   void allreduce_in_place(void* data, size_t count, DType dtype, ReduceOp op);
 
@@ -97,7 +100,8 @@ GlooCommunicator::GlooCommunicator(const BootstrapEnv& env, const Options& optio
   const int generation = env.worker.restart_count;
   place_ = "rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " (group '" + options.group +
            "', generation " + std::to_string(generation) + ")";
-  if (options.timeout <= milliseconds(0)) throw CollectiveError("init on " + place_ + ": Options::timeout must be positive");
+  if (options.timeout <= milliseconds(0))
+    throw CollectiveError("init on " + place_ + ": Options::timeout must be positive");
   ignore_default_sigpipe();
   const auto deadline = GlooStore::Clock::now() + options.timeout;
   StoreLink link = connect_store(env, options.timeout);
@@ -145,10 +149,12 @@ void GlooCommunicator::run(const char* op, Body&& body) {
   throw CollectiveError(where(op) + ": " + cause);
 }
 
-void GlooCommunicator::validate(const char* op, DType dtype, size_t count, const void* p1, const void* p2) const {
+void GlooCommunicator::validate(const char* op, DType dtype, size_t count,
+                                std::initializer_list<const void*> buffers) const {
   require_gloo_dtype(dtype, where(op));
-  if (count > 0 && (p1 == nullptr || p2 == nullptr))
-    throw CollectiveError(where(op) + ": null buffer for " + std::to_string(count) + " elements");
+  for (const void* p : buffers)
+    if (count > 0 && p == nullptr)
+      throw CollectiveError(where(op) + ": null buffer for " + std::to_string(count) + " elements");
 }
 
 void GlooCommunicator::allreduce_in_place(void* data, size_t count, DType dtype, ReduceOp op) {
@@ -161,14 +167,14 @@ void GlooCommunicator::allreduce_in_place(void* data, size_t count, DType dtype,
 }
 
 void GlooCommunicator::allreduce(void* data, size_t count, DType dtype, ReduceOp op) {
-  validate("allreduce", dtype, count, data);
+  validate("allreduce", dtype, count, {data});
   if (count == 0) return;
   run("allreduce", [&] { allreduce_in_place(data, count, dtype, op); });
   if (op == ReduceOp::avg) divide_by_size(data, count, dtype, size_);
 }
 
 void GlooCommunicator::broadcast(void* data, size_t count, DType dtype, int root) {
-  validate("broadcast", dtype, count, data);
+  validate("broadcast", dtype, count, {data});
   if (root < 0 || root >= size_)
     throw CollectiveError(where("broadcast") + ": root " + std::to_string(root) + " is not a rank of this group");
   if (count == 0) return;
@@ -183,7 +189,7 @@ void GlooCommunicator::broadcast(void* data, size_t count, DType dtype, int root
 }
 
 void GlooCommunicator::allgather(const void* in, void* out, size_t count, DType dtype) {
-  validate("allgather", dtype, count, in, out);
+  validate("allgather", dtype, count, {in, out});
   if (count == 0) return;
   run("allgather", [&] {
     gloo::AllgatherOptions o(context_);
@@ -207,14 +213,14 @@ void GlooCommunicator::allgather(const void* in, void* out, size_t count, DType 
 // needs one input-sized scratch buffer; on CPU over TCP that is a fair price
 // for reusing Gloo's tested allreduce rather than a hand-written ring.
 void GlooCommunicator::reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
-  validate("reduce_scatter", dtype, count, in, out);
+  validate("reduce_scatter", dtype, count, {in, out});
   if (count == 0) return;
   const size_t block = count * dtype_size(dtype);
-  std::vector<std::byte> scratch(block * size_);
-  std::memcpy(scratch.data(), in, scratch.size());
+  auto scratch = std::make_unique_for_overwrite<std::byte[]>(block * size_);
+  std::memcpy(scratch.get(), in, block * size_);
   const ReduceOp combine = op == ReduceOp::avg ? ReduceOp::sum : op;
-  run("reduce_scatter", [&] { allreduce_in_place(scratch.data(), count * size_, dtype, combine); });
-  std::memcpy(out, scratch.data() + block * rank_, block);
+  run("reduce_scatter", [&] { allreduce_in_place(scratch.get(), count * size_, dtype, combine); });
+  std::memcpy(out, scratch.get() + block * rank_, block);
   if (op == ReduceOp::avg) divide_by_size(out, count, dtype, size_);
 }
 
