@@ -47,6 +47,24 @@ def start(args, env=None):
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
 
 
+def finish_all(test, procs, timeout):
+    """Waits for every process under one deadline; returns [(rc, out, err)].
+    On a timeout, kills them all and fails `test` with every agent's stderr."""
+    results = []
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            dumps = [f"--- agent {i} ---\n" + "".join(q.communicate(timeout=10)[1] or "")
+                     for i, q in enumerate(procs)]
+            test.fail(f"agents still running after {timeout}s:\n" + "\n".join(dumps))
+        results.append((p.returncode, out, err))
+    return results
+
+
 def wait_for(predicate, timeout=20.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

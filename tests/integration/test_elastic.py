@@ -8,7 +8,7 @@ import subprocess
 import time
 import uuid
 
-from harness import CXXRUN, RDZV_SERVER, TempDirTest, alive, free_port, read_pids, start, wait_for
+from harness import CXXRUN, RDZV_SERVER, TempDirTest, alive, finish_all, free_port, read_pids, start, wait_for
 
 
 
@@ -39,18 +39,7 @@ class Elastic(TempDirTest):
         return p
 
     def finish(self, procs, timeout=90):
-        results = []
-        deadline = time.monotonic() + timeout
-        for p in procs:
-            try:
-                out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    q.kill()
-                dumps = ["".join(q.communicate(timeout=10)[1] or "") for q in procs]
-                self.fail("agents still running:\n" + "\n---\n".join(dumps))
-            results.append((p.returncode, err))
-        return results
+        return [(rc, err) for rc, _, err in finish_all(self, procs, timeout)]
 
     def starts(self, attempt):
         return sorted(int(n.split(".")[2]) for n in os.listdir(self.dir) if n.startswith(f"start.{attempt}."))

@@ -5,7 +5,7 @@ import subprocess
 import time
 import uuid
 
-from harness import CXXRUN, RDZV_SERVER, TempDirTest, clean_env, free_port, run, start, wait_for
+from harness import CXXRUN, RDZV_SERVER, TempDirTest, clean_env, finish_all, free_port, run, start, wait_for
 
 
 
@@ -28,19 +28,7 @@ class MultiNode(TempDirTest):
             if delays:
                 time.sleep(delays[i])
             procs.append(start(argv))
-        results = []
-        deadline = time.monotonic() + timeout
-        for p in procs:
-            try:
-                out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    q.kill()
-                dumps = [f"--- agent {i} ---\n" + "".join(q.communicate(timeout=10)[1] or "")
-                         for i, q in enumerate(procs)]
-                self.fail(f"agents still running after {timeout}s:\n" + "\n".join(dumps))
-            results.append((p.returncode, out, err))
-        return results
+        return finish_all(self, procs, timeout)
 
     def check_one_job(self, nodes, nproc):
         envs = self.envs()
