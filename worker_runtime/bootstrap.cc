@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <system_error>
+#include <tuple>
 
 #include "rendezvous/store_server.h"
 
@@ -64,6 +65,13 @@ StoreLink connect_store(const BootstrapEnv& env, std::chrono::milliseconds timeo
                           w.master_addr + " MASTER_PORT=" + std::to_string(w.master_port) + ": " + e.what());
   }
   return link;
+}
+
+int next_instance(const WorkerEnv& w, const std::string& group) {
+  static std::mutex mu;
+  static std::map<std::tuple<std::string, int, int, std::string, int>, int> counts;
+  std::lock_guard lock(mu);
+  return counts[{w.master_addr, w.master_port, w.restart_count, group, w.rank}]++;
 }
 
 std::string choose_bind_address(const Options& options, const BootstrapEnv& env,

@@ -48,6 +48,13 @@ StoreLink connect_store(const BootstrapEnv& env, std::chrono::milliseconds timeo
 // GLOO_SOCKET_IFNAME (returned as an interface, *is_interface = true), else
 // the local address of the store connection. Never gethostname(): Debian maps
 // it to 127.0.1.1, which peers on other hosts cannot reach.
+// This rank's count of communicators of `group` made so far on the job's store
+// in this generation (0, 1, ...), shared by every backend: the n in the key
+// prefix "<restart_count>/<group>/<n>/". Counted per store, generation, group
+// and rank, since ranks may run as threads of one process and a count shared
+// more widely would drift between them.
+int next_instance(const WorkerEnv& w, const std::string& group);
+
 std::string choose_bind_address(const Options& options, const BootstrapEnv& env,
                                 const rendezvous::StoreClient& client, bool* is_interface);
 

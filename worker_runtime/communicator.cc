@@ -2,6 +2,9 @@
 
 #include "worker_runtime/bootstrap.h"
 #include "worker_runtime/gloo_communicator.h"
+#ifdef CXXRUN_HAVE_NCCL
+#include "worker_runtime/nccl_communicator.h"
+#endif
 
 namespace cxxrun::worker {
 
@@ -21,7 +24,13 @@ std::unique_ptr<Communicator> init(const Options& options) {
   BootstrapEnv env = read_bootstrap_env();
   switch (options.backend) {
     case Backend::gloo: return make_gloo_communicator(env, options);
-    case Backend::nccl: throw CollectiveError("the NCCL backend is not built yet; use Backend::gloo");
+    case Backend::nccl:
+#ifdef CXXRUN_HAVE_NCCL
+      return make_nccl_communicator(env, options);
+#else
+      // CMake found no CUDA runtime or NCCL (or CXXRUN_WITH_NCCL=OFF).
+      throw CollectiveError("cxxrun was built without NCCL (CMake found no CUDA runtime and NCCL); use Backend::gloo");
+#endif
   }
   throw CollectiveError("unknown backend " + std::to_string(static_cast<int>(options.backend)));
 }

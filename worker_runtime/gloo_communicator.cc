@@ -4,10 +4,7 @@
 
 #include <cstring>
 #include <initializer_list>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <tuple>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -47,15 +44,6 @@ std::string without_source_location(std::string what) {
     if (end != std::string::npos && what.find(".cc:") < end) what.erase(0, end + 2);
   }
   return what;
-}
-
-// Counted per store, generation, group and rank: a count shared more widely
-// would drift between ranks that see different jobs (ranks run as threads).
-int next_instance(const WorkerEnv& w, const std::string& group) {
-  static std::mutex mu;
-  static std::map<std::tuple<std::string, int, int, std::string, int>, int> counts;
-  std::lock_guard lock(mu);
-  return counts[{w.master_addr, w.master_port, w.restart_count, group, w.rank}]++;
 }
 
 class GlooCommunicator final : public Communicator {

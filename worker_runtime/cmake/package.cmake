@@ -50,5 +50,6 @@ configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/cxxrunConfig.cmake.in
                               INSTALL_DESTINATION ${cxxrun_package_dir})
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/cxxrunConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_LIST_DIR}/nccl.cmake DESTINATION ${cxxrun_package_dir} RENAME cxxrunNccl.cmake)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cxxrunConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/cxxrunConfigVersion.cmake
         DESTINATION ${cxxrun_package_dir})
