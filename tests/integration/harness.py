@@ -2,7 +2,9 @@
 
 Every wait here has a deadline: a hang fails the test instead of CI.
 """
+import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +26,12 @@ def free_port():
 RDZV_SERVER = os.path.join(os.path.dirname(CXXRUN), "cxxrun-rdzv")
 
 
+# Failed jobs keep their log dirs (their error files); this test process's
+# jobs keep them here, removed when it exits, instead of littering /tmp.
+_JOB_TMPDIR = tempfile.mkdtemp(prefix="cxxrun_it_")
+atexit.register(shutil.rmtree, _JOB_TMPDIR, True)
+
+
 def clean_env(**extra):
     """The test's environment without launcher settings, plus `extra`. Each
     call gets its own PET_MASTER_PORT: the agent serves the workers' store
@@ -31,6 +39,7 @@ def clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PET_", "TORCHELASTIC_", "OMP_NUM_THREADS", "CXXRUN_JOB"))}
     env["PET_MASTER_PORT"] = str(free_port())
+    env["TMPDIR"] = _JOB_TMPDIR
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
