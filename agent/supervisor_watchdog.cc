@@ -70,9 +70,11 @@ void Supervisor::watchdog_tick() {
   watchdog_->async_wait([this](const boost::system::error_code& ec) {
     if (ec || phase_ == Phase::done) return;
     if (phase_ == Phase::running) {
-      for (const TimerExpiry& e : file_timer_ ? file_timer_->expired() : std::vector<TimerExpiry>{}) {
-        // Only processes of this attempt: a stale pid may have been reused.
-        auto mine = find_processes_with_env(attempt_token());
+      const auto expired = file_timer_ ? file_timer_->expired() : std::vector<TimerExpiry>{};
+      // Only processes of this attempt: a stale pid may have been reused. One
+      // /proc walk serves every expiry of this tick.
+      const auto mine = expired.empty() ? std::vector<pid_t>{} : find_processes_with_env(attempt_token());
+      for (const TimerExpiry& e : expired) {
         if (std::find(mine.begin(), mine.end(), e.pid) == mine.end()) continue;
         log_->error("file-timer scope '{}' of pid {} expired; sending {}", e.scope_id, e.pid, signal_name(e.signal));
         if (e.signal > 0) kill(e.pid, e.signal);
