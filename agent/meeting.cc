@@ -19,6 +19,9 @@ using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 using rendezvous::RendezvousError;
 
+// The deadline of a non-host node's calls while it says it is done.
+constexpr milliseconds kCloseCallTimeout{5000};
+
 milliseconds remaining(Clock::time_point deadline) {
   return std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
 }
@@ -71,15 +74,17 @@ void Meeting::connect() {
     }
   }
   // Later calls get the per-operation deadline.
-  options.timeout = s.read_timeout;
-  client_ = rendezvous::StoreClient::connect(options);
+  client_->set_timeout(s.read_timeout);
 }
 
 // torch's workers with TORCHELASTIC_USE_AGENT_STORE=True connect to
-// MASTER_ADDR:MASTER_PORT as clients and use the "/worker/attempt_<n>" prefix.
+// MASTER_ADDR:MASTER_PORT as clients: torch 1.13 under a
+// "/worker/attempt_<n>" prefix, torch 2.x under none (it counts on a new
+// store for every attempt).
 int Meeting::serve_worker_store(const std::string& host, int port) {
   worker_store_.reset();
   worker_store_ = std::make_unique<rendezvous::BackgroundStoreServer>(rendezvous::StoreServerOptions{host, port});
+  worker_store_host_ = host;
   spdlog::info("serving the workers' store on {}", worker_store_->address());
   return worker_store_->port();
 }
@@ -120,6 +125,17 @@ void Meeting::join(Config& config) {
     rdzv_->use_for_keep_alives(*beat_client_);
   }
   apply(config, rdzv_->next_rendezvous());
+}
+
+void Meeting::renew_worker_store() {
+  if (!worker_store_) return;
+  // The same port, so MASTER_PORT holds; the old server is closed first and
+  // the acceptor reuses the address.
+  try {
+    serve_worker_store(worker_store_host_, worker_store_->port());
+  } catch (const std::exception& e) {
+    throw RendezvousError(std::string("cannot serve the workers' store again: ") + e.what());
+  }
 }
 
 void Meeting::rejoin(Config& config, int expected) {
@@ -213,10 +229,16 @@ void Meeting::close(bool succeeded) {
   if (!client_ || keep_alive_failures_ >= config_.rdzv.settings.keep_alive_max_attempt) return;
   const auto& s = config_.rdzv.settings;
   const std::string done = "cxxrun/exit/" + s.run_id;
+  // A node that is not the store host may find it gone (it stops waiting
+  // after close_timeout); that must not hold this one for a read_timeout.
+  if (!server_) client_->set_timeout(std::min(s.read_timeout, kCloseCallTimeout));
   try {
     if (rdzv_) rdzv_->close();
+    // One atomic ADD per node, and a key only from the last one: the host
+    // may close the store the moment the count is full, so no node may have
+    // a request left to send after its ADD, except the one the host waits for.
     int64_t finished = client_->add(done, 1);
-    client_->set(done + "/" + std::to_string(finished), "1");
+    if (finished == members_) client_->set(done + "/all", "1");
     if (!server_ || finished >= members_) return;
     const milliseconds limit = succeeded ? s.close_timeout : std::min(s.close_timeout, milliseconds(5000));
     spdlog::info("waiting up to {} ms for the other {} nodes to finish before closing the store", limit.count(),
@@ -226,7 +248,7 @@ void Meeting::close(bool succeeded) {
       // The counter key exists already, so wait on the key the last node
       // creates instead of polling the count.
       try {
-        client_->wait({done + "/" + std::to_string(members_)}, std::min(remaining(deadline), s.progress_interval));
+        client_->wait({done + "/all"}, std::min(remaining(deadline), s.progress_interval));
       } catch (const rendezvous::StoreTimeout&) {
       }
       finished = client_->add(done, 0);

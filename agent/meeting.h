@@ -40,6 +40,10 @@ class Meeting {
   // Opens the next round and joins it, completing as soon as `expected`
   // nodes are in; fills `config` like join().
   void rejoin(Config& config, int expected);
+  // Before a restart without a new round: replaces the workers' store this
+  // agent serves (if any) with an empty one on the same port, so the next
+  // attempt never reads the last one's keys.
+  void renew_worker_store();
   // A watcher on a store connection of its own.
   std::unique_ptr<EventWatcher> make_watcher(EventWatcher::Deliver deliver);
 
@@ -67,6 +71,7 @@ class Meeting {
   void connect();
   void join_static(Config& config);
   int serve_worker_store(const std::string& host, int port);
+  std::string worker_store_host_;
   void apply(Config& config, const rendezvous::Assignment& a);
   rendezvous::StoreClient::Options store_options() const;
 

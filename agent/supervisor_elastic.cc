@@ -155,6 +155,12 @@ void Supervisor::restart_or_fail() {
   events_.context().restart_count = attempt_;
   events_.agent_event(AgentEvent::restart, details);
   if (meeting_.elastic()) return rejoin(0);
+  try {
+    meeting_.renew_worker_store();
+  } catch (const std::exception& e) {
+    log_->error("{}", e.what());
+    return finish(1);
+  }
   start_group();
 }
 

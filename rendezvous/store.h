@@ -69,6 +69,9 @@ class StoreClient {
   virtual std::vector<std::string> multi_get(const std::vector<std::string>& keys) = 0;
   virtual void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) = 0;
 
+  // Changes the default deadline of later calls (Options::timeout).
+  virtual void set_timeout(Duration timeout) = 0;
+
   // The local IP address of this connection: the address the server sees us
   // by, which is how other nodes can reach this one (MASTER_ADDR). Numeric,
   // never a hostname; that of the last connection while none is open.

@@ -56,6 +56,8 @@ class TcpStoreClient final : public StoreClient {
   explicit TcpStoreClient(Options options)
       : options_(std::move(options)), endpoint_(format_endpoint({options_.host, options_.port})) {}
 
+  void set_timeout(Duration timeout) override { options_.timeout = timeout; }
+
   void connect_now() {
     Backoff backoff;
     connection("connect", options_.timeout, Clock::now() + options_.timeout, backoff);

@@ -25,6 +25,20 @@ def free_port():
 
 RDZV_SERVER = os.path.join(os.path.dirname(CXXRUN), "cxxrun-rdzv")
 
+# The python whose torch the torch tests run (workers, torchrun-side
+# clients): Debian's torch 1.13 by default; CXXRUN_TORCH_PYTHON points at
+# another (torch 2.x on the GPU machine, scripts/gpu-checks.sh).
+TORCH_PYTHON = os.environ.get("CXXRUN_TORCH_PYTHON", "/usr/bin/python3")
+
+
+def torch_importable(module="torch.distributed", check=""):
+    """Whether TORCH_PYTHON imports `module` (and `check`, an expression, is true)."""
+    code = f"import {module}" + (f"; import sys; sys.exit(0 if ({check}) else 1)" if check else "")
+    try:
+        return subprocess.run([TORCH_PYTHON, "-c", code], capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
 
 # Failed jobs keep their log dirs (their error files); this test process's
 # jobs keep them here, removed when it exits, instead of littering /tmp.

@@ -116,25 +116,36 @@ class RawProtocolTest(unittest.TestCase):
 @unittest.skipUnless(HAVE_TORCH, "torch.distributed.elastic.timer is not importable")
 class TorchClientTest(unittest.TestCase):
     def test_torch_client_acquire_release_and_expires(self):
-        probe = Probe()
-        client = FileTimerClient(probe.path, signal=signal.SIGUSR1)
-        client.acquire("hung", time.time() + 0.3)
-        client.acquire("released", time.time() + 0.3)
-        client.release("released")
-        with expires(after=0.3, scope="finished_in_time", client=client):
-            pass
         # The default client kills with SIGKILL; from another pid so that its
-        # expiry is reported on its own.
-        child = subprocess.run(
+        # expiry is reported on its own. That child imports torch first (seconds
+        # on some machines, longer than the probe lives), says so, and only
+        # then gets the path.
+        child = subprocess.Popen(
             [sys.executable, "-c",
              "import os, sys, time\n"
              "from torch.distributed.elastic.timer import FileTimerClient\n"
-             "FileTimerClient(sys.argv[1]).acquire('default_signal', time.time() + 0.2)\n"
-             "print(os.getpid())\n",
-             probe.path],
-            capture_output=True, text=True, timeout=60)
-        self.assertEqual(child.returncode, 0, child.stderr)
-        child_pid = int(child.stdout.strip())
+             "print('ready', flush=True)\n"
+             "path = sys.stdin.readline().strip()\n"
+             "FileTimerClient(path).acquire('default_signal', time.time() + 0.2)\n"
+             "print(os.getpid(), flush=True)\n"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            ready, _, _ = select.select([child.stdout], [], [], 60)
+            self.assertTrue(ready and child.stdout.readline().strip() == "ready", "the child never imported torch")
+            probe = Probe()
+            child.stdin.write(probe.path + "\n")
+            child.stdin.flush()
+            client = FileTimerClient(probe.path, signal=signal.SIGUSR1)
+            client.acquire("hung", time.time() + 0.3)
+            client.acquire("released", time.time() + 0.3)
+            client.release("released")
+            with expires(after=0.3, scope="finished_in_time", client=client):
+                pass
+            out, err = child.communicate(timeout=30)
+        finally:
+            child.kill()
+        self.assertEqual(child.returncode, 0, err)
+        child_pid = int(out.strip())
         got = probe.expiries()
         self.assertEqual(sorted(got), sorted([(os.getpid(), int(signal.SIGUSR1), "hung"),
                                               (child_pid, int(signal.SIGKILL), "default_signal")]))

@@ -3,7 +3,8 @@ import json
 import os
 import urllib.request
 
-from harness import EXAMPLES, TempDirTest, alive, clean_env, free_port, read_pids, run, start, wait_for
+from harness import (EXAMPLES, TORCH_PYTHON, TempDirTest, alive, clean_env, free_port, read_pids, run, start,
+                     torch_importable, wait_for)
 
 DEMO = os.path.join(EXAMPLES, "heartbeat_demo")
 
@@ -75,7 +76,7 @@ class Observability(TempDirTest):
         worker = self.script("w.sh", f"""
 [ "$LOCAL_RANK" = 0 ] || exec {DEMO} --steps 50
 sleep 0.5
-/usr/bin/python3 - <<'PY'
+python3 - <<'PY'
 import urllib.request
 for path in ("healthz", "metrics"):
     with open("{self.dir}/" + path, "wb") as f:
@@ -101,16 +102,10 @@ PY
             self.assertIn("cxxrun_restart_count 0", f.read())
 
 
-def torch_importable():
-    import subprocess
-    return subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed.elastic.timer"],
-                          capture_output=True, timeout=60).returncode == 0
-
-
 class FileTimer(TempDirTest):
     def test_torch_file_timer_client_gets_a_hung_worker_killed(self):
-        if not torch_importable():
-            self.skipTest("torch is not importable by /usr/bin/python3")
+        if not torch_importable("torch.distributed.elastic.timer"):
+            self.skipTest(f"torch is not importable by {TORCH_PYTHON}")
         script = os.path.join(self.dir, "hang.py")
         with open(script, "w") as f:
             f.write("""
@@ -121,7 +116,7 @@ with timer.expires(after=1):
     time.sleep(120)
 """)
         rc, out, err = run(["--nproc-per-node=1", script],
-                           env=clean_env(PYTHON_EXEC="/usr/bin/python3", TORCHELASTIC_ENABLE_FILE_TIMER="1"),
+                           env=clean_env(PYTHON_EXEC=TORCH_PYTHON, TORCHELASTIC_ENABLE_FILE_TIMER="1"),
                            timeout=120)
         self.assertEqual(rc, 137, err)
         self.assertIn("file-timer scope", err)

@@ -1,31 +1,23 @@
-"""Unmodified torch programs (Debian's torch 1.13) under cxxrun, with the flags
-a torchrun user types. Skipped when /usr/bin/python3 cannot import torch."""
+"""Unmodified torch programs under cxxrun, with the flags a torchrun user
+types: Debian's torch 1.13 by default, another torch through
+CXXRUN_TORCH_PYTHON (harness.TORCH_PYTHON). Skipped when that python cannot
+import torch; the NCCL test also when it sees no CUDA device."""
 import os
 import re
-import subprocess
 import time
 import unittest
 import uuid
 
-from harness import TempDirTest, clean_env, free_port, run, start
+from harness import TORCH_PYTHON, TempDirTest, clean_env, free_port, run, start, torch_importable
 
 JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_jobs")
 
 
-def torch_importable():
-    try:
-        return subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"], capture_output=True,
-                              timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-
 def torch_env(**extra):
-    return clean_env(PYTHON_EXEC="/usr/bin/python3", **extra)
+    return clean_env(PYTHON_EXEC=TORCH_PYTHON, **extra)
 
 
-@unittest.skipUnless(torch_importable(), "torch is not importable by /usr/bin/python3")
+@unittest.skipUnless(torch_importable(), f"torch is not importable by {TORCH_PYTHON}")
 class TorchJobs(TempDirTest):
     def test_gloo_allreduce_four_workers_agent_store(self):
         rc, out, err = run(["--standalone", "--nproc-per-node=4", f"{JOBS}/allreduce.py"], env=torch_env(),
@@ -60,6 +52,33 @@ class TorchJobs(TempDirTest):
         self.assertIn("resumed from epoch 0", out)
         self.assertIn("epoch 2 loss", out)
 
+    def test_restart_gets_a_fresh_workers_store(self):
+        # torch 2.x workers use the agent's store with no attempt prefix:
+        # each attempt must find it empty (and on the same MASTER_PORT).
+        script = os.path.join(self.dir, "stale.py")
+        with open(script, "w") as f:
+            f.write("""
+import datetime, os, sys
+import torch.distributed as dist
+s = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                  timeout=datetime.timedelta(seconds=30))
+attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+try:  # wait, not check(): torch 1.13's python TCPStore has no check
+    s.wait(["left_by_attempt_0"], datetime.timedelta(milliseconds=300))
+    found = True
+except RuntimeError:
+    found = False
+print(f"attempt {attempt} port {os.environ['MASTER_PORT']} stale={found}", flush=True)
+if attempt == "0":
+    s.set("left_by_attempt_0", "x")
+    sys.exit(1)
+""")
+        rc, out, err = run(["--nproc-per-node=1", "--max-restarts=1", script], env=torch_env(), timeout=120)
+        self.assertEqual(rc, 0, err)
+        seen = re.findall(r"attempt (\d) port (\d+) stale=(\w+)", out)
+        self.assertEqual([(a, st) for a, _, st in seen], [("0", "False"), ("1", "False")], out)
+        self.assertEqual(seen[0][1], seen[1][1], "MASTER_PORT stays the same across attempts")
+
     def test_two_agents_c10d(self):
         port, run_id = free_port(), uuid.uuid4().hex[:10]
         argv = ["--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
@@ -77,3 +96,17 @@ class TorchJobs(TempDirTest):
             outs.append(out)
         lines = sorted(l.split(":", 1)[1] for o in outs for l in o.splitlines() if "sum" in l)
         self.assertEqual(lines, [f"rank {r}/4 sum 10 store_shared=True" for r in range(4)])
+
+
+@unittest.skipUnless(torch_importable(check="torch.cuda.is_available() and torch.distributed.is_nccl_available()"),
+                     f"{TORCH_PYTHON} has no torch with CUDA and NCCL, or sees no GPU")
+class TorchNccl(TempDirTest):
+    def test_ddp_nccl_one_worker_per_gpu(self):
+        # NCCL wants a GPU per rank; the GPU machine has one.
+        ckpt = os.path.join(self.dir, "ckpt.pt")
+        rc, out, err = run(["--standalone", "--nproc-per-node=gpu", f"{JOBS}/ddp_train.py", "--checkpoint", ckpt,
+                            "--backend", "nccl"], env=torch_env(), timeout=300)
+        self.assertEqual(rc, 0, err)
+        losses = [float(m) for m in re.findall(r"epoch \d loss ([0-9.]+) on cuda", out)]
+        self.assertEqual(len(losses), 2, out)
+        self.assertLess(losses[-1], losses[0])

@@ -82,6 +82,7 @@ class FakeStore {
       for (size_t i = 0; i < keys.size(); ++i) set(keys[i], values[i]);
     }
     std::string local_address() const override { return addr_; }
+    void set_timeout(Duration) override {}  // the fake answers at once
 
    private:
     FakeStore& s_;

@@ -101,3 +101,17 @@ TEST_CASE("store client and server: IPv6 loopback gives a numeric local_address"
   CHECK(client->get("v6") == "yes");
   CHECK(client->local_address() == "::1");
 }
+
+TEST_CASE("store client and server: set_timeout bounds the calls after it") {
+  auto server = std::make_unique<BackgroundStoreServer>(StoreServerOptions{"127.0.0.1", 0});
+  StoreClient::Options o;
+  o.port = server->port();
+  o.timeout = 600s;  // the test would time out if this still applied
+  auto client = StoreClient::connect(o);
+  client->set("k", "v");
+  client->set_timeout(300ms);
+  server.reset();  // gone: every reconnect is refused
+  const auto started = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(client->set("k", "w"), StoreError);
+  CHECK(std::chrono::steady_clock::now() - started < 60s);
+}
