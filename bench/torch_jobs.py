@@ -10,17 +10,20 @@
                 (tests/integration/torch_jobs/ddp_train.py): time from the
                 crash message to the first "resumed from" line, and total.
 
-torchrun runs through bench/torchrun113.py (fixes 1.13's Std.from_str on
-Python 3.11) with --monitor_interval=0.1. Both use PYTHON_EXEC=/usr/bin/python3.
+torchrun 1.13 runs through bench/torchrun113.py (fixes 1.13's Std.from_str on
+Python 3.11), a newer torch as `python -m torch.distributed.run`, both with
+--monitor_interval=0.1. Both launchers run the workers with PYTHON_EXEC=--python.
 
-Usage: bench/torch_jobs.py [--runs N] [--build build]
+Usage: bench/torch_jobs.py [--runs N] [--build build] [--python /usr/bin/python3]
 """
 import argparse
+import functools
 import os
 import selectors
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -28,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 JOBS = os.path.join(HERE, "..", "tests", "integration", "torch_jobs")
 
 
-def timed_lines(cmd, env, timeout=300):
+def timed_lines(cmd, env, timeout=120):
     """Runs cmd; returns (rc, [(seconds since start, stream, line)], wall seconds)."""
     start = time.monotonic()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -54,18 +57,29 @@ def timed_lines(cmd, env, timeout=300):
     return rc, lines, time.monotonic() - start
 
 
+PYTHON = "/usr/bin/python3"
+
+
+@functools.lru_cache
+def torch_version(python):
+    return subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                          text=True, timeout=120).stdout.strip()
+
+
 def launcher(kind, build, nproc, extra, script, args):
     if kind == "cxxrun":
         return [os.path.join(build, "bin", "cxxrun"), "--standalone", f"--nproc-per-node={nproc}", *extra, script,
                 *args]
     extra = [e.replace("--max-restarts", "--max_restarts") for e in extra]
-    return ["/usr/bin/python3", os.path.join(HERE, "torchrun113.py"), "--standalone", f"--nproc_per_node={nproc}",
+    torchrun = [os.path.join(HERE, "torchrun113.py")] if torch_version(PYTHON).startswith("1.13") else [
+        "-m", "torch.distributed.run"]
+    return [PYTHON, *torchrun, "--standalone", f"--nproc_per_node={nproc}",
             "--monitor_interval=0.1", *extra, script, *args]
 
 
 def gloo_job(kind, build, scratch):
     rc, lines, wall = timed_lines(launcher(kind, build, 4, [], os.path.join(JOBS, "allreduce.py"), []),
-                                  dict(os.environ, PYTHON_EXEC="/usr/bin/python3", TMPDIR=scratch))
+                                  dict(os.environ, PYTHON_EXEC=PYTHON, TMPDIR=scratch))
     first = next((t for t, s, l in lines if s == "out" and "sum" in l), None)
     return (first, wall) if rc == 0 else (None, None)
 
@@ -77,7 +91,7 @@ def crash_job(kind, build, scratch):
     rc, lines, wall = timed_lines(
         launcher(kind, build, 4, ["--max-restarts=1"], os.path.join(JOBS, "ddp_train.py"),
                  ["--checkpoint", ckpt, "--epochs", "3", "--crash-rank", "2", "--crash-step", "5"]),
-        dict(os.environ, PYTHON_EXEC="/usr/bin/python3", TMPDIR=scratch))
+        dict(os.environ, PYTHON_EXEC=PYTHON, TMPDIR=scratch))
     crash = next((t for t, s, l in lines if "crashes at step 5" in l), None)
     resumed = next((t for t, s, l in lines if "resumed from epoch" in l), None)
     if rc != 0 or crash is None or resumed is None:
@@ -96,10 +110,14 @@ def ratio(a, b):
 
 
 def main():
+    global PYTHON
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--python", default=PYTHON, help="the python with torch, for workers and torchrun")
     args = ap.parse_args()
+    PYTHON = args.python
+    version = torch_version(PYTHON)
     scratch = tempfile.mkdtemp(prefix="cxxrun_bench_torch_")
     res = {k: {"first": [], "wall": [], "restart": [], "crash_wall": []} for k in ("cxxrun", "torchrun")}
     try:
@@ -111,10 +129,12 @@ def main():
                 restart, crash_wall = crash_job(kind, args.build, scratch)
                 res[kind]["restart"].append(restart)
                 res[kind]["crash_wall"].append(crash_wall)
+                print(f"{kind}: first line {first}, wall {wall}, restart {restart}, crash job wall {crash_wall}",
+                      file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     c, t = res["cxxrun"], res["torchrun"]
-    print("| measure (median of %d) | cxxrun | torchrun 1.13 | torchrun / cxxrun |" % args.runs)
+    print(f"| measure (median of {args.runs}, torch {version}) | cxxrun | torchrun | torchrun / cxxrun |")
     print("|---|---:|---:|---:|")
     for key, name in (("first", "gloo job, 4 workers: time to first user line"),
                       ("wall", "gloo job, 4 workers: total wall time"),

@@ -26,9 +26,21 @@ using std::chrono::milliseconds;
 // The longest the waiting thread goes without looking at the stream and at
 // ncclCommGetAsyncError: ProcessGroupNCCL's watchdog period.
 constexpr std::chrono::microseconds kMaxPoll = milliseconds(100);
-// The first look comes this soon: small collectives finish in tens of
-// microseconds, and doubling from here reaches kMaxPoll within 13 sleeps.
+// Init and finalize take milliseconds to seconds: their waits start this
+// short and double up to kMaxPoll.
 constexpr std::chrono::microseconds kFirstPoll{20};
+// A collective is waited for by spinning this long first: small ones finish
+// in microseconds, and a single sleep costs ~50 us of timer slack, which
+// would be most of their time.
+constexpr std::chrono::microseconds kSpin{200};
+
+// After the spin, the pause before the next look at a running collective:
+// a sixteenth of the time waited so far, so one that takes long is seen
+// done at most ~6% late, and the checks stay ≤ kMaxPoll apart.
+Clock::duration collective_pause(Clock::duration waited) {
+  if (waited < kSpin) return Clock::duration::zero();
+  return std::clamp<Clock::duration>(waited / 16, kFirstPoll, kMaxPoll);
+}
 
 std::string cuda_error(cudaError_t e) {
   // Clears a non-sticky error, so the next CUDA call does not report it too.
@@ -303,7 +315,7 @@ void NcclCommunicator::run(const char* op, Launch&& launch) {
 }
 
 void NcclCommunicator::watch(const char* op, Clock::time_point deadline) {
-  auto sleep = kFirstPoll;
+  const auto start = Clock::now();
   for (;;) {
     ncclResult_t state = ncclInProgress;
     ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
@@ -319,8 +331,8 @@ void NcclCommunicator::watch(const char* op, Clock::time_point deadline) {
     if (now >= deadline)
       fail(op, "timed out after " + std::to_string(timeout_.count()) +
                    " ms (Options::timeout): a peer may have died, hung, or not issued the same collective");
-    std::this_thread::sleep_for(std::min<Clock::duration>(sleep, deadline - now));
-    sleep = std::min(sleep * 2, kMaxPoll);
+    const auto pause = collective_pause(now - start);
+    if (pause > Clock::duration::zero()) std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
   }
 }
 
