@@ -32,6 +32,9 @@ constexpr size_t kPauseOutputBytes = 1 << 20;
 // Output that never drains (a watcher that stopped reading) closes it.
 constexpr size_t kMaxOutputBytes = 2 * wire::kMaxRequestBytes;
 constexpr size_t kReadChunk = 64 * 1024;
+// Each connection's own read buffer: a SET of a short key and value, or a
+// few pipelined requests; more is read through the shared kReadChunk.
+constexpr size_t kFirstRead = 512;
 // The kernel clamps this to net.core.somaxconn: "as many as the host allows".
 constexpr int kBacklog = INT_MAX;
 
@@ -87,7 +90,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       fail(fmt::format("{} bytes of replies unread", out_.size() + writing_.size()));
       return;
     }
-    if (!write_active_) write();
+    // Replies to this connection's own requests wait for the end of the
+    // read that brought them: one send for a pipelined batch.
+    if (!write_active_ && !processing_) write();
   }
 
   // A request the connection cannot survive: one line, then close.
@@ -109,29 +114,42 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   bool paused() const { return out_.size() + writing_.size() > kPauseOutputBytes; }
 
-  // Waits for readability rather than reading into a per-connection buffer:
-  // thousands of idle connections then cost a socket each and nothing more.
+  // Reads into a small buffer of the connection's own, which holds a whole
+  // typical request; a read that fills it drains the rest through the
+  // server's shared scratch buffer. A read (unlike a readiness wait) lets
+  // Asio keep the socket's epoll registration as it is: no epoll_ctl per
+  // request.
   void arm_read() {
     if (closed_ || read_armed_ || paused()) return;
     read_armed_ = true;
-    socket_.async_wait(tcp::socket::wait_read,
-                       [self = shared_from_this()](const error_code& ec) { self->on_readable(ec); });
+    socket_.async_read_some(asio::buffer(first_),
+                            [self = shared_from_this()](const error_code& ec, size_t n) { self->on_read(ec, n); });
   }
 
-  void on_readable(const error_code& wait_error) {
+  void on_read(error_code ec, size_t n) {
     read_armed_ = false;
-    if (closed_ || wait_error == asio::error::operation_aborted) return;
-    error_code ec = wait_error;
-    size_t n = 0;
-    if (!ec) n = socket_.read_some(asio::buffer(server_->scratch), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) return arm_read();
+    if (closed_ || ec == asio::error::operation_aborted) return;
+    if (!ec) in_.append(first_.data(), n);
+    if (!ec && n == first_.size()) {
+      // One chunk more per turn, so a flood of pipelined requests is read no
+      // faster than it is answered (the output pause applies between turns).
+      size_t more = socket_.read_some(asio::buffer(server_->scratch), ec);
+      if (!ec) in_.append(server_->scratch.data(), more);
+    }
+    if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
     if (ec) {
       spdlog::debug("store: connection from {} ended: {}", peer_, ec.message());
       return close();
     }
-    in_.append(server_->scratch.data(), n);
-    process();
+    process_and_flush();
     arm_read();
+  }
+
+  void process_and_flush() {
+    processing_ = true;
+    process();
+    processing_ = false;
+    if (!closed_ && !write_active_ && !out_.empty()) write();
   }
 
   // Answers every complete request buffered, up to the output pause.
@@ -164,6 +182,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void write() {
+    // The socket is non-blocking: most replies fit its buffer and go now,
+    // without a completion handler or an EPOLLOUT registration; only what
+    // does not fit waits for writability.
+    error_code ec;
+    size_t n = socket_.write_some(asio::buffer(out_), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      n = 0;
+    } else if (ec) {
+      spdlog::debug("store: connection from {} ended while writing: {}", peer_, ec.message());
+      return close();
+    }
+    out_.erase(0, n);
+    if (out_.empty()) return;
     write_active_ = true;
     writing_.swap(out_);
     asio::async_write(socket_, asio::buffer(writing_),
@@ -183,7 +214,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       writing_.clear();
     if (!out_.empty()) write();
     if (!paused()) {
-      process();
+      process_and_flush();
       arm_read();
     }
   }
@@ -197,8 +228,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t needed_ = 1;
   std::string out_;
   std::string writing_;
+  std::array<char, kFirstRead> first_;
   bool read_armed_ = false;
   bool write_active_ = false;
+  bool processing_ = false;
   bool closed_ = false;
 };
 

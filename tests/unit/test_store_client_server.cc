@@ -115,3 +115,13 @@ TEST_CASE("store client and server: set_timeout bounds the calls after it") {
   CHECK_THROWS_AS(client->set("k", "w"), StoreError);
   CHECK(std::chrono::steady_clock::now() - started < 60s);
 }
+
+TEST_CASE("store client and server: a value of the largest size goes in and comes back") {
+  BackgroundStoreServer server({"127.0.0.1", 0});
+  auto client = client_of(server, Protocol::modern);
+  std::string value(8 << 20, '\0');
+  for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 131 % 251);
+  client->set("big", value);
+  CHECK(client->get("big") == value);
+  CHECK(client->add("after", 1) == 1);  // the stream is still in step
+}

@@ -142,6 +142,16 @@ TEST_CASE("store server: pipelined requests are answered in order") {
   for (int i = 1; i <= 100; ++i) REQUIRE(c.recv(8) == i64(i));
 }
 
+TEST_CASE("store server: 20,000 pipelined requests in one burst are all answered in order") {
+  Server s;
+  RawSocket c(s.port());
+  Msg all(Op::validate);
+  all.u32(wire::kValidateMagic);
+  for (int i = 1; i <= 20000; ++i) all.then(Msg(Op::add).str("/burst").i64(1));
+  REQUIRE(c.send(all));
+  for (int i = 1; i <= 20000; ++i) REQUIRE(c.recv(8) == i64(i));
+}
+
 TEST_CASE("store server: garbage closes only that connection") {
   Server s;
   auto good = modern_client(s.port());
