@@ -71,7 +71,6 @@ class Meeting {
   void connect();
   void join_static(Config& config);
   int serve_worker_store(const std::string& host, int port);
-  std::string worker_store_host_;
   void apply(Config& config, const rendezvous::Assignment& a);
   rendezvous::StoreClient::Options store_options() const;
 
@@ -80,6 +79,7 @@ class Meeting {
   // The workers' store when the agent serves it (use_agent_store): a new one
   // each round this node is group rank 0, so no round reads another's keys.
   std::unique_ptr<rendezvous::BackgroundStoreServer> worker_store_;
+  std::string worker_store_host_;  // what it was bound to, for renew_worker_store()
   std::unique_ptr<rendezvous::StoreClient> client_;
   std::unique_ptr<rendezvous::C10dRendezvous> rdzv_;
   std::unique_ptr<rendezvous::StoreClient> beat_client_;

@@ -114,11 +114,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   bool paused() const { return out_.size() + writing_.size() > kPauseOutputBytes; }
 
-  // Reads into a small buffer of the connection's own, which holds a whole
-  // typical request; a read that fills it drains the rest through the
-  // server's shared scratch buffer. A read (unlike a readiness wait) lets
-  // Asio keep the socket's epoll registration as it is: no epoll_ctl per
-  // request.
+  // Reads into a small buffer of the connection's own (an idle connection
+  // costs its socket and these 512 bytes), which holds a whole typical
+  // request; a read that fills it takes one more chunk through the server's
+  // shared scratch buffer. A read, unlike a readiness wait, lets Asio keep
+  // the socket's epoll registration as it is: no epoll_ctl per request.
   void arm_read() {
     if (closed_ || read_armed_ || paused()) return;
     read_armed_ = true;

@@ -133,23 +133,15 @@ TEST_CASE("store server: a request split into single bytes is still answered") {
 }
 
 TEST_CASE("store server: pipelined requests are answered in order") {
+  // 20,000 in one burst: more than one read, and replies past the socket buffer.
+  const int count = GENERATE(100, 20000);
   Server s;
   RawSocket c(s.port());
   Msg all(Op::validate);
   all.u32(wire::kValidateMagic);
-  for (int i = 1; i <= 100; ++i) all.then(Msg(Op::add).str("/p").i64(1));
+  for (int i = 1; i <= count; ++i) all.then(Msg(Op::add).str("/p").i64(1));
   REQUIRE(c.send(all));
-  for (int i = 1; i <= 100; ++i) REQUIRE(c.recv(8) == i64(i));
-}
-
-TEST_CASE("store server: 20,000 pipelined requests in one burst are all answered in order") {
-  Server s;
-  RawSocket c(s.port());
-  Msg all(Op::validate);
-  all.u32(wire::kValidateMagic);
-  for (int i = 1; i <= 20000; ++i) all.then(Msg(Op::add).str("/burst").i64(1));
-  REQUIRE(c.send(all));
-  for (int i = 1; i <= 20000; ++i) REQUIRE(c.recv(8) == i64(i));
+  for (int i = 1; i <= count; ++i) REQUIRE(c.recv(8) == i64(i));
 }
 
 TEST_CASE("store server: garbage closes only that connection") {
