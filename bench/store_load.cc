@@ -1,13 +1,17 @@
-// Store throughput: C connections driven from one thread with epoll, each a
-// sequential client running a set/get mix on its own keys against a
-// TCPStore-compatible server, in torch 1.13's legacy protocol so the same
-// driver measures our server and torch's. One thread keeps the driver cheap,
-// so on a small machine the server, not the load generator, is what limits.
+// Store throughput: C connections, each a sequential client running a
+// set/get mix on its own key against a TCPStore-compatible server, driven by
+// T threads with an epoll loop each. The wire bytes are written here, not
+// taken from our client, so the same driver measures our server and torch's:
+// --protocol legacy for torch 1.13's server, modern for torch 2.x's. One
+// thread keeps the driver cheap on a small machine; more threads let a
+// machine with cores to spare push a single-threaded server to its limit.
 //
-// Each iteration on a connection: SET key value (legacy SET has no reply),
-// then GET key (reply: u64 length + bytes); both count as operations.
+// Each iteration on a connection: SET key value (no reply in either
+// protocol), then GET key (reply: u64 length + bytes); both count as
+// operations.
 //
-//   store_load --port P [--host 127.0.0.1] [--clients 64] [--seconds 3] [--value-bytes 64]
+//   store_load --port P [--host 127.0.0.1] [--clients 64] [--threads 1] [--seconds 3]
+//              [--value-bytes 64] [--protocol legacy|modern]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,12 +19,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 using Clock = std::chrono::steady_clock;
@@ -35,8 +41,8 @@ void put_bytes(std::string& out, const std::string& s) {
 
 struct Conn {
   int fd = -1;
-  std::string request;   // SET + GET, built once
-  size_t expect = 0;     // reply bytes per iteration
+  std::string request;  // SET + GET, built once
+  size_t expect = 0;    // reply bytes per iteration
   size_t got = 0;
 };
 
@@ -50,25 +56,84 @@ bool send_all(int fd, const std::string& data) {
   return true;
 }
 
+// Connects and says hello: the modern protocol's VALIDATE (no reply).
+bool open_conn(Conn& k, const sockaddr_in& addr, bool modern, int index, const std::string& value) {
+  k.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  setsockopt(k.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (connect(k.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return false;
+  if (modern) {
+    std::string hello(1, 0);  // VALIDATE
+    const uint32_t magic = 0x3C85F7CE;
+    hello.append(reinterpret_cast<const char*>(&magic), 4);
+    if (!send_all(k.fd, hello)) return false;
+  }
+  const std::string key = "/bench/" + std::to_string(index);
+  k.request.push_back(modern ? 1 : 0);  // SET
+  put_bytes(k.request, key);
+  put_bytes(k.request, value);
+  k.request.push_back(modern ? 3 : 2);  // GET
+  put_bytes(k.request, key);
+  k.expect = 8 + value.size();
+  return true;
+}
+
+// Runs its connections until `end`; returns completed iterations, or -1.
+long long drive(std::vector<Conn>& conns, Clock::time_point end) {
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  for (size_t c = 0; c < conns.size(); ++c) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = static_cast<uint32_t>(c);
+    epoll_ctl(ep, EPOLL_CTL_ADD, conns[c].fd, &ev);
+  }
+  for (auto& k : conns)
+    if (!send_all(k.fd, k.request)) return fprintf(stderr, "store_load: send failed\n"), -1;
+  long long iterations = 0;
+  std::vector<epoll_event> events(conns.size());
+  std::vector<char> buf(1 << 16);
+  while (Clock::now() < end) {
+    int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), 100);
+    for (int i = 0; i < n; ++i) {
+      Conn& k = conns[events[i].data.u32];
+      ssize_t r = recv(k.fd, buf.data(), buf.size(), 0);
+      if (r <= 0) return fprintf(stderr, "store_load: the server closed a connection\n"), -1;
+      k.got += r;
+      if (k.got < k.expect) continue;
+      if (k.got > k.expect) return fprintf(stderr, "store_load: unexpected reply bytes\n"), -1;
+      k.got = 0;
+      ++iterations;
+      if (!send_all(k.fd, k.request)) return fprintf(stderr, "store_load: send failed\n"), -1;
+    }
+  }
+  close(ep);
+  return iterations;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string host = "127.0.0.1";
-  int port = 0, clients = 64, value_bytes = 64;
+  std::string host = "127.0.0.1", protocol = "legacy";
+  int port = 0, clients = 64, threads = 1, value_bytes = 64;
   double seconds = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--host")) host = argv[i + 1];
     else if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--clients")) clients = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--value-bytes")) value_bytes = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--protocol")) protocol = argv[i + 1];
     else {
       fprintf(stderr, "store_load: unknown argument %s\n", argv[i]);
       return 2;
     }
   }
-  if (port <= 0 || clients <= 0 || seconds <= 0 || value_bytes < 0) {
-    fprintf(stderr, "store_load: --port P is required; --clients and --seconds must be positive\n");
+  if (port <= 0 || clients <= 0 || seconds <= 0 || value_bytes < 0 || threads <= 0 || threads > clients ||
+      (protocol != "legacy" && protocol != "modern")) {
+    fprintf(stderr,
+            "store_load: --port P is required; --clients, --seconds and --threads (<= clients) must be "
+            "positive; --protocol is legacy or modern\n");
     return 2;
   }
   sockaddr_in addr{};
@@ -78,55 +143,34 @@ int main(int argc, char** argv) {
     fprintf(stderr, "store_load: --host must be an IPv4 address\n");
     return 2;
   }
-  const int ep = epoll_create1(EPOLL_CLOEXEC);
-  std::vector<Conn> conns(clients);
   const std::string value(value_bytes, 'v');
+  std::vector<std::vector<Conn>> shards(threads);
   for (int c = 0; c < clients; ++c) {
-    Conn& k = conns[c];
-    k.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(k.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(k.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    Conn k;
+    if (!open_conn(k, addr, protocol == "modern", c, value)) {
       fprintf(stderr, "store_load: cannot connect to %s:%d: %s\n", host.c_str(), port, strerror(errno));
       return 1;
     }
-    const std::string key = "/bench/" + std::to_string(c);
-    k.request.push_back(0);  // legacy SET
-    put_bytes(k.request, key);
-    put_bytes(k.request, value);
-    k.request.push_back(2);  // legacy GET
-    put_bytes(k.request, key);
-    k.expect = 8 + value.size();
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u32 = c;
-    epoll_ctl(ep, EPOLL_CTL_ADD, k.fd, &ev);
+    shards[c % threads].push_back(std::move(k));
   }
-  long long iterations = 0;
   const auto start = Clock::now();
-  const auto end = start + std::chrono::duration<double>(seconds);
-  for (auto& k : conns)
-    if (!send_all(k.fd, k.request)) return fprintf(stderr, "store_load: send failed\n"), 1;
-  std::vector<epoll_event> events(clients);
-  std::vector<char> buf(1 << 16);
-  while (Clock::now() < end) {
-    int n = epoll_wait(ep, events.data(), clients, 100);
-    for (int i = 0; i < n; ++i) {
-      Conn& k = conns[events[i].data.u32];
-      ssize_t r = recv(k.fd, buf.data(), buf.size(), 0);
-      if (r <= 0) return fprintf(stderr, "store_load: the server closed a connection\n"), 1;
-      k.got += r;
-      if (k.got < k.expect) continue;
-      if (k.got > k.expect) return fprintf(stderr, "store_load: unexpected reply bytes\n"), 1;
-      k.got = 0;
-      ++iterations;
-      if (!send_all(k.fd, k.request)) return fprintf(stderr, "store_load: send failed\n"), 1;
-    }
-  }
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::atomic<long long> iterations{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> workers;
+  for (auto& shard : shards)
+    workers.emplace_back([&, s = &shard] {
+      long long n = drive(*s, end);
+      if (n < 0) failed = true;
+      else iterations += n;
+    });
+  for (auto& w : workers) w.join();
+  if (failed) return 1;
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  printf("{\"clients\": %d, \"ops\": %lld, \"seconds\": %.3f, \"ops_per_second\": %.0f}\n", clients,
-         2 * iterations, secs, 2 * iterations / secs);
-  for (auto& k : conns) close(k.fd);
-  close(ep);
+  printf("{\"clients\": %d, \"threads\": %d, \"protocol\": \"%s\", \"ops\": %lld, \"seconds\": %.3f, "
+         "\"ops_per_second\": %.0f}\n",
+         clients, threads, protocol.c_str(), 2 * iterations.load(), secs, 2 * iterations / secs);
+  for (auto& shard : shards)
+    for (auto& k : shard) close(k.fd);
   return 0;
 }

@@ -73,12 +73,13 @@ export B scratch
 export -f cxxrun machine train_runs train_nccl_restart integration_torch integration_torch_inprocess
 
 all=(machine unit_nccl train_runs train_nccl_restart sum_ranks_nccl allreduce_perf_nccl integration_torch
-     integration_torch_inprocess bench_nccl bench_torch_jobs unit_all)
+     integration_torch_inprocess bench_nccl bench_torch_jobs bench_store unit_all)
 for s in "${@:-${all[@]}}"; do
   case "$s" in
     machine) step machine 120 machine ;;
     unit_nccl) step unit_nccl 300 "$B/tests/unit_tests" "NCCL*" ;;
     unit_all) step unit_all 300 "$B/tests/unit_tests" ;;
+    bench_store) step bench_store 300 env THREADS=4 bench/store.sh "$B" ;;
     train_runs) step train_runs 300 train_runs ;;
     train_nccl_restart) step train_nccl_restart 300 train_nccl_restart ;;
     sum_ranks_nccl) step sum_ranks_nccl 120 cxxrun --standalone --nproc-per-node=gpu "$B/examples/sum_ranks" --backend nccl ;;

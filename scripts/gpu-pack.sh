@@ -10,7 +10,7 @@ rm -rf .gpu
 mkdir -p .gpu/lib
 binaries=(bin/cxxrun bin/cxxrun-rdzv examples/train examples/sum_ranks examples/allreduce_perf examples/pi
           examples/heartbeat_demo tests/unit_tests tests/collectives_check tests/c_api_check
-          tests/file_timer_probe tests/store_client_probe)
+          tests/file_timer_probe tests/store_client_probe bench/rdzv_load bench/store_load)
 for b in "${binaries[@]}"; do
   [ -x "build/$b" ] || { echo "gpu-pack: build/$b is missing (run scripts/build.sh)" >&2; exit 1; }
   mkdir -p ".gpu/build/$(dirname "$b")"
