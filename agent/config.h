@@ -49,6 +49,9 @@ enum class Backend {
 
 struct RendezvousConfig {
   Backend backend = Backend::local;
+  // The backend as torch names it in events, when it differs from what
+  // `backend` implies: --standalone runs as Backend::local, torch says c10d.
+  std::string name;
   std::string host;  // c10d: endpoint host; static_tcp: master address
   int port = 0;      // c10d: endpoint port (29400 by default); static_tcp: master port
   // c10d: --rdzv-conf is_host; unset = this agent hosts the store when host

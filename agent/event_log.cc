@@ -73,7 +73,9 @@ EventContext event_context(const Config& config, int restart_count) {
   EventContext c;
   c.run_id = config.run_id;
   c.role = config.role;
-  c.rdzv_backend = config.rdzv.backend == Backend::c10d ? "c10d" : "static";
+  c.rdzv_backend = !config.rdzv.name.empty()                 ? config.rdzv.name
+                   : config.rdzv.backend == Backend::c10d ? "c10d"
+                                                          : "static";
   c.entry_point = config.entrypoint_name;
   c.group_rank = config.group_rank;
   c.group_world_size = config.group_world_size;

@@ -79,6 +79,7 @@ void fill_settings(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
 void standalone(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
                 std::vector<std::string>& notes) {
   c.rdzv.backend = Backend::local;
+  c.rdzv.name = "c10d";  // torch's --standalone is a one-node c10d rendezvous
   c.run_id = random_uuid4();
   c.master_addr = kLoopback;
   c.master_port = free_port_on(kLoopback);
@@ -86,9 +87,7 @@ void standalone(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
   c.rdzv.port = c.master_port;
   fill_settings(raw, c, nodes, {c.master_addr, c.master_port});
   notes.push_back(
-      fmt::format("Rendezvous info: --rdzv-backend=c10d --rdzv-endpoint=localhost:0 --rdzv-id={} "
-                  "(workers' store on {}:{})",
-                  c.run_id, c.master_addr, c.master_port));
+      fmt::format("Rendezvous info: --rdzv-backend=c10d --rdzv-endpoint=localhost:0 --rdzv-id={}", c.run_id));
 }
 
 void c10d(const RawOptions& raw, agent::Config& c, const Nodes& nodes,

@@ -281,5 +281,8 @@ TEST_CASE("event log: names are torchrun's where torchrun has one") {
   CHECK(event_name(AgentEvent::failed) == "torchelastic.worker.status.FAILED");
   Config local;
   CHECK(event_context(local).rdzv_backend == "static");
+  Config standalone;
+  standalone.rdzv.name = "c10d";
+  CHECK(event_context(standalone).rdzv_backend == "c10d");
   CHECK(event_context(local).world_size == 1);
 }

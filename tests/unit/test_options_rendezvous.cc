@@ -219,13 +219,19 @@ TEST_CASE("standalone runs one node") {
 
   Parsed p = run({"--standalone", "--rdzv-backend=c10d", "--rdzv-conf=join_timeout=5", kProg});
   CHECK(p.config.rdzv.backend == Backend::local);
+  CHECK(p.config.rdzv.name == "c10d");  // as torch's events name it
   CHECK(p.config.rdzv.settings.run_id == p.config.run_id);
-  CHECK(p.config.rdzv.port == p.config.master_port);
   CHECK(p.config.use_agent_store);
-  // torch's switch to let worker rank 0 host its own store.
+  // The agent binds port 0 for the workers' store: no port is chosen early.
+  CHECK(p.config.master_port == 0);
+  CHECK(p.config.rdzv.port == 0);
+  // torch's switch to let worker rank 0 host its own store: then a port that
+  // is free now, as torch picks it.
   env.erase("PET_NNODES");
   env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1";
-  CHECK_FALSE(run({"--standalone", kProg}, env).config.use_agent_store);
+  Parsed own = run({"--standalone", kProg}, env);
+  CHECK_FALSE(own.config.use_agent_store);
+  CHECK(own.config.master_port > 0);
 }
 
 TEST_CASE("rdzv-conf is validated for every backend") {
