@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rendezvous/endpoint.h"
@@ -169,4 +170,37 @@ TEST_CASE("NCCL init gives up at the deadline when a rank never joins") {
   const auto started = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(make_nccl_communicator(env, options), Catch::Contains("NCCL init timed out"));
   CHECK(std::chrono::steady_clock::now() - started < 30s);
+}
+
+TEST_CASE("NCCL a collective stuck past its deadline aborts the communicator") {
+  if (visible_devices() == 0) {
+    WARN("no CUDA device: the NCCL watchdog abort is checked only on a GPU machine");
+    return;
+  }
+  OneRankEnv env;
+  Options options;
+  options.backend = Backend::nccl;
+  options.timeout = 3s;
+  auto comm = init(options);
+  // Out of place, so that NCCL has a copy to queue even for one rank (an
+  // in-place one-rank collective queues nothing). Filled before the hang:
+  // cudaMemcpy waits for the default stream too.
+  Device<float> in({1.0f}), out({0.0f});
+  // A hang without a second GPU: the communicator's stream is ordered after
+  // the legacy default stream, where a host function now sleeps for 8 s.
+  // The collective cannot start before it returns, as behind a peer that
+  // never comes.
+  REQUIRE(cudaLaunchHostFunc(
+              nullptr, [](void*) { std::this_thread::sleep_for(std::chrono::seconds(8)); }, nullptr) ==
+          cudaSuccess);
+  const auto started = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(comm->allgather(in.p, out.p, 1, DType::float32), Catch::Contains("timed out after 3000 ms"));
+  // The deadline fired: had the wait outlasted the host function, the copy
+  // would have run and the call returned. ncclCommAbort then waits for what
+  // is queued ahead of NCCL's work (the host function, here; a kernel stuck
+  // on a dead peer is stopped by the abort instead), so the throw comes at
+  // about 8 s.
+  CHECK(std::chrono::steady_clock::now() - started >= 3s);
+  CHECK_THROWS_WITH(comm->barrier(), Catch::Contains("aborted earlier"));
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // let the host function finish
 }
