@@ -52,6 +52,20 @@ std::string init_error(const Options& options) {
   return "(no CollectiveError)";
 }
 
+Options nccl_options(std::chrono::milliseconds timeout) {
+  Options options;
+  options.backend = Backend::nccl;
+  options.timeout = timeout;
+  return options;
+}
+
+// False, with a warning saying what goes unchecked, where there is no GPU.
+bool have_gpu(const std::string& unchecked) {
+  if (visible_devices() > 0) return true;
+  WARN("no CUDA device: " << unchecked << " only on a GPU machine");
+  return false;
+}
+
 // Device memory holding a copy of `values`; read back with get().
 template <class T>
 struct Device {
@@ -73,9 +87,7 @@ struct Device {
 
 TEST_CASE("NCCL init names the missing CUDA device") {
   const int devices = visible_devices();
-  Options options;
-  options.backend = Backend::nccl;
-  options.timeout = 10s;
+  const Options options = nccl_options(10s);
   if (devices == 0) {
     OneRankEnv env;
     const std::string error = init_error(options);
@@ -90,14 +102,9 @@ TEST_CASE("NCCL init names the missing CUDA device") {
 }
 
 TEST_CASE("NCCL collectives at world size 1") {
-  if (visible_devices() == 0) {
-    WARN("no CUDA device: the NCCL collectives run only on a GPU machine");
-    return;
-  }
+  if (!have_gpu("the NCCL collectives run")) return;
   OneRankEnv env;
-  Options options;
-  options.backend = Backend::nccl;
-  options.timeout = 60s;
+  const Options options = nccl_options(60s);
   auto comm = init(options);
   REQUIRE(comm->backend() == Backend::nccl);
   REQUIRE((comm->rank() == 0 && comm->size() == 1));
@@ -154,33 +161,23 @@ TEST_CASE("NCCL collectives at world size 1") {
 }
 
 TEST_CASE("NCCL init gives up at the deadline when a rank never joins") {
-  if (visible_devices() == 0) {
-    WARN("no CUDA device: the NCCL init deadline is checked only on a GPU machine");
-    return;
-  }
+  if (!have_gpu("the NCCL init deadline is checked")) return;
   // Rank 0 of 2 alone: it sets the unique id, and NCCL's bootstrap then
   // waits for rank 1, which never comes; init must abort by the timeout.
   BootstrapEnv env;
   env.worker.world_size = 2;
   env.worker.master_addr = "127.0.0.1";
   env.worker.master_port = cxxrun::rendezvous::pick_free_port("127.0.0.1");
-  Options options;
-  options.backend = Backend::nccl;
-  options.timeout = 3s;
+  const Options options = nccl_options(3s);
   const auto started = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(make_nccl_communicator(env, options), Catch::Contains("NCCL init timed out"));
   CHECK(std::chrono::steady_clock::now() - started < 30s);
 }
 
 TEST_CASE("NCCL a collective stuck past its deadline aborts the communicator") {
-  if (visible_devices() == 0) {
-    WARN("no CUDA device: the NCCL watchdog abort is checked only on a GPU machine");
-    return;
-  }
+  if (!have_gpu("the NCCL watchdog abort is checked")) return;
   OneRankEnv env;
-  Options options;
-  options.backend = Backend::nccl;
-  options.timeout = 3s;
+  const Options options = nccl_options(3s);
   auto comm = init(options);
   // Out of place, so that NCCL has a copy to queue even for one rank (an
   // in-place one-rank collective queues nothing). Filled before the hang:
