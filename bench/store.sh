@@ -3,7 +3,9 @@
 #  1. 1,000 simulated agents rendezvous at cxxrun-rdzv (rdzv_load), 3 runs;
 #  2. store throughput, 64 clients, SET+GET per iteration, against cxxrun-rdzv
 #     and torch's TCPStore server(s), same driver, 3 alternating runs each,
-#     with each server's CPU time per operation.
+#     with each server's CPU time per operation; store_floor (epoll + one recv
+#     and one send per request, no store) shows what any server's kernel share
+#     allows on this machine.
 # Usage: bench/store.sh [build-dir]   (run scripts/build.sh first)
 #   TORCH_PYTHON (default /usr/bin/python3, Debian's torch 1.13): whose server to compare with.
 #     torch 1.13 speaks the legacy protocol; with torch 2.x the driver speaks the modern one and
@@ -27,7 +29,9 @@ case "$version" in 1.*|2.0*|2.1.*) protocol=legacy; libuv_choices=(default) ;; e
 
 ours=$(port)
 "$build/bin/cxxrun-rdzv" --port "$ours" >/dev/null 2>&1 & ours_pid=$!; pids+=($ours_pid)
-names=("cxxrun-rdzv") server_pids=("$ours_pid") server_ports=("$ours")
+floor=$(port)
+"$build/bench/store_floor" --port "$floor" & floor_pid=$!; pids+=($floor_pid)
+names=("cxxrun-rdzv" "floor (store_floor)") server_pids=("$ours_pid" "$floor_pid") server_ports=("$ours" "$floor")
 for libuv in "${libuv_choices[@]}"; do  # torch's server, one process each
   p=$(port)
   ready=$(mktemp)
