@@ -3,7 +3,6 @@
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <exception>
@@ -15,6 +14,7 @@
 #include "agent/health_report.h"
 #include "agent/http_message.h"
 #include "rendezvous/endpoint.h"
+#include "rendezvous/listener.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -25,18 +25,11 @@ using boost::system::error_code;
 
 constexpr std::string_view kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
 
-std::string endpoint_text(const tcp::endpoint& endpoint) {
-  asio::ip::address address = endpoint.address();
-  if (address.is_v6() && address.to_v6().is_v4_mapped())
-    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
-  return rendezvous::format_endpoint({address.to_string(), endpoint.port()});
-}
-
 // Names would need a resolver, which blocks without a deadline; "localhost"
 // is the one name worth knowing without one.
 std::vector<tcp::endpoint> candidates(const std::string& host, int port) {
   const auto p = static_cast<unsigned short>(port);
-  if (host.empty()) return {tcp::endpoint(asio::ip::address_v6::any(), p), tcp::endpoint(asio::ip::address_v4::any(), p)};
+  if (host.empty()) return rendezvous::wildcard_endpoints(port);
   if (host == "localhost") return {tcp::endpoint(asio::ip::address_v4::loopback(), p)};
   error_code ec;
   asio::ip::address address = asio::ip::make_address(host, ec);
@@ -50,22 +43,11 @@ void bind_and_listen(tcp::acceptor& acceptor, const std::string& host, int port)
   if (port < 0 || port > 65535)
     throw std::system_error(std::make_error_code(std::errc::invalid_argument),
                             "health server port " + std::to_string(port) + " is out of range");
-  error_code ec = make_error_code(boost::system::errc::address_not_available);
-  for (const tcp::endpoint& endpoint : candidates(host, port)) {
-    error_code ignored;
-    acceptor.close(ignored);
-    if (acceptor.open(endpoint.protocol(), ec)) continue;
-    // A port in TIME_WAIT from the previous agent on this host is not "in
-    // use"; a live listener still is.
-    acceptor.set_option(tcp::acceptor::reuse_address(true), ignored);
-    if (endpoint.address().is_v6() && endpoint.address().is_unspecified())
-      acceptor.set_option(asio::ip::v6_only(false), ignored);
-    if (acceptor.bind(endpoint, ec)) continue;
-    if (acceptor.listen(asio::socket_base::max_listen_connections, ec)) continue;
-    return;
+  if (error_code ec = rendezvous::listen_on_first(acceptor, candidates(host, port),
+                                                  asio::socket_base::max_listen_connections)) {
+    const std::string shown = host.empty() ? "::" : host;
+    throw std::system_error(ec, "health server cannot listen on " + rendezvous::format_endpoint({shown, port}));
   }
-  const std::string shown = host.empty() ? "::" : host;
-  throw std::system_error(ec, "health server cannot listen on " + rendezvous::format_endpoint({shown, port}));
 }
 
 std::string respond(std::string_view head, const std::function<HealthSnapshot()>& snapshot) {
@@ -229,7 +211,7 @@ HealthServer::HealthServer(asio::io_context& io, const std::string& host, int po
   bind_and_listen(impl_->acceptor, host, port);
   const tcp::endpoint bound = impl_->acceptor.local_endpoint();
   port_ = bound.port();
-  address_ = endpoint_text(bound);
+  address_ = rendezvous::endpoint_text(bound);
   impl_->accept();
   spdlog::info("health server listening on {} (/healthz, /metrics)", address_);
 }

@@ -8,13 +8,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "rendezvous/endpoint.h"
+#include "rendezvous/listener.h"
 #include "rendezvous/store_request.h"
 #include "rendezvous/store_state.h"
 #include "rendezvous/wire.h"
@@ -37,13 +37,6 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kFirstRead = 512;
 // The kernel clamps this to net.core.somaxconn: "as many as the host allows".
 constexpr int kBacklog = INT_MAX;
-
-std::string endpoint_text(const tcp::endpoint& endpoint) {
-  asio::ip::address address = endpoint.address();
-  if (address.is_v6() && address.to_v6().is_v4_mapped())
-    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
-  return format_endpoint({address.to_string(), endpoint.port()});
-}
 
 class Connection;
 
@@ -235,38 +228,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
 };
 
-// Binds the first candidate that works. SO_REUSEADDR as torch sets it, so a
-// port in TIME_WAIT from an earlier job is not "in use".
 void bind_and_listen(tcp::acceptor& acceptor, const StoreServerOptions& options) {
+  if (options.port < 0 || options.port > 65535)
+    throw std::system_error(std::make_error_code(std::errc::invalid_argument),
+                            "store port " + std::to_string(options.port) + " is out of range");
   std::vector<tcp::endpoint> candidates;
-  auto port = static_cast<unsigned short>(options.port);
   if (options.host.empty()) {
-    candidates = {tcp::endpoint(asio::ip::address_v6::any(), port),
-                  tcp::endpoint(asio::ip::address_v4::any(), port)};
+    candidates = wildcard_endpoints(options.port);
   } else {
     tcp::resolver resolver(acceptor.get_executor());
     error_code ec;
-    auto results = resolver.resolve(options.host, std::to_string(port),
+    auto results = resolver.resolve(options.host, std::to_string(options.port),
                                     tcp::resolver::numeric_service | tcp::resolver::passive, ec);
     if (ec)
       throw std::system_error(ec, "cannot resolve store host '" + options.host + "'");
     for (const auto& entry : results) candidates.push_back(entry.endpoint());
   }
-
-  error_code ec = make_error_code(boost::system::errc::address_not_available);
-  for (const tcp::endpoint& endpoint : candidates) {
-    error_code ignored;
-    acceptor.close(ignored);
-    if (acceptor.open(endpoint.protocol(), ec)) continue;
-    acceptor.set_option(tcp::acceptor::reuse_address(true), ignored);
-    if (endpoint.address().is_v6() && endpoint.address().is_unspecified())
-      acceptor.set_option(asio::ip::v6_only(false), ignored);
-    if (acceptor.bind(endpoint, ec)) continue;
-    if (acceptor.listen(kBacklog, ec)) continue;
-    return;
+  if (error_code ec = listen_on_first(acceptor, candidates, kBacklog)) {
+    std::string shown = options.host.empty() ? "::" : options.host;
+    throw std::system_error(ec, "cannot listen on " + format_endpoint({shown, options.port}));
   }
-  std::string shown = options.host.empty() ? "::" : options.host;
-  throw std::system_error(ec, "cannot listen on " + format_endpoint({shown, options.port}));
 }
 
 }  // namespace
