@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -41,14 +42,20 @@ std::optional<std::chrono::system_clock::time_point> parse_timestamp(const nlohm
   }
 }
 
+std::chrono::system_clock::time_point from_ns(long long ns) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(ns)));
+}
+
 std::string exit_text(const Failure& f) {
+  if (f.stopped) return std::to_string(-f.signal) + " (" + signal_name(f.signal) + " from cxxrun, after this failure)";
   if (f.signal) return std::to_string(-f.signal) + " (" + signal_name(f.signal) + ")";
   return std::to_string(f.exit_code);
 }
 
 void append_failure(std::ostringstream& os, size_t idx, const std::string& local_host, const Failure& f) {
   const std::string& host = f.host.empty() ? local_host : f.host;
-  auto message = f.message.empty() ? read_error_file(f.error_file) : ErrorFileMessage{f.message, std::nullopt};
+  auto message = f.message.empty() ? read_error_file(f.error_file) : ErrorFileMessage{f.message, std::nullopt, std::nullopt};
   std::string traceback;
   if (message) {
     traceback = message->text;
@@ -108,12 +115,16 @@ std::optional<ErrorFileMessage> read_error_file(const std::string& path) {
       out.text = m.dump();
     if (extra.is_object() && extra.contains("timestamp")) out.time = parse_timestamp(extra["timestamp"]);
     if (extra.is_object() && extra.contains("timestamp_ns") && extra["timestamp_ns"].is_number_integer())
-      out.time = std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds(extra["timestamp_ns"].get<long long>())));
+      out.time = out.written = from_ns(extra["timestamp_ns"].get<long long>());
   } else {
     out.text = m.is_string() ? m.get<std::string>() : m.dump();
     if (data.contains("timestamp")) out.time = parse_timestamp(data["timestamp"]);
   }
+  // torch writes whole seconds, so two ranks failing in one second tie; the
+  // file's mtime tells them apart (to the kernel's clock tick).
+  struct stat st {};
+  if (!out.written && stat(path.c_str(), &st) == 0)
+    out.written = from_ns(st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec);
   return out;
 }
 
@@ -125,9 +136,11 @@ std::string to_record(const Failure& f, const std::string& host) {
                       {"exit_code", f.exit_code},
                       {"signal", f.signal},
                       {"time", std::chrono::duration_cast<std::chrono::seconds>(f.time.time_since_epoch()).count()},
+                      {"time_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(failure_time(f).time_since_epoch()).count()},
+                      {"stopped", f.stopped},
                       {"error_file", f.error_file},
                       {"stderr_tail", f.stderr_tail}};
-  if (auto m = f.message.empty() ? read_error_file(f.error_file) : ErrorFileMessage{f.message, std::nullopt})
+  if (auto m = f.message.empty() ? read_error_file(f.error_file) : ErrorFileMessage{f.message, std::nullopt, std::nullopt})
     j["message"] = m->text;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -143,7 +156,9 @@ std::optional<Failure> from_record(const std::string& record) {
     f.pid = j.value("pid", 0);
     f.exit_code = j.value("exit_code", 1);
     f.signal = j.value("signal", 0);
-    f.time = std::chrono::system_clock::time_point(std::chrono::seconds(j.value("time", 0LL)));
+    f.time = j.contains("time_ns") ? from_ns(j.value("time_ns", 0LL))
+                                   : std::chrono::system_clock::time_point(std::chrono::seconds(j.value("time", 0LL)));
+    f.stopped = j.value("stopped", false);
     f.error_file = j.value("error_file", "");
     f.message = j.value("message", "");
     f.stderr_tail = j.value("stderr_tail", std::vector<std::string>{});
@@ -153,21 +168,29 @@ std::optional<Failure> from_record(const std::string& record) {
   }
 }
 
+std::chrono::system_clock::time_point failure_time(const Failure& f) {
+  auto m = f.message.empty() ? read_error_file(f.error_file) : std::nullopt;
+  return m && m->written ? *m->written : f.time;
+}
+
 void order_by_time(std::vector<Failure>& failures) {
-  auto when = [](const Failure& f) {
-    auto m = f.message.empty() ? read_error_file(f.error_file) : std::nullopt;
-    return m && m->time ? *m->time : f.time;
-  };
   std::vector<std::pair<std::chrono::system_clock::time_point, size_t>> keys;
-  for (size_t i = 0; i < failures.size(); ++i) keys.emplace_back(when(failures[i]), i);
+  for (size_t i = 0; i < failures.size(); ++i) keys.emplace_back(failure_time(failures[i]), i);
   std::stable_sort(keys.begin(), keys.end());
   std::vector<Failure> sorted;
   for (const auto& [t, i] : keys) sorted.push_back(failures[i]);
   failures = std::move(sorted);
 }
 
+int job_exit_code(const std::vector<Failure>& ordered) {
+  for (const Failure& f : ordered)
+    if (!f.stopped) return shell_exit_code(f);
+  return 1;
+}
+
 std::string describe(const Failure& f) {
   std::string how = f.signal ? "was killed by " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
+  if (f.stopped) how = "had failed (its error file is written) and was stopped with " + signal_name(f.signal);
   return (f.host.empty() ? "" : f.host + ": ") + "rank " + std::to_string(f.rank) + " (local_rank " + std::to_string(f.local_rank) + ", pid " +
          std::to_string(f.pid) + ") " + how;
 }

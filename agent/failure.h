@@ -24,6 +24,10 @@ struct Failure {
   // its host and the error file's message, which cannot be read from here.
   std::string host;
   std::string message;
+  // Killed by the agent's stop signal after it had written its error file:
+  // it failed on its own first, so it is listed, but its exit status is
+  // ours and says nothing about it.
+  bool stopped = false;
 };
 
 // 0 for a clean exit; the exit code, or 128 + signal. Matches what a shell
@@ -40,14 +44,26 @@ std::string signal_name(int sig);
 // the message text. nullopt when missing or unreadable.
 struct ErrorFileMessage {
   std::string text;
+  // The file's own timestamp, shown as torch shows it (seconds for torch's files).
   std::optional<std::chrono::system_clock::time_point> time;
+  // When the worker wrote it, as precisely as known: cxxrun's timestamp_ns,
+  // else the file's modification time. What failures are ordered by.
+  std::optional<std::chrono::system_clock::time_point> written;
 };
 std::optional<ErrorFileMessage> read_error_file(const std::string& path);
 
-// Earliest first, by the error file's time where a worker wrote one (to the
-// nanosecond when it is cxxrun's), else by when the agent saw the exit: the
-// root cause goes first even when its victims were reaped before it.
+// When the failure happened as far as the agent can tell: when the worker
+// wrote its error file, else (no file, or a record from another node) f.time.
+std::chrono::system_clock::time_point failure_time(const Failure& f);
+
+// Earliest first by failure_time: the root cause goes first even when its
+// victims were reaped before it.
 void order_by_time(std::vector<Failure>& failures);
+
+// The exit code for a job whose failures are `ordered` (root cause first):
+// the first failure's own code; one the agent stopped has none of its own,
+// so the next is used, and 1 when every listed failure was stopped.
+int job_exit_code(const std::vector<Failure>& ordered);
 
 // One line for the log: "rank 1 (local_rank 1, pid 42) exited with code 3".
 std::string describe(const Failure& f);

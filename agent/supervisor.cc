@@ -197,7 +197,14 @@ void Supervisor::on_worker_exit(Worker& w, int status) {
     if (!failing && count_running() == 0) on_success();
     return;
   }
-  if (failing && (f.signal == SIGTERM || f.signal == SIGKILL)) return;
+  if (failing && (f.signal == SIGTERM || f.signal == SIGKILL)) {
+    // Our own stop signal, unless the worker had reported an error before
+    // we sent it: then it failed on its own (say, while tearing down after
+    // its error, and a peer's failure was seen first) and must be listed.
+    auto reported = read_error_file(f.error_file);
+    if (!reported || !reported->written || *reported->written >= stop_started_) return;
+    f.stopped = true;
+  }
   drain_now(w.err);
   f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
   log_->error("{}", describe(f));
@@ -241,6 +248,7 @@ void Supervisor::signal_workers(int sig) {
 
 void Supervisor::begin_stop(Reason reason, int sig) {
   const bool first = phase_ == Phase::running;
+  if (first) stop_started_ = std::chrono::system_clock::now();
   phase_ = Phase::stopping;
   reason_ = reason;
   if (int n = count_running(); n > 0)

@@ -227,9 +227,12 @@ void Supervisor::final_failure() {
     log_->error("the job failed on another node, and its failure record could not be read");
     return finish(1);
   }
+  // The job's record is the failure seen first; one of ours may have
+  // happened earlier (it was still tearing down when the record was made).
+  order_by_time(shown);
   const std::string summary = format_summary(c_.entrypoint_name, host_, shown);
   (void)!write(STDERR_FILENO, summary.data(), summary.size());
-  finish(shell_exit_code(shown[0]));
+  finish(job_exit_code(shown));
 }
 
 }  // namespace cxxrun::agent

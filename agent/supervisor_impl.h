@@ -136,6 +136,9 @@ class Supervisor {
   int open_pipes_ = 0;
   Phase phase_ = Phase::running;
   Reason reason_ = Reason::success;
+  // When this attempt's stop began: error files written before it belong to
+  // failures, not to workers reacting to our signal.
+  std::chrono::system_clock::time_point stop_started_;
   bool escalated_ = false;
   bool strays_killed_ = false;
   int agent_signal_ = 0;

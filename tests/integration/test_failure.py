@@ -53,6 +53,39 @@ exit 1
         self.assertEqual(rc, 1, err)
         self.assertIn("traceback : Traceback (most recent call last):\n    File x\n  ValueError: boom", err)
 
+    def test_failure_still_tearing_down_when_a_peer_fails_is_the_root_cause(self):
+        # Rank 1 fails first (its error file is written) but is still alive when
+        # rank 0, its victim, exits: what the example trainer does when a peer's
+        # collective sees the reset. Rank 1 then dies of our SIGTERM, and is
+        # still the root cause; the job exits with rank 0's own code.
+        worker = self.script("w.sh", f"""
+if [ "$RANK" = 1 ]; then
+  echo '{{"message": {{"message": "rank 1 broke first", "extraInfo": {{"timestamp": "1795361529"}}}}}}' \
+    > "$TORCHELASTIC_ERROR_FILE"
+  touch {self.dir}/rank1.failed
+  exec sleep 60
+fi
+while [ ! -e {self.dir}/rank1.failed ]; do sleep 0.01; done
+sleep 0.1
+echo "rank 0 lost its peer" >&2
+exit 3
+""")
+        for flags in ([], ["--standalone"]):
+            with self.subTest(flags=flags):
+                os.makedirs(self.dir, exist_ok=True)
+                for name in os.listdir(self.dir):
+                    if name == "rank1.failed":
+                        os.unlink(os.path.join(self.dir, name))
+                rc, out, err = run([*flags, "--nproc-per-node=2", worker], timeout=30)
+                self.assertEqual(rc, 3, err)
+                root = err[err.index("Root Cause"):]
+                self.assertIn("rank      : 1 (local_rank: 1)", root)
+                self.assertIn("traceback : rank 1 broke first", root)
+                self.assertIn("exitcode  : -15 (SIGTERM from cxxrun, after this failure)", root)
+                others = err[err.index("Failures:"):err.index("Root Cause")]
+                self.assertIn("exitcode  : 3", others)
+                self.assertIn("rank 0 lost its peer", others)
+
     def test_success_exits_zero_without_summary(self):
         rc, out, err = run(["--nproc-per-node=4", os.path.join(EXAMPLES, "pi"), "--samples", "4000"])
         self.assertEqual(rc, 0, err)

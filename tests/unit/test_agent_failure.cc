@@ -76,3 +76,48 @@ TEST_CASE("summary names the root cause, its signal and stderr tail") {
   auto single = format_summary("train", "h", {root});
   CHECK(single.find("<NO_OTHER_FAILURES>") != std::string::npos);
 }
+
+TEST_CASE("failures are ordered by when their error files were written") {
+  // torch's whole-second timestamps tie; the files' own times do not.
+  const std::string same_second =
+      R"({"message": {"message": "m", "extraInfo": {"py_callstack": "x", "timestamp": "1795361529"}}})";
+  auto early = temp_file(same_second);
+  usleep(20'000);
+  auto late = temp_file(same_second);
+  const auto now = std::chrono::system_clock::now();
+  Failure victim{0, 0, 100, 1, 0, now, late, {}, "", ""};
+  Failure cause{1, 1, 101, 0, SIGTERM, now + std::chrono::seconds(1), early, {}, "", ""};
+  Failure no_file{2, 2, 102, 1, 0, now - std::chrono::hours(1), "/nonexistent/error.json", {}, "", ""};
+  std::vector<Failure> failures{victim, cause, no_file};
+  order_by_time(failures);
+  CHECK(failures[0].rank == 2);  // no file: when the agent saw it
+  CHECK(failures[1].rank == 1);
+  CHECK(failures[2].rank == 0);
+  unlink(early.c_str());
+  unlink(late.c_str());
+}
+
+TEST_CASE("a failure the agent stopped gives no exit code of its own") {
+  Failure stopped{1, 1, 101, 0, SIGTERM, {}, "", {}, "", "", true};
+  Failure own{0, 0, 100, 3, 0, {}, "", {}, "", ""};
+  CHECK(job_exit_code({stopped, own}) == 3);
+  CHECK(job_exit_code({own, stopped}) == 3);
+  CHECK(job_exit_code({stopped}) == 1);
+  auto s = format_summary("train", "h", {stopped, own});
+  CHECK(s.find("exitcode  : -15 (SIGTERM from cxxrun, after this failure) (pid: 101)") != std::string::npos);
+  CHECK(describe(stopped).find("had failed (its error file is written) and was stopped with SIGTERM") !=
+        std::string::npos);
+}
+
+TEST_CASE("a failure record keeps the failure's precise time and whether it was stopped") {
+  auto path = temp_file(R"({"message": {"message": "boom", "extraInfo": {"timestamp_ns": 1795361529123456789}}})");
+  Failure f{1, 5, 4242, 0, SIGTERM, std::chrono::system_clock::now(), path, {}, "", "", true};
+  auto back = from_record(to_record(f, "node-a"));
+  unlink(path.c_str());
+  REQUIRE(back);
+  CHECK(back->stopped);
+  CHECK(back->message == "boom");
+  CHECK(back->host == "node-a");
+  CHECK(std::chrono::duration_cast<std::chrono::nanoseconds>(failure_time(*back).time_since_epoch()).count() ==
+        1795361529123456789LL);
+}
