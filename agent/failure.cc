@@ -47,6 +47,13 @@ std::chrono::system_clock::time_point from_ns(long long ns) {
       std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(ns)));
 }
 
+// The failure's message: from its error file here, or as a record from
+// another node brought it (no file times then).
+std::optional<ErrorFileMessage> message_of(const Failure& f) {
+  if (f.message.empty()) return read_error_file(f.error_file);
+  return ErrorFileMessage{f.message, std::nullopt, std::nullopt};
+}
+
 std::string exit_text(const Failure& f) {
   if (f.stopped) return std::to_string(-f.signal) + " (" + signal_name(f.signal) + " from cxxrun, after this failure)";
   if (f.signal) return std::to_string(-f.signal) + " (" + signal_name(f.signal) + ")";
@@ -55,7 +62,7 @@ std::string exit_text(const Failure& f) {
 
 void append_failure(std::ostringstream& os, size_t idx, const std::string& local_host, const Failure& f) {
   const std::string& host = f.host.empty() ? local_host : f.host;
-  auto message = f.message.empty() ? read_error_file(f.error_file) : ErrorFileMessage{f.message, std::nullopt, std::nullopt};
+  auto message = message_of(f);
   std::string traceback;
   if (message) {
     traceback = message->text;
@@ -140,7 +147,7 @@ std::string to_record(const Failure& f, const std::string& host) {
                       {"stopped", f.stopped},
                       {"error_file", f.error_file},
                       {"stderr_tail", f.stderr_tail}};
-  if (auto m = f.message.empty() ? read_error_file(f.error_file) : ErrorFileMessage{f.message, std::nullopt, std::nullopt})
+  if (auto m = message_of(f))
     j["message"] = m->text;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -169,7 +176,7 @@ std::optional<Failure> from_record(const std::string& record) {
 }
 
 std::chrono::system_clock::time_point failure_time(const Failure& f) {
-  auto m = f.message.empty() ? read_error_file(f.error_file) : std::nullopt;
+  auto m = message_of(f);
   return m && m->written ? *m->written : f.time;
 }
 
