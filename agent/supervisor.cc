@@ -185,9 +185,10 @@ void Supervisor::on_worker_exit(Worker& w, int status) {
   w.running = false;
   w.status = status;
   if (file_timer_) file_timer_->forget(w.pid);
-  // While the group stops after a failure, exits the agent did not cause
-  // still count: a crash's victims may be reaped before the crash itself.
-  const bool failing = phase_ == Phase::stopping && reason_ == Reason::failure;
+  // While the group stops after a failure, here or on another node, exits
+  // the agent did not cause still count: a crash's victims may be reaped
+  // before the crash itself.
+  const bool failing = phase_ == Phase::stopping && (reason_ == Reason::failure || reason_ == Reason::remote);
   if (phase_ != Phase::running && !failing) return;
   Failure f{w.local_rank, w.rank, w.pid, 0, 0, std::chrono::system_clock::now(),
             logs_.file(attempt_, w.local_rank, "error.json"), {}, "", ""};
@@ -209,7 +210,10 @@ void Supervisor::on_worker_exit(Worker& w, int status) {
   f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
   log_->error("{}", describe(f));
   failures_.push_back(f);
-  if (!failing) on_failure(f);
+  if (!failing) return on_failure(f);
+  // It may have failed before the failure that stopped the job: the other
+  // nodes need it to name the root cause.
+  if (f.stopped) publish(f);
 }
 
 void Supervisor::on_agent_signal(int sig) {

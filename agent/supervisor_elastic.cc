@@ -7,6 +7,8 @@
 // using the restart budget.
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
@@ -28,7 +30,7 @@ void Supervisor::start_watching() {
   watcher_->watch(rdzv->event_key());
 }
 
-void Supervisor::on_failure(const Failure& f) {
+void Supervisor::publish(const Failure& f) {
   if (auto* rdzv = meeting_.rendezvous()) {
     try {
       rdzv->publish_failure(to_record(f, host_));
@@ -36,6 +38,10 @@ void Supervisor::on_failure(const Failure& f) {
       log_->warn("cannot tell the other nodes about the failure: {}", e.what());
     }
   }
+}
+
+void Supervisor::on_failure(const Failure& f) {
+  publish(f);
   begin_stop(Reason::failure, SIGTERM);
 }
 
@@ -207,28 +213,29 @@ void Supervisor::on_rejoined(const Config& next, const std::string& error) {
   start_group();
 }
 
-// The summary names the job's first failure, wherever it happened, on every
-// node; this node's own failures follow it.
+// The summary lists every node's first failure (from the rendezvous store)
+// and this node's own, on every node, root cause first.
 void Supervisor::final_failure() {
   std::vector<Failure> shown;
   if (auto* rdzv = meeting_.rendezvous()) {
     try {
-      if (auto first = from_record(rdzv->failure_record())) shown.push_back(*first);
+      for (const std::string& record : rdzv->failure_records())
+        if (auto f = from_record(record)) shown.push_back(*f);
     } catch (const std::exception& e) {
-      log_->warn("cannot read the job's first failure from the rendezvous store: {}", e.what());
+      log_->warn("cannot read the job's failures from the rendezvous store: {}", e.what());
     }
   }
+  const size_t published = shown.size();
   for (const Failure& f : failures_) {
-    const bool same = !shown.empty() && shown[0].pid == f.pid && shown[0].rank == f.rank &&
-                      (shown[0].host.empty() || shown[0].host == host_);
-    if (!same) shown.push_back(f);
+    auto same = [&](const Failure& r) { return r.pid == f.pid && r.rank == f.rank && (r.host.empty() || r.host == host_); };
+    if (std::none_of(shown.begin(), shown.begin() + published, same)) shown.push_back(f);
   }
   if (shown.empty()) {
     log_->error("the job failed on another node, and its failure record could not be read");
     return finish(1);
   }
-  // The job's record is the failure seen first; one of ours may have
-  // happened earlier (it was still tearing down when the record was made).
+  // The first record published is the failure seen first; one that was
+  // still tearing down then may have happened earlier.
   order_by_time(shown);
   const std::string summary = format_summary(c_.entrypoint_name, host_, shown);
   (void)!write(STDERR_FILENO, summary.data(), summary.size());

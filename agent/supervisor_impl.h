@@ -88,6 +88,7 @@ class Supervisor {
 
   // supervisor_elastic.cc: what happens between attempts.
   void start_watching();
+  void publish(const Failure& f);
   void on_failure(const Failure& f);
   void on_success();
   void on_event(const std::string& event);

@@ -4,6 +4,9 @@
 // that key is woken by the server at once, and all agree on which came first.
 #include "rendezvous/c10d_rendezvous.h"
 
+#include <sstream>
+#include <stdexcept>
+
 namespace cxxrun::rendezvous {
 
 std::string C10dRendezvous::event_key() const { return round_key(round_, "event"); }
@@ -12,10 +15,11 @@ std::string C10dRendezvous::publish_event(const std::string& what) {
   return store_.compare_set(event_key(), "", what);
 }
 
-std::string C10dRendezvous::publish_failure(const std::string& record) {
-  const std::string first = store_.compare_set(round_key(round_, "failure"), "", record);
+void C10dRendezvous::publish_failure(const std::string& record) {
+  if (record.find('\n') != std::string::npos)
+    throw std::invalid_argument("a failure record must be one line");
+  store_.append(round_key(round_, "failures"), record + "\n");
   publish_event("abort");
-  return first;
 }
 
 std::string C10dRendezvous::finish_round() {
@@ -24,9 +28,14 @@ std::string C10dRendezvous::finish_round() {
   return store_.check({event_key()}) ? store_.get(event_key()) : "";
 }
 
-std::string C10dRendezvous::failure_record() {
-  const std::string k = round_key(round_, "failure");
-  return store_.check({k}) ? store_.get(k) : "";
+std::vector<std::string> C10dRendezvous::failure_records() {
+  const std::string k = round_key(round_, "failures");
+  std::vector<std::string> records;
+  if (!store_.check({k})) return records;
+  std::istringstream lines(store_.get(k));
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) records.push_back(line);
+  return records;
 }
 
 }  // namespace cxxrun::rendezvous

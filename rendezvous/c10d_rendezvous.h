@@ -27,7 +27,8 @@
 //                      "abort" (a worker failed), "join" (a node is waiting
 //                      to join), "dead" (a member stopped its keep-alives),
 //                      "done" (every member's workers succeeded)
-//   r<k>/failure       the round's first failure record (first writer wins)
+//   r<k>/failures      the failure records of every node that had one, a
+//                      line each (APPEND), in the order they arrived
 //   r<k>/finished      ADD counter of members whose workers succeeded
 // Group ranks are the members sorted by (addr, host, pid): the same set of
 // nodes always gets the same ranks, whatever order they joined in.
@@ -120,14 +121,14 @@ class C10dRendezvous {
   std::string event_key() const;
   // Ends the round for everyone; returns the event that won (maybe another).
   std::string publish_event(const std::string& what);
-  // Records a failure and ends the round with "abort". Returns the round's
-  // first failure record, which may be another node's.
-  std::string publish_failure(const std::string& record);
+  // Adds this node's failure record (one line) to the round's and ends the
+  // round with "abort" (unless another event came first).
+  void publish_failure(const std::string& record);
   // This node's workers all succeeded. The last member to get here ends the
   // round with "done". Returns the event that now stands, or "" if none yet.
   std::string finish_round();
-  // The round's first failure record, "" when none.
-  std::string failure_record();
+  // Every failure record of the round so far, in the order they arrived.
+  std::vector<std::string> failure_records();
   int members() const { return members_; }
 
   // Keep-alives and dead_members() go through `beats` (a connection with a

@@ -79,6 +79,36 @@ exit 0
                     self.assertIn("rank      : 1 (local_rank: 0)", err)
                     self.assertIn("SIGKILL", err)
 
+    def test_failure_stopped_by_another_nodes_abort_is_its_root_cause(self):
+        # Rank 0 fails first (error file written) and is still tearing down when
+        # rank 1, on the other node, exits on its own: that node's record goes
+        # out first, and rank 0 dies of its agent's SIGTERM. Rank 0's node lists
+        # both, rank 0 as the root cause; the job exits with rank 1's code.
+        worker = self.script("w.sh", f"""
+echo $$ > {self.dir}/pid.$RANK
+if [ "$RANK" = 0 ]; then
+  echo '{{"message": "rank 0 broke first"}}' > "$TORCHELASTIC_ERROR_FILE"
+  touch {self.dir}/rank0.failed
+  exec sleep 60
+fi
+while [ ! -e {self.dir}/rank0.failed ]; do sleep 0.01; done
+sleep 0.1
+exit 3
+""")
+        procs = [self.agent(worker, 2, nproc=1) for _ in range(2)]
+        results = self.finish(procs)
+        for rc, err in results:
+            self.assertEqual(rc, 3, err)
+        stopped = [err for _, err in results if "had failed (its error file is written)" in err]
+        self.assertEqual(len(stopped), 1, results)
+        err = stopped[0]
+        root = err[err.index("Root Cause"):]
+        self.assertIn("rank      : 0 (local_rank: 0)", root)
+        self.assertIn("traceback : rank 0 broke first", root)
+        others = err[err.index("Failures:"):err.index("Root Cause")]
+        self.assertIn("rank      : 1 (local_rank: 0)", others)
+        self.assertIn("exitcode  : 3", others)
+
     def test_sigkilled_agent_makes_survivors_rerendezvous(self):
         worker = self.script("w.sh", f"""
 echo $$ > {self.dir}/pid.$GROUP_WORLD_SIZE.$RANK

@@ -169,3 +169,18 @@ TEST_CASE("rdzv-conf keys and values") {
   CHECK_THROWS_WITH(apply_rdzv_conf({{"bogus", "1"}}, s), Catch::Contains("unknown key"));
   CHECK_THROWS_WITH(apply_rdzv_conf({{"is_host", "maybe"}}, s), Catch::Contains("valid boolean"));
 }
+
+TEST_CASE("rendezvous: every failing node's record reaches every node, in arrival order") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b", "c"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(3, 3)));
+  join_all(nodes);
+  CHECK(nodes[2]->rdzv.failure_records().empty());
+  nodes[1]->rdzv.publish_failure(R"({"host": "b"})");
+  nodes[0]->rdzv.publish_failure(R"({"host": "a"})");
+  for (auto& n : nodes) {
+    CHECK(n->rdzv.failure_records() == std::vector<std::string>{R"({"host": "b"})", R"({"host": "a"})"});
+    CHECK(n->client.get(n->rdzv.event_key()) == "abort");
+  }
+  CHECK_THROWS_AS(nodes[2]->rdzv.publish_failure("two\nlines"), std::invalid_argument);
+}
