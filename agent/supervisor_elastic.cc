@@ -219,6 +219,9 @@ void Supervisor::final_failure() {
   std::vector<Failure> shown;
   if (auto* rdzv = meeting_.rendezvous()) {
     try {
+      // Bounded: a member that is dead, or whose workers ignore SIGTERM,
+      // delays the summary by this much, not by the shutdown grace.
+      rdzv->wait_all_stopped(std::chrono::seconds(3));
       for (const std::string& record : rdzv->failure_records())
         if (auto f = from_record(record)) shown.push_back(*f);
     } catch (const std::exception& e) {

@@ -28,6 +28,16 @@ std::string C10dRendezvous::finish_round() {
   return store_.check({event_key()}) ? store_.get(event_key()) : "";
 }
 
+void C10dRendezvous::wait_all_stopped(std::chrono::milliseconds timeout) {
+  const std::string all = round_key(round_, "all_stopped");
+  if (store_.add(round_key(round_, "stopped"), 1) >= members_) return store_.set(all, "1");
+  try {
+    store_.wait({all}, timeout);
+  } catch (const StoreTimeout&) {
+    // A member that is dead or still stopping: print what is known.
+  }
+}
+
 std::vector<std::string> C10dRendezvous::failure_records() {
   const std::string k = round_key(round_, "failures");
   std::vector<std::string> records;

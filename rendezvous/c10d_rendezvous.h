@@ -30,6 +30,8 @@
 //   r<k>/failures      the failure records of every node that had one, a
 //                      line each (APPEND), in the order they arrived
 //   r<k>/finished      ADD counter of members whose workers succeeded
+//   r<k>/stopped       ADD counter of members whose workers stopped after a
+//                      failure; r<k>/all_stopped set by the last of them
 // Group ranks are the members sorted by (addr, host, pid): the same set of
 // nodes always gets the same ranks, whatever order they joined in.
 #pragma once
@@ -129,6 +131,10 @@ class C10dRendezvous {
   std::string finish_round();
   // Every failure record of the round so far, in the order they arrived.
   std::vector<std::string> failure_records();
+  // Counts this node's group as stopped after the round's failure and waits,
+  // at most `timeout`, until every member's is: then every record a member
+  // publishes while stopping is in.
+  void wait_all_stopped(std::chrono::milliseconds timeout);
   int members() const { return members_; }
 
   // Keep-alives and dead_members() go through `beats` (a connection with a

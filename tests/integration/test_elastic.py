@@ -82,7 +82,7 @@ exit 0
     def test_failure_stopped_by_another_nodes_abort_is_its_root_cause(self):
         # Rank 0 fails first (error file written) and is still tearing down when
         # rank 1, on the other node, exits on its own: that node's record goes
-        # out first, and rank 0 dies of its agent's SIGTERM. Rank 0's node lists
+        # out first, and rank 0 dies of its agent's SIGTERM. Both nodes list
         # both, rank 0 as the root cause; the job exits with rank 1's code.
         worker = self.script("w.sh", f"""
 echo $$ > {self.dir}/pid.$RANK
@@ -101,13 +101,14 @@ exit 3
             self.assertEqual(rc, 3, err)
         stopped = [err for _, err in results if "had failed (its error file is written)" in err]
         self.assertEqual(len(stopped), 1, results)
-        err = stopped[0]
-        root = err[err.index("Root Cause"):]
-        self.assertIn("rank      : 0 (local_rank: 0)", root)
-        self.assertIn("traceback : rank 0 broke first", root)
-        others = err[err.index("Failures:"):err.index("Root Cause")]
-        self.assertIn("rank      : 1 (local_rank: 0)", others)
-        self.assertIn("exitcode  : 3", others)
+        for _, err in results:
+            root = err[err.index("Root Cause"):]
+            self.assertIn("rank      : 0 (local_rank: 0)", root)
+            self.assertIn("traceback : rank 0 broke first", root)
+            self.assertIn("exitcode  : -15 (SIGTERM from cxxrun, after this failure)", root)
+            others = err[err.index("Failures:"):err.index("Root Cause")]
+            self.assertIn("rank      : 1 (local_rank: 0)", others)
+            self.assertIn("exitcode  : 3", others)
 
     def test_sigkilled_agent_makes_survivors_rerendezvous(self):
         worker = self.script("w.sh", f"""

@@ -184,3 +184,27 @@ TEST_CASE("rendezvous: every failing node's record reaches every node, in arriva
   }
   CHECK_THROWS_AS(nodes[2]->rdzv.publish_failure("two\nlines"), std::invalid_argument);
 }
+
+TEST_CASE("rendezvous: the failure summary waits for every member to stop, within its bound") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b", "c"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(3, 3)));
+  join_all(nodes);
+  auto first = std::async(std::launch::async, [&] { nodes[0]->rdzv.wait_all_stopped(10s); });
+  CHECK(first.wait_for(200ms) == std::future_status::timeout);  // b and c are still stopping
+  nodes[1]->rdzv.publish_failure("b's record");
+  auto second = std::async(std::launch::async, [&] { nodes[1]->rdzv.wait_all_stopped(10s); });
+  CHECK(second.wait_for(100ms) == std::future_status::timeout);
+  nodes[2]->rdzv.wait_all_stopped(10s);  // the last one: returns at once, releases the others
+  CHECK(first.wait_for(2s) == std::future_status::ready);
+  CHECK(second.wait_for(2s) == std::future_status::ready);
+  CHECK(nodes[0]->rdzv.failure_records() == std::vector<std::string>{"b's record"});
+  // A member that never stops costs the bound, no more.
+  FakeStore lone_store;
+  std::vector<std::unique_ptr<Node>> pair;
+  for (const char* addr : {"a", "b"}) pair.push_back(std::make_unique<Node>(lone_store, addr, settings(2, 2)));
+  join_all(pair);
+  const auto start = std::chrono::steady_clock::now();
+  pair[0]->rdzv.wait_all_stopped(300ms);
+  CHECK(std::chrono::steady_clock::now() - start >= 300ms);
+}
