@@ -154,7 +154,8 @@ void Supervisor::finish_attempt() {
 void Supervisor::restart_or_fail() {
   if (attempt_ >= c_.max_restarts) return final_failure();
   ++attempt_;
-  const std::string what = failures_.empty() ? "a worker failed on another node" : describe(failures_[0]);
+  std::string what = failures_.empty() ? "" : describe(failures_[0]);
+  if (reason_ == Reason::remote) what = "a worker failed on another node" + (what.empty() ? "" : "; here " + what);
   log_->warn("worker group failed ({}); restarting, attempt {} of {} restarts", what, attempt_, c_.max_restarts);
   EventDetails details;
   details.extra["reason"] = what;
