@@ -88,6 +88,12 @@ def finish_all(test, procs, timeout):
     return results
 
 
+def summary_blocks(err):
+    """The failure summary's other failures and its root cause, as two strings."""
+    failures, root = err.index("Failures:"), err.index("Root Cause")
+    return err[failures:root], err[root:]
+
+
 def wait_for(predicate, timeout=20.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -8,7 +8,7 @@ import subprocess
 import time
 import uuid
 
-from harness import CXXRUN, RDZV_SERVER, TempDirTest, alive, finish_all, free_port, read_pids, start, wait_for
+from harness import CXXRUN, RDZV_SERVER, TempDirTest, alive, finish_all, free_port, read_pids, start, summary_blocks, wait_for
 
 
 
@@ -102,11 +102,10 @@ exit 3
         stopped = [err for _, err in results if "had failed (its error file is written)" in err]
         self.assertEqual(len(stopped), 1, results)
         for _, err in results:
-            root = err[err.index("Root Cause"):]
+            others, root = summary_blocks(err)
             self.assertIn("rank      : 0 (local_rank: 0)", root)
             self.assertIn("traceback : rank 0 broke first", root)
             self.assertIn("exitcode  : -15 (SIGTERM from cxxrun, after this failure)", root)
-            others = err[err.index("Failures:"):err.index("Root Cause")]
             self.assertIn("rank      : 1 (local_rank: 0)", others)
             self.assertIn("exitcode  : 3", others)
 
