@@ -72,18 +72,17 @@ class Connection;
 }  // namespace
 
 struct HealthServer::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& io, std::function<HealthSnapshot()> s) : acceptor(io), retry(io), snapshot(std::move(s)) {}
+  Impl(asio::io_context& io, std::function<HealthSnapshot()> s)
+      : listener(io, "health server"), snapshot(std::move(s)) {}
 
-  void accept();
+  void adopt(tcp::socket socket);
   void close();
 
-  tcp::acceptor acceptor;
-  asio::steady_timer retry;
+  rendezvous::AcceptLoop listener;
   std::function<HealthSnapshot()> snapshot;
   // Live connections, so close() can end them; each removes itself when
   // destroyed, and holds the Impl alive until then.
   std::unordered_set<Connection*> connections;
-  bool accept_failing = false;
   bool saturated = false;
   bool closed = false;
 };
@@ -167,52 +166,34 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 }  // namespace
 
-void HealthServer::Impl::accept() {
-  acceptor.async_accept([self = shared_from_this()](const error_code& ec, tcp::socket socket) {
-    if (self->closed || ec == asio::error::operation_aborted) return;
-    if (ec) {
-      // EMFILE and friends: retrying at once would spin on the same error.
-      if (!self->accept_failing) spdlog::warn("health server: accept failed: {}; retrying every 100 ms", ec.message());
-      self->accept_failing = true;
-      self->retry.expires_after(std::chrono::milliseconds(100));
-      self->retry.async_wait([self](const error_code& wait_error) {
-        if (!wait_error && !self->closed) self->accept();
-      });
-      return;
-    }
-    if (self->accept_failing) spdlog::info("health server: accepting connections again");
-    self->accept_failing = false;
-    if (self->connections.size() >= kMaxConnections) {
-      if (!self->saturated)
-        spdlog::warn("health server: {} connections open; refusing more until some close", kMaxConnections);
-      self->saturated = true;
-      error_code ignored;
-      socket.close(ignored);
-    } else {
-      self->saturated = false;
-      std::make_shared<Connection>(self, std::move(socket))->start();
-    }
-    self->accept();
-  });
+void HealthServer::Impl::adopt(tcp::socket socket) {
+  if (connections.size() >= kMaxConnections) {
+    if (!saturated) spdlog::warn("health server: {} connections open; refusing more until some close", kMaxConnections);
+    saturated = true;
+    error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  saturated = false;
+  std::make_shared<Connection>(shared_from_this(), std::move(socket))->start();
 }
 
 void HealthServer::Impl::close() {
   if (closed) return;
   closed = true;
-  error_code ignored;
-  acceptor.close(ignored);
-  retry.cancel();
+  listener.close();
   for (Connection* c : connections) c->stop();
 }
 
 HealthServer::HealthServer(asio::io_context& io, const std::string& host, int port,
                            std::function<HealthSnapshot()> snapshot)
     : impl_(std::make_shared<Impl>(io, std::move(snapshot))) {
-  bind_and_listen(impl_->acceptor, host, port);
-  const tcp::endpoint bound = impl_->acceptor.local_endpoint();
+  bind_and_listen(impl_->listener.acceptor(), host, port);
+  const tcp::endpoint bound = impl_->listener.acceptor().local_endpoint();
   port_ = bound.port();
   address_ = rendezvous::endpoint_text(bound);
-  impl_->accept();
+  Impl* impl = impl_.get();
+  impl_->listener.start(impl_, [impl](tcp::socket socket) { impl->adopt(std::move(socket)); });
   spdlog::info("health server listening on {} (/healthz, /metrics)", address_);
 }
 

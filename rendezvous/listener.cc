@@ -1,6 +1,7 @@
 #include "rendezvous/listener.h"
 
 #include <boost/asio/ip/v6_only.hpp>
+#include <spdlog/spdlog.h>
 
 #include "rendezvous/endpoint.h"
 
@@ -36,6 +37,41 @@ std::string endpoint_text(const tcp::endpoint& endpoint) {
   if (address.is_v6() && address.to_v6().is_v4_mapped())
     address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
   return format_endpoint({address.to_string(), endpoint.port()});
+}
+
+AcceptLoop::AcceptLoop(asio::io_context& io, std::string who)
+    : acceptor_(io), retry_(io), who_(std::move(who)) {}
+
+void AcceptLoop::start(std::shared_ptr<void> owner, std::function<void(tcp::socket)> on_socket) {
+  on_socket_ = std::move(on_socket);
+  accept(std::move(owner));
+}
+
+void AcceptLoop::accept(std::shared_ptr<void> owner) {
+  acceptor_.async_accept([this, owner](const error_code& ec, tcp::socket socket) {
+    if (closed_ || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      if (!failing_) spdlog::warn("{}: accept failed: {}; retrying every 100 ms", who_, ec.message());
+      failing_ = true;
+      retry_.expires_after(std::chrono::milliseconds(100));
+      retry_.async_wait([this, owner](const error_code& wait_error) {
+        if (!wait_error && !closed_) accept(owner);
+      });
+      return;
+    }
+    if (failing_) spdlog::info("{}: accepting connections again", who_);
+    failing_ = false;
+    on_socket_(std::move(socket));
+    accept(owner);
+  });
+}
+
+void AcceptLoop::close() {
+  if (closed_) return;
+  closed_ = true;
+  error_code ignored;
+  acceptor_.close(ignored);
+  retry_.cancel();
 }
 
 }  // namespace cxxrun::rendezvous

@@ -2,10 +2,14 @@
 // store, the agent's health endpoint), and how their peers are named in logs.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 namespace cxxrun::rendezvous {
 
@@ -23,5 +27,32 @@ boost::system::error_code listen_on_first(boost::asio::ip::tcp::acceptor& accept
 // "host:port" as format_endpoint writes it, with a v4-mapped v6 address
 // shown as the IPv4 address the peer used.
 std::string endpoint_text(const boost::asio::ip::tcp::endpoint& endpoint);
+
+// A server's listening socket and the loop that accepts on it. An accept
+// error (EMFILE and friends) is logged once and retried every 100 ms, since
+// retrying at once would spin on the same error.
+class AcceptLoop {
+ public:
+  // `who` names the server in its log lines ("store", "health server").
+  AcceptLoop(boost::asio::io_context& io, std::string who);
+
+  boost::asio::ip::tcp::acceptor& acceptor() { return acceptor_; }
+
+  // Accepts until close(), handing each connection to `on_socket`. The
+  // pending operations hold `owner` (the server this loop is part of), so
+  // the loop and whatever on_socket uses outlive them.
+  void start(std::shared_ptr<void> owner, std::function<void(boost::asio::ip::tcp::socket)> on_socket);
+  void close();
+
+ private:
+  void accept(std::shared_ptr<void> owner);
+
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer retry_;
+  std::string who_;
+  std::function<void(boost::asio::ip::tcp::socket)> on_socket_;
+  bool failing_ = false;
+  bool closed_ = false;
+};
 
 }  // namespace cxxrun::rendezvous

@@ -1,7 +1,6 @@
 #include "rendezvous/store_server.h"
 
 #include <array>
-#include <chrono>
 #include <climits>
 #include <system_error>
 #include <unordered_map>
@@ -9,7 +8,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -44,17 +42,14 @@ class Connection;
 }  // namespace
 
 struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
-  explicit Impl(asio::io_context& io) : acceptor(io), retry(io) {}
+  explicit Impl(asio::io_context& io) : listener(io, "store") {}
 
-  void accept();
   void adopt(tcp::socket socket);
   void deliver(StoreState::Outcome& outcome);
   void forget(StoreState::ClientId id);
   void close();
 
-  tcp::acceptor acceptor;
-  asio::steady_timer retry;
-  bool accept_failing = false;
+  AcceptLoop listener;
   bool closed = false;
   StoreState state;
   std::unordered_map<StoreState::ClientId, std::shared_ptr<Connection>> connections;
@@ -258,27 +253,6 @@ void bind_and_listen(tcp::acceptor& acceptor, const StoreServerOptions& options)
 
 }  // namespace
 
-void StoreServer::Impl::accept() {
-  acceptor.async_accept([self = shared_from_this()](const error_code& ec, tcp::socket socket) {
-    if (self->closed || ec == asio::error::operation_aborted) return;
-    if (ec) {
-      // EMFILE and friends: retrying at once would spin on the same error.
-      if (!self->accept_failing)
-        spdlog::warn("store: accept failed: {}; retrying every 100 ms", ec.message());
-      self->accept_failing = true;
-      self->retry.expires_after(std::chrono::milliseconds(100));
-      self->retry.async_wait([self](const error_code& wait_error) {
-        if (!wait_error && !self->closed) self->accept();
-      });
-      return;
-    }
-    if (self->accept_failing) spdlog::info("store: accepting connections again");
-    self->accept_failing = false;
-    self->adopt(std::move(socket));
-    self->accept();
-  });
-}
-
 void StoreServer::Impl::adopt(tcp::socket socket) {
   error_code ec;
   tcp::endpoint remote = socket.remote_endpoint(ec);
@@ -310,9 +284,7 @@ void StoreServer::Impl::forget(StoreState::ClientId id) {
 void StoreServer::Impl::close() {
   if (closed) return;
   closed = true;
-  error_code ignored;
-  acceptor.close(ignored);
-  retry.cancel();
+  listener.close();
   auto all = std::move(connections);
   connections.clear();
   for (auto& [id, connection] : all) connection->close();
@@ -320,12 +292,13 @@ void StoreServer::Impl::close() {
 
 StoreServer::StoreServer(asio::io_context& io, const StoreServerOptions& options)
     : impl_(std::make_shared<Impl>(io)) {
-  bind_and_listen(impl_->acceptor, options);
-  tcp::endpoint local = impl_->acceptor.local_endpoint();
+  bind_and_listen(impl_->listener.acceptor(), options);
+  tcp::endpoint local = impl_->listener.acceptor().local_endpoint();
   port_ = local.port();
   address_ = endpoint_text(local);
   spdlog::debug("store: listening on {}", address_);
-  impl_->accept();
+  Impl* impl = impl_.get();
+  impl_->listener.start(impl_, [impl](tcp::socket socket) { impl->adopt(std::move(socket)); });
 }
 
 StoreServer::~StoreServer() { close(); }
