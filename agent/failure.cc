@@ -54,6 +54,10 @@ std::optional<ErrorFileMessage> message_of(const Failure& f) {
   return ErrorFileMessage{f.message, std::nullopt, std::nullopt};
 }
 
+std::chrono::system_clock::time_point time_of(const Failure& f, const std::optional<ErrorFileMessage>& m) {
+  return m && m->written ? *m->written : f.time;
+}
+
 std::string exit_text(const Failure& f) {
   if (f.stopped) return std::to_string(-f.signal) + " (" + signal_name(f.signal) + " from cxxrun, after this failure)";
   if (f.signal) return std::to_string(-f.signal) + " (" + signal_name(f.signal) + ")";
@@ -136,19 +140,18 @@ std::optional<ErrorFileMessage> read_error_file(const std::string& path) {
 }
 
 std::string to_record(const Failure& f, const std::string& host) {
+  const auto m = message_of(f);
   nlohmann::json j = {{"host", f.host.empty() ? host : f.host},
                       {"local_rank", f.local_rank},
                       {"rank", f.rank},
                       {"pid", f.pid},
                       {"exit_code", f.exit_code},
                       {"signal", f.signal},
-                      {"time", std::chrono::duration_cast<std::chrono::seconds>(f.time.time_since_epoch()).count()},
-                      {"time_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(failure_time(f).time_since_epoch()).count()},
+                      {"time_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(time_of(f, m).time_since_epoch()).count()},
                       {"stopped", f.stopped},
                       {"error_file", f.error_file},
                       {"stderr_tail", f.stderr_tail}};
-  if (auto m = message_of(f))
-    j["message"] = m->text;
+  if (m) j["message"] = m->text;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -163,8 +166,7 @@ std::optional<Failure> from_record(const std::string& record) {
     f.pid = j.value("pid", 0);
     f.exit_code = j.value("exit_code", 1);
     f.signal = j.value("signal", 0);
-    f.time = j.contains("time_ns") ? from_ns(j.value("time_ns", 0LL))
-                                   : std::chrono::system_clock::time_point(std::chrono::seconds(j.value("time", 0LL)));
+    f.time = from_ns(j.value("time_ns", 0LL));
     f.stopped = j.value("stopped", false);
     f.error_file = j.value("error_file", "");
     f.message = j.value("message", "");
@@ -176,8 +178,7 @@ std::optional<Failure> from_record(const std::string& record) {
 }
 
 std::chrono::system_clock::time_point failure_time(const Failure& f) {
-  auto m = message_of(f);
-  return m && m->written ? *m->written : f.time;
+  return time_of(f, message_of(f));
 }
 
 void order_by_time(std::vector<Failure>& failures) {

@@ -202,8 +202,7 @@ void Supervisor::on_worker_exit(Worker& w, int status) {
     // Our own stop signal, unless the worker had reported an error before
     // we sent it: then it failed on its own (say, while tearing down after
     // its error, and a peer's failure was seen first) and must be listed.
-    auto reported = read_error_file(f.error_file);
-    if (!reported || !reported->written || *reported->written >= stop_started_) return;
+    if (failure_time(f) >= stop_started_) return;  // no error file: the time we saw it
     f.stopped = true;
   }
   drain_now(w.err);
