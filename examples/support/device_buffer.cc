@@ -106,28 +106,29 @@ void DeviceBuffer::download(void* host, size_t bytes) const {
 #endif
 }
 
+namespace {
+
+// NCCL works on device memory only: host data goes through `staging` and back.
+template <class Run>
+void on_device(worker::Communicator& comm, DeviceBuffer& staging, void* data, size_t bytes, Run run) {
+  if (comm.backend() != Backend::nccl) return run(data);
+  staging.upload(data, bytes);
+  run(staging.data());
+  staging.download(data, bytes);
+}
+
+}  // namespace
+
 void allreduce_host(worker::Communicator& comm, DeviceBuffer& staging, void* data, size_t count,
                     worker::DType dtype, worker::ReduceOp op) {
-  if (comm.backend() != Backend::nccl) {
-    comm.allreduce(data, count, dtype, op);
-    return;
-  }
-  const size_t bytes = count * worker::dtype_size(dtype);
-  staging.upload(data, bytes);
-  comm.allreduce(staging.data(), count, dtype, op);
-  staging.download(data, bytes);
+  on_device(comm, staging, data, count * worker::dtype_size(dtype),
+            [&](void* p) { comm.allreduce(p, count, dtype, op); });
 }
 
 void broadcast_host(worker::Communicator& comm, DeviceBuffer& staging, void* data, size_t count,
                     worker::DType dtype, int root) {
-  if (comm.backend() != Backend::nccl) {
-    comm.broadcast(data, count, dtype, root);
-    return;
-  }
-  const size_t bytes = count * worker::dtype_size(dtype);
-  staging.upload(data, bytes);
-  comm.broadcast(staging.data(), count, dtype, root);
-  staging.download(data, bytes);
+  on_device(comm, staging, data, count * worker::dtype_size(dtype),
+            [&](void* p) { comm.broadcast(p, count, dtype, root); });
 }
 
 }  // namespace cxxrun::examples
