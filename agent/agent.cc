@@ -3,14 +3,15 @@
 #include <signal.h>
 #include <sys/prctl.h>
 
+#include <iostream>
 #include <random>
 #include <spdlog/spdlog.h>
 
 #include "agent/guardian.h"
 #include "agent/log_dir.h"
-#include "agent/meeting.h"
+#include "agent/restart_policy.h"
 #include "agent/supervisor.h"
-#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/rendezvous.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -20,6 +21,10 @@ std::string random_token() {
   char buf[33];
   snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
   return buf;
+}
+
+rendezvous::WorkerStorePlan worker_store_plan(const Config& c) {
+  return {c.use_agent_store, c.master_addr, c.master_port, c.nproc_per_node};
 }
 
 }  // namespace
@@ -34,16 +39,21 @@ int run(const Config& input) {
   const std::string token = random_token();
   LogDir logs(config);
   Guardian guardian("CXXRUN_JOB_TOKEN=" + token + ":", logs.removed_at_exit());
-  Meeting meeting(config);
+  auto rdzv = rendezvous::make_rendezvous(config.rdzv, worker_store_plan(config));
+  rendezvous::Assignment first;
   try {
-    meeting.join(config);
+    first = rdzv->join();
   } catch (const rendezvous::RendezvousClosed& e) {
     spdlog::info("{}; exiting", e.what());
-    return 0;
+    return exit_code::spare_released;
+  } catch (const rendezvous::RendezvousError& e) {
+    std::cerr << "cxxrun: " << e.what() << std::endl;
+    return exit_code::rendezvous_failed;
   }
-  const int code = supervise(config, logs, guardian, meeting, token);
+  apply_assignment(config, first);
+  const int code = supervise(config, first.round, logs, guardian, *rdzv, token);
   if (code != 0) logs.keep();
-  meeting.close(code == 0);
+  rdzv->leave(code == 0);
   return code;
 }
 

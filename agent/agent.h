@@ -16,10 +16,8 @@
 
 namespace cxxrun::agent {
 
-// Runs the job to completion. Returns the process exit code:
-// 0 when every worker exited 0; otherwise the first failed worker's exit code
-// (128 + signal number when it was killed by a signal), or 128 + signal when
-// the agent itself was told to stop by a signal.
+// Meets the other nodes, then runs the job to completion. Returns the
+// process exit code; agent/restart_policy.h is the home of every rule.
 int run(const Config& config);
 
 }  // namespace cxxrun::agent

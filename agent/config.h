@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/rendezvous.h"
 
 namespace cxxrun::agent {
 
@@ -32,36 +32,6 @@ struct StdSpec {
     auto it = per_rank.find(local_rank);
     return it == per_rank.end() ? Std::none : it->second;
   }
-};
-
-// How this node meets the others.
-enum class Backend {
-  // One node, no store: --standalone, or static with --nnodes=1. Worker
-  // rank 0 hosts its own TCPStore on MASTER_PORT.
-  local,
-  // torchrun's static backend across nodes: --node-rank, --master-addr/port.
-  // Node 0's agent hosts the store on master_port; workers use it too
-  // (TORCHELASTIC_USE_AGENT_STORE=True).
-  static_tcp,
-  // c10d-style rendezvous through the store at --rdzv-endpoint.
-  c10d,
-};
-
-struct RendezvousConfig {
-  Backend backend = Backend::local;
-  // The backend as torch names it in events, when it differs from what
-  // `backend` implies: --standalone runs as Backend::local, torch says c10d.
-  std::string name;
-  std::string host;  // c10d: endpoint host; static_tcp: master address
-  int port = 0;      // c10d: endpoint port (29400 by default); static_tcp: master port
-  // c10d: --rdzv-conf is_host; unset = this agent hosts the store when host
-  // is this machine (and falls back to being a client if the port is taken).
-  std::optional<bool> is_host;
-  int node_rank = 0;  // static_tcp
-  int nnodes = 1;     // static_tcp
-  // run_id, min/max nodes, timeouts (--rdzv-conf), local_addr, entrypoint
-  // and local_world_size; read by both backends.
-  rendezvous::RendezvousSettings settings;
 };
 
 // Deterministic fault injection for tests (--inject-fault, repeatable, or
@@ -92,7 +62,7 @@ struct Config {
   std::string run_id = "none";
   std::string role = "default";
 
-  RendezvousConfig rdzv;
+  rendezvous::RendezvousConfig rdzv;
 
   // This node's place in the job: set by the launcher for Backend::local,
   // filled in by the rendezvous otherwise.
@@ -101,6 +71,9 @@ struct Config {
   int base_rank = 0;    // RANK of local rank 0
   int world_size = 0;   // 0: nproc_per_node * group_world_size
 
+  // The workers' store as the launcher planned it; the rendezvous settles
+  // the final MASTER_ADDR/MASTER_PORT (rule: rendezvous/worker_store.h).
+  // master_port 0: a free port, chosen then.
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool use_agent_store = false;

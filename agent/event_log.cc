@@ -74,7 +74,7 @@ EventContext event_context(const Config& config, int restart_count) {
   c.run_id = config.run_id;
   c.role = config.role;
   c.rdzv_backend = !config.rdzv.name.empty()                 ? config.rdzv.name
-                   : config.rdzv.backend == Backend::c10d ? "c10d"
+                   : config.rdzv.backend == rendezvous::Backend::c10d ? "c10d"
                                                           : "static";
   c.entry_point = config.entrypoint_name;
   c.group_rank = config.group_rank;

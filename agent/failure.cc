@@ -190,12 +190,6 @@ void order_by_time(std::vector<Failure>& failures) {
   failures = std::move(sorted);
 }
 
-int job_exit_code(const std::vector<Failure>& ordered) {
-  for (const Failure& f : ordered)
-    if (!f.stopped) return shell_exit_code(f);
-  return 1;
-}
-
 std::string describe(const Failure& f) {
   std::string how = f.signal ? "was killed by " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
   if (f.stopped) how = "had failed (its error file is written) and was stopped with " + signal_name(f.signal);

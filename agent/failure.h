@@ -60,11 +60,6 @@ std::chrono::system_clock::time_point failure_time(const Failure& f);
 // victims were reaped before it.
 void order_by_time(std::vector<Failure>& failures);
 
-// The exit code for a job whose failures are `ordered` (root cause first):
-// the first failure's own code; one the agent stopped has none of its own,
-// so the next is used, and 1 when every listed failure was stopped.
-int job_exit_code(const std::vector<Failure>& ordered);
-
 // One line for the log: "rank 1 (local_rank 1, pid 42) exited with code 3".
 std::string describe(const Failure& f);
 

@@ -1,29 +1,37 @@
 #include "agent/supervisor.h"
 
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <memory>
+
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
-#include "agent/file_timer.h"
+#include "agent/fault_injector.h"
 #include "agent/guardian.h"
-#include "agent/heartbeat_monitor.h"
-#include "agent/health_server.h"
-#include "agent/log_dir.h"
-#include "agent/meeting.h"
-#include "agent/process_tree.h"
-#include "agent/spawn.h"
-#include "agent/supervisor_impl.h"
+#include "agent/hang_watchdog.h"
+#include "agent/rendezvous_link.h"
+#include "agent/reporter.h"
+#include "agent/restart_policy.h"
+#include "agent/worker_group.h"
+#include "rendezvous/rendezvous.h"
 
 namespace cxxrun::agent {
 namespace {
 
-constexpr size_t kTailLines = 10;
-// After every worker is gone and strays are SIGKILLed, pipes close at once;
-// this only bounds a process that escaped the job token and holds one open.
-constexpr std::chrono::seconds kPipeDrainLimit{2};
+namespace asio = boost::asio;
+using rendezvous::Rendezvous;
+using rendezvous::RoundEvent;
+
+// How long a failed node waits for every member's workers to stop before it
+// prints the summary: a member that is dead, or whose workers ignore
+// SIGTERM, delays it by this much, not by the shutdown grace.
+constexpr std::chrono::seconds kSummaryWait{3};
 
 bool ends_job(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT; }
 
@@ -33,298 +41,394 @@ std::string hostname() {
   return buf;
 }
 
-}  // namespace
+// running: workers up. stopping: taking the group down. restarting: a
+// restart here is being prepared. rendezvous: the link re-forms the job.
+// barrier: our workers succeeded, others' not yet. reporting: gathering the
+// job's failures for the summary.
+enum class Phase { running, stopping, restarting, rendezvous, barrier, reporting, done };
 
-Supervisor::Supervisor(const Config& c, LogDir& logs, Guardian& guardian, Meeting& meeting, const std::string& token)
-    : c_(c), logs_(logs), guardian_(guardian), meeting_(meeting), token_(token), signals_(io_), timer_(io_),
-      keep_alive_timer_(io_), base_env_(current_environment()), host_(hostname()),
-      log_(spdlog::default_logger()->clone("cxxrun node" + std::to_string(c.group_rank))), events_(c.event_log) {}
-
-Supervisor::~Supervisor() {
-  if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
-}
-
-int Supervisor::run() {
-  signals_.add(SIGCHLD);
-  for (int sig : c_.signals_to_handle) signals_.add(sig);
-  wait_signal();
-  schedule_keep_alive();
-  start_watching();
-  start_health_server();
-  start_watchdog();
-  record_rendezvous();
-  start_group();
-  io_.run();
-  return exit_code_;
-}
-
-std::string Supervisor::attempt_token() const {
-  return "CXXRUN_JOB_TOKEN=" + token_ + ":" + std::to_string(attempt_);
-}
-
-int Supervisor::world_size() const {
-  return c_.world_size > 0 ? c_.world_size : c_.nproc_per_node * c_.group_world_size;
-}
-
-void Supervisor::start_group() {
-  phase_ = Phase::running;
-  failures_.clear();
-  hung_.clear();
-  if (file_timer_) file_timer_->clear();
-  escalated_ = false;
-  workers_.clear();
-  logs_.prepare_attempt(attempt_, c_.nproc_per_node);
-  schedule_faults();
-  log_->info("starting {} workers for entrypoint {} (attempt {}, run id {}, ranks {}..{} of {})", c_.nproc_per_node,
-             c_.entrypoint_name, attempt_, c_.run_id, c_.base_rank, c_.base_rank + c_.nproc_per_node - 1,
-             world_size());
-  for (int r = 0; r < c_.nproc_per_node; ++r) {
-    if (!start_worker(r)) {
-      // Handle it from the event loop, not inside this loop: it may start
-      // the next attempt.
-      asio::post(io_, [this] { on_failure(failures_.back()); });
-      break;
-    }
+class Supervisor final : WorkerGroup::Listener {
+ public:
+  Supervisor(const Config& c, int round, LogDir& logs, Guardian& guardian, Rendezvous& rdzv, const std::string& token)
+      : c_(c), round_(round), guardian_(guardian), rdzv_(rdzv), signals_(io_), keep_alive_timer_(io_), host_(hostname()),
+        group_(io_, logs, token, *this),
+        watchdog_(io_, c_, logs, group_, [this](const Worker& w) { reporter_.worker_unhealthy(w); }),
+        faults_(io_, group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
+        reporter_(io_, c_, group_, watchdog_, [this] { return group_state(); }),
+        link_(std::make_unique<RendezvousLink>(io_, rdzv_)) {
+    set_logger();
   }
-}
 
-bool Supervisor::start_worker(int local_rank) {
-  auto w = std::make_unique<Worker>();
-  w->local_rank = local_rank;
-  w->rank = c_.base_rank + local_rank;
-  WorkerPlace place{local_rank, w->rank, world_size(), attempt_, logs_.file(attempt_, local_rank, "error.json"),
-                    token_ + ":" + std::to_string(attempt_)};
-  EnvMap env_map = worker_environment(c_, place, base_env_);
-  add_watchdog_env(env_map, local_rank);
-  auto env = to_envp(env_map);
-  Spawned s;
-  try {
-    s = spawn_worker(substitute_local_rank(c_.command, local_rank), env);
-  } catch (const std::exception& e) {
-    log_->error("{}", e.what());
-    failures_.push_back(Failure{local_rank, w->rank, 0, 127, 0, std::chrono::system_clock::now(), "", {e.what()}, "", ""});
-    workers_.push_back(std::move(w));
-    return false;
+  ~Supervisor() {
+    link_.reset();  // joins its thread: nothing else calls the rendezvous now
+    if (rdzv_.elastic()) rdzv_.watch({});
   }
-  w->pid = s.pid;
-  w->running = true;
-  Worker& ref = *w;
-  workers_.push_back(std::move(w));
-  open_pipe(ref, ref.out, s.stdout_fd, STDOUT_FILENO, Std::out, "stdout.log");
-  open_pipe(ref, ref.err, s.stderr_fd, STDERR_FILENO, Std::err, "stderr.log");
-  record_start(ref);
-  return true;
-}
 
-void Supervisor::open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file) {
-  const bool redirected = has(c_.redirects.for_rank(w.local_rank), which);
-  const bool teed = has(c_.tee.for_rank(w.local_rank), which);
-  const bool filtered = !c_.local_ranks_filter.empty() && !c_.local_ranks_filter.count(w.local_rank);
-  const bool to_console = !filtered && (teed || !redirected);
-  const std::string path = (redirected || teed) ? logs_.file(attempt_, w.local_rank, file) : "";
-  p.sink = std::make_unique<StreamSink>(line_prefix(c_.log_line_prefix_template, c_.role, w.local_rank, w.rank),
-                                        to_console ? console : -1, path, which == Std::err ? kTailLines : 0);
-  p.fd = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
-  ++open_pipes_;
-  read_pipe(p);
-}
-
-void Supervisor::read_pipe(Pipe& p) {
-  p.fd->async_read_some(asio::buffer(p.buf), [this, &p](const boost::system::error_code& ec, size_t n) {
-    if (n > 0) p.sink->write(std::string_view(p.buf.data(), n));
-    if (!ec) return read_pipe(p);
-    if (ec == asio::error::operation_aborted) return;
-    close_pipe(p);
-    if (phase_ == Phase::stopping) check_stopped();
-  });
-}
-
-// Reads what a worker that just exited left in its pipe, so a failure record
-// sent to other nodes right away carries its last stderr lines.
-void Supervisor::drain_now(Pipe& p) {
-  if (!p.fd || !p.fd->is_open()) return;
-  ssize_t n;
-  while ((n = ::read(p.fd->native_handle(), p.buf.data(), p.buf.size())) > 0)
-    p.sink->write(std::string_view(p.buf.data(), n));
-}
-
-void Supervisor::close_pipe(Pipe& p) {
-  if (!p.fd || !p.fd->is_open()) return;
-  boost::system::error_code ignored;
-  p.fd->close(ignored);
-  --open_pipes_;
-}
-
-void Supervisor::wait_signal() {
-  signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
-    if (ec) return;
-    if (sig == SIGCHLD)
-      reap();
-    else
-      on_agent_signal(sig);
-    if (phase_ != Phase::done) wait_signal();
-  });
-}
-
-void Supervisor::reap() {
-  int status;
-  pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-    if (pid == guardian_.pid()) {
-      guardian_.mark_reaped();
-      log_->warn("the guardian process exited; workers are no longer protected against the agent's death");
-      continue;
-    }
-    for (auto& w : workers_)
-      if (w->running && w->pid == pid) on_worker_exit(*w, status);
+  int run() {
+    signals_.add(SIGCHLD);
+    for (int sig : c_.signals_to_handle) signals_.add(sig);
+    wait_signal();
+    if (rdzv_.elastic()) link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
+      r.watch([this](int round, RoundEvent e) { asio::post(io_, [this, round, e] { on_round_event(round, e); }); });
+      return {};
+    });
+    schedule_keep_alive();
+    reporter_.rendezvous_done(c_, attempt_);
+    start_attempt();
+    io_.run();
+    return exit_code_;
   }
-  if (phase_ == Phase::stopping) check_stopped();
-}
 
-void Supervisor::on_worker_exit(Worker& w, int status) {
-  w.running = false;
-  w.status = status;
-  if (file_timer_) file_timer_->forget(w.pid);
-  // While the group stops after a failure, here or on another node, exits
-  // the agent did not cause still count: a crash's victims may be reaped
-  // before the crash itself.
-  const bool failing = phase_ == Phase::stopping && (reason_ == Reason::failure || reason_ == Reason::remote);
-  if (phase_ != Phase::running && !failing) return;
-  Failure f{w.local_rank, w.rank, w.pid, 0, 0, std::chrono::system_clock::now(),
-            logs_.file(attempt_, w.local_rank, "error.json"), {}, "", ""};
-  set_status(f, status);
-  if (auto hang = hung_.find(w.local_rank); hang != hung_.end()) f.message = hang->second;
-  if (shell_exit_code(f) == 0) {
-    if (!failing && count_running() == 0) on_success();
-    return;
+ private:
+  // WorkerGroup::Listener
+  void on_worker_started(const Worker& w) override { reporter_.worker_started(w); }
+  void on_worker_exited(const Worker& w) override { watchdog_.forget(w.pid); }
+  void on_worker_failed(const Failure& f) override {
+    publish(f);
+    stop(Cause::failure, SIGTERM);
   }
-  if (failing && (f.signal == SIGTERM || f.signal == SIGKILL)) {
-    // Our own stop signal, unless the worker had reported an error before
-    // we sent it: then it failed on its own (say, while tearing down after
-    // its error, and a peer's failure was seen first) and must be listed.
-    if (failure_time(f) >= stop_started_) return;  // no error file: the time we saw it
-    f.stopped = true;
+  void on_earlier_failure(const Failure& f) override { publish(f); }
+  void on_group_succeeded() override {
+    log_->info("all {} workers succeeded", group_.workers().size());
+    if (rdzv_.elastic()) link_->call([this, round = round_](Rendezvous& r) -> RendezvousLink::Then {
+      const RoundEvent e = r.finish_round();
+      return [this, round, e] { on_round_event(round, e); };
+    });
+    stop(Cause::success, SIGTERM);
   }
-  drain_now(w.err);
-  f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
-  log_->error("{}", describe(f));
-  failures_.push_back(f);
-  if (!failing) return on_failure(f);
-  // It may have failed before the failure that stopped the job: the other
-  // nodes need it to name the root cause.
-  if (f.stopped) publish(f);
-}
+  void on_group_stopped() override {
+    reporter_.attempt_ended(cause_ == Cause::success);
+    act(decide(situation()));
+  }
 
-void Supervisor::on_agent_signal(int sig) {
-  if (!ends_job(sig)) {
-    log_->info("forwarding {} to {} workers", signal_name(sig), count_running());
-    signal_workers(sig);
-    return;
-  }
-  if (phase_ == Phase::rendezvous) {
-    // A thread is blocked in the rendezvous and no worker runs: leave now;
-    // the guardian cleans up after us.
-    log_->warn("received {} during the rendezvous; exiting", signal_name(sig));
-    spdlog::default_logger()->flush();
-    std::_Exit(128 + sig);
-  }
-  if (phase_ == Phase::stopping && reason_ == Reason::signal) {
-    log_->warn("received {} again; killing workers now", signal_name(sig));
-    return escalate();
-  }
-  log_->warn("received {}; forwarding it to workers and shutting down", signal_name(sig));
-  agent_signal_ = sig;
-  if (phase_ == Phase::barrier) return finish(128 + sig);
-  begin_stop(Reason::signal, sig);
-}
+  void set_logger() { log_ = spdlog::default_logger()->clone("cxxrun node" + std::to_string(c_.group_rank)); }
 
-int Supervisor::count_running() const {
-  int n = 0;
-  for (const auto& w : workers_) n += w->running;
-  return n;
-}
+  static RendezvousLink::Call inject(const rendezvous::StoreFault& f) {
+    return [f](Rendezvous& r) -> RendezvousLink::Then {
+      r.inject(f);
+      return {};
+    };
+  }
 
-void Supervisor::signal_workers(int sig) {
-  for (auto& w : workers_)
-    if (w->running) killpg(w->pid, sig);
-}
+  void start_attempt() {
+    phase_ = Phase::running;
+    cause_ = Cause::success;
+    job_event_ = RoundEvent::none;
+    alive_nodes_ = c_.group_world_size;
+    watchdog_.new_attempt();
+    watchdog_.set_judging(true);
+    faults_.schedule(c_, attempt_, [this] { return phase_ == Phase::running; });
+    group_.start(c_, attempt_, [this](EnvMap& env, int local_rank) { watchdog_.add_env(env, local_rank); });
+  }
 
-void Supervisor::begin_stop(Reason reason, int sig) {
-  const bool first = phase_ == Phase::running;
-  if (first) stop_started_ = std::chrono::system_clock::now();
-  phase_ = Phase::stopping;
-  reason_ = reason;
-  if (int n = count_running(); n > 0)
-    log_->info("stopping {} workers with {} (grace {} ms)", n, signal_name(sig), c_.shutdown_timeout.count());
-  signal_workers(sig);
-  signal_processes_with_env(attempt_token(), sig);
-  if (first) {
-    timer_.expires_after(c_.shutdown_timeout);
-    timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;
-      log_->warn("workers did not stop within {} ms; sending SIGKILL", c_.shutdown_timeout.count());
-      escalate();
+  // Every node's summary lists this failure: the rendezvous carries it.
+  void publish(const Failure& f) {
+    if (!rdzv_.elastic()) return;
+    link_->call([record = to_record(f, host_)](Rendezvous& r) -> RendezvousLink::Then {
+      r.publish_failure(record);
+      return {};
     });
   }
-  check_stopped();
-}
 
-void Supervisor::escalate() {
-  escalated_ = true;
-  signal_workers(SIGKILL);
-  signal_processes_with_env(attempt_token(), SIGKILL);
-  arm_drain_limit();
-}
-
-void Supervisor::arm_drain_limit() {
-  timer_.expires_after(kPipeDrainLimit);
-  timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    log_->warn("output pipes still open {} s after the workers were killed; closing them", kPipeDrainLimit.count());
-    for (auto& w : workers_) close_pipe(w->out), close_pipe(w->err);
-    check_stopped();
-  });
-}
-
-// The group is stopped when every worker is reaped, nothing else carrying
-// this attempt's token is alive, and the pipes are drained.
-void Supervisor::check_stopped() {
-  if (phase_ != Phase::stopping || count_running() > 0) return;
-  if (!strays_killed_) {
-    strays_killed_ = true;
-    if (int n = signal_processes_with_env(attempt_token(), SIGKILL))
-      log_->warn("killed {} leftover processes of the worker group", n);
-    if (!escalated_) arm_drain_limit();
+  void stop(Cause cause, int sig) {
+    phase_ = Phase::stopping;
+    cause_ = cause;
+    watchdog_.set_judging(false);
+    group_.stop(sig, cause == Cause::failure || cause == Cause::remote_failure);
   }
-  if (open_pipes_ > 0) return;
-  timer_.cancel();
-  strays_killed_ = false;
-  for (auto& w : workers_) {
-    if (!w->out.sink) continue;  // its exec failed
-    w->out.sink->finish();
-    w->err.sink->finish();
+
+  Situation situation() const {
+    Situation s;
+    s.cause = cause_;
+    s.job = job_event_;
+    s.elastic = rdzv_.elastic();
+    s.attempt = attempt_;
+    s.max_restarts = c_.max_restarts;
+    s.signal = agent_signal_;
+    s.alive_nodes = alive_nodes_;
+    s.min_nodes = c_.rdzv.settings.min_nodes;
+    return s;
   }
-  order_by_time(failures_);
-  record_attempt_end();
-  finish_attempt();
+
+  void act(const Decision& d) {
+    switch (d.action) {
+      case Action::exit: return finish(d.code);
+      case Action::wait:
+        log_->info("waiting for the other nodes to finish");
+        phase_ = Phase::barrier;
+        return;
+      case Action::fail: return report_failure();
+      case Action::restart:
+      case Action::reform:
+        if (d.uses_budget) count_restart();
+        return d.action == Action::reform ? reform() : restart_here();
+    }
+  }
+
+  void count_restart() {
+    ++attempt_;
+    const auto& failures = group_.failures();
+    std::string what = failures.empty() ? "" : describe(failures[0]);
+    if (cause_ == Cause::remote_failure || (cause_ == Cause::success && job_event_ == RoundEvent::abort))
+      what = "a worker failed on another node" + (what.empty() ? "" : "; here " + what);
+    log_->warn("worker group failed ({}); restarting, attempt {} of {} restarts", what, attempt_, c_.max_restarts);
+    reporter_.restarting(attempt_, what);
+  }
+
+  void restart_here() {
+    phase_ = Phase::restarting;
+    link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
+      std::string error;
+      try {
+        r.renew_worker_store();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      return [this, error] {
+        if (phase_ != Phase::restarting) return;
+        if (!error.empty()) {
+          log_->error("{}", error);
+          return finish(exit_code::rendezvous_failed);
+        }
+        start_attempt();
+      };
+    });
+  }
+
+  void reform() {
+    phase_ = Phase::rendezvous;
+    link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
+      try {
+        const rendezvous::Assignment a = r.rejoin();
+        return [this, a] { on_rejoined(a); };
+      } catch (const std::exception& e) {
+        std::string error = e.what();
+        if (error.empty()) error = "rendezvous failed";
+        return [this, error] {
+          log_->error("{}", error);
+          finish(exit_code::rendezvous_failed);
+        };
+      }
+    });
+  }
+
+  void on_rejoined(const rendezvous::Assignment& a) {
+    apply_assignment(c_, a);
+    round_ = a.round;
+    set_logger();
+    reporter_.rendezvous_done(c_, attempt_);
+    start_attempt();
+  }
+
+  // Our workers are stopped or still running; `e` is what the rest of the
+  // job did in `round`.
+  void on_round_event(int round, RoundEvent e) {
+    // An event of a round this node already left is old news.
+    if (e == RoundEvent::none || round != round_ || phase_ == Phase::rendezvous || phase_ == Phase::done) return;
+    job_event_ = e;
+    if (phase_ == Phase::barrier) return act(decide(situation()));
+    if (phase_ != Phase::running) return;  // already stopping: the decision reads job_event_
+    switch (e) {
+      case RoundEvent::abort:
+        log_->warn("a worker failed on another node; stopping this node's workers");
+        return stop(Cause::remote_failure, SIGTERM);
+      case RoundEvent::join:
+        log_->info("a node is waiting to join; restarting the job to take it in");
+        return stop(Cause::membership, SIGTERM);
+      case RoundEvent::dead:
+        log_->warn("a node stopped sending keep-alives; restarting the job without it");
+        return stop(Cause::membership, SIGTERM);
+      case RoundEvent::done:
+      case RoundEvent::none: return;
+    }
+  }
+
+  // The summary lists every node's first failure (from the rendezvous) and
+  // this node's own, on every node, root cause first.
+  void report_failure() {
+    phase_ = Phase::reporting;
+    link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
+      auto records = r.failure_records(kSummaryWait);
+      return [this, records = std::move(records)] {
+        if (phase_ == Phase::reporting) print_summary(records);
+      };
+    });
+  }
+
+  void print_summary(const std::vector<std::string>& records) {
+    std::vector<Failure> shown;
+    for (const std::string& record : records)
+      if (auto f = from_record(record)) shown.push_back(*f);
+    const size_t published = shown.size();
+    for (const Failure& f : group_.failures()) {
+      auto same = [&](const Failure& r) { return r.pid == f.pid && r.rank == f.rank && (r.host.empty() || r.host == host_); };
+      if (std::none_of(shown.begin(), shown.begin() + published, same)) shown.push_back(f);
+    }
+    if (shown.empty()) {
+      log_->error("the job failed on another node, and its failure record could not be read");
+      return finish(exit_code::unknown_failure);
+    }
+    // The first record published is the failure seen first; one that was
+    // still tearing down then may have happened earlier.
+    order_by_time(shown);
+    const std::string summary = format_summary(c_.entrypoint_name, host_, shown);
+    (void)!write(STDERR_FILENO, summary.data(), summary.size());
+    finish(failure_exit_code(shown));
+  }
+
+  // Ticks four times per keep-alive interval: a beat on every fourth, a
+  // check for dead members on the others, so a death is seen within the
+  // configured interval * max_attempt. A tick finding the last one's call
+  // still on the link skips it.
+  void schedule_keep_alive() {
+    if (rdzv_.keep_alive_interval().count() == 0) return;
+    keep_alive_timer_.expires_after(rdzv_.keep_alive_interval() / 4);
+    keep_alive_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || phase_ == Phase::done) return;
+      // While the link re-forms the job, the store is that call's.
+      if (phase_ != Phase::rendezvous && !link_busy_) keep_alive_tick();
+      schedule_keep_alive();
+    });
+  }
+
+  void keep_alive_tick() {
+    link_busy_ = true;
+    if (keep_alive_ticks_++ % 4 != 0) {
+      if (phase_ != Phase::running) return void(link_busy_ = false);
+      return link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
+        auto liveness = r.check_members();
+        return [this, liveness] { on_liveness(liveness); };
+      });
+    }
+    link_->call([this, check = phase_ == Phase::running](Rendezvous& r) -> RendezvousLink::Then {
+      const Rendezvous::Beat beat = r.keep_alive();
+      const auto liveness = beat == Rendezvous::Beat::ok && check ? r.check_members() : Rendezvous::Liveness{};
+      return [this, beat, liveness] {
+        on_liveness(liveness);
+        if (beat != Rendezvous::Beat::lost) return;
+        if (phase_ == Phase::barrier) return finish(exit_code::lost);
+        if (phase_ == Phase::running) stop(Cause::lost, SIGTERM);
+      };
+    });
+  }
+
+  void on_liveness(const Rendezvous::Liveness& l) {
+    link_busy_ = false;
+    if (l.dead.empty() || phase_ != Phase::running) return;
+    alive_nodes_ = l.alive;
+    const auto& s = c_.rdzv.settings;
+    if (l.alive >= s.min_nodes) return;  // the round's `dead` event restarts the job
+    log_->error("only {} nodes of job {} are alive, fewer than the minimum of {} (--nnodes={}:{}); stopping", l.alive,
+                c_.run_id, s.min_nodes, s.min_nodes, s.max_nodes);
+    stop(Cause::lost, SIGTERM);
+  }
+
+  void wait_signal() {
+    signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      if (sig == SIGCHLD)
+        group_.reap([this](pid_t pid) { on_other_child(pid); });
+      else
+        on_signal(sig);
+      if (phase_ != Phase::done) wait_signal();
+    });
+  }
+
+  void on_other_child(pid_t pid) {
+    if (pid != guardian_.pid()) return;
+    guardian_.mark_reaped();
+    log_->warn("the guardian process exited; workers are no longer protected against the agent's death");
+  }
+
+  void on_signal(int sig) {
+    if (!ends_job(sig)) {
+      log_->info("forwarding {} to {} workers", signal_name(sig), group_.running());
+      return group_.signal_all(sig);
+    }
+    if (phase_ == Phase::rendezvous) {
+      // The link is blocked in the rendezvous and no worker runs: leave now;
+      // the guardian cleans up after us.
+      log_->warn("received {} during the rendezvous; exiting", signal_name(sig));
+      spdlog::default_logger()->flush();
+      std::_Exit(exit_code::signalled(sig));
+    }
+    if (phase_ == Phase::stopping && cause_ == Cause::signal) {
+      log_->warn("received {} again; killing workers now", signal_name(sig));
+      return group_.escalate();
+    }
+    log_->warn("received {}; forwarding it to workers and shutting down", signal_name(sig));
+    agent_signal_ = sig;
+    if (phase_ == Phase::running || phase_ == Phase::stopping) return stop(Cause::signal, sig);
+    // No worker runs: the policy decides at once.
+    cause_ = Cause::signal;
+    act(decide(situation()));
+  }
+
+  GroupState group_state() const {
+    switch (phase_) {
+      case Phase::running: return GroupState::healthy;
+      case Phase::stopping:
+      case Phase::restarting:
+      case Phase::rendezvous:
+      case Phase::reporting: return GroupState::stopped;
+      case Phase::barrier: return GroupState::succeeded;
+      case Phase::done: return exit_code_ == 0 ? GroupState::succeeded : GroupState::failed;
+    }
+    return GroupState::unknown;
+  }
+
+  void finish(int code) {
+    log_->info("exiting with code {}", code);
+    reporter_.exiting(code);
+    exit_code_ = code;
+    phase_ = Phase::done;
+    boost::system::error_code ignored;
+    signals_.cancel(ignored);
+    keep_alive_timer_.cancel();
+    io_.stop();
+  }
+
+  Config c_;
+  int round_;
+  Guardian& guardian_;
+  Rendezvous& rdzv_;
+  asio::io_context io_;
+  asio::signal_set signals_;
+  asio::steady_timer keep_alive_timer_;
+  const std::string host_;
+  std::shared_ptr<spdlog::logger> log_;
+  WorkerGroup group_;
+  HangWatchdog watchdog_;
+  FaultInjector faults_;
+  Reporter reporter_;
+  std::unique_ptr<RendezvousLink> link_;
+
+  Phase phase_ = Phase::running;
+  Cause cause_ = Cause::success;
+  RoundEvent job_event_ = RoundEvent::none;
+  int attempt_ = 0;
+  int alive_nodes_ = 1;
+  int agent_signal_ = 0;
+  int exit_code_ = exit_code::internal_error;
+  int keep_alive_ticks_ = 0;
+  // A keep-alive or membership check is queued or running on the link.
+  bool link_busy_ = false;
+};
+
+}  // namespace
+
+void apply_assignment(Config& config, const rendezvous::Assignment& a) {
+  config.group_rank = a.group_rank;
+  config.group_world_size = a.group_world_size;
+  config.base_rank = a.base_rank;
+  config.world_size = a.world_size;
+  config.master_addr = a.master_addr;
+  config.master_port = a.master_port;
 }
 
-void Supervisor::finish(int code) {
-  log_->info("exiting with code {}", code);
-  EventDetails details;
-  if (code != 0) details.raw_error = "exit code " + std::to_string(code);
-  events_.agent_event(code == 0 ? AgentEvent::succeeded : AgentEvent::failed, details);
-  exit_code_ = code;
-  phase_ = Phase::done;
-  boost::system::error_code ignored;
-  signals_.cancel(ignored);
-  timer_.cancel();
-  keep_alive_timer_.cancel();
-  io_.stop();
-}
-
-int supervise(const Config& config, LogDir& logs, Guardian& guardian, Meeting& meeting, const std::string& job_token) {
-  Supervisor s(config, logs, guardian, meeting, job_token);
+int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, Rendezvous& rdzv,
+              const std::string& job_token) {
+  Supervisor s(config, round, logs, guardian, rdzv, job_token);
   return s.run();
 }
 

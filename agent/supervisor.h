@@ -1,21 +1,32 @@
-// The event loop that owns one node's worker group: child exits (SIGCHLD),
-// the agent's signals, output pipes and the shutdown grace timer are all
-// handlers on one Asio io_context; nothing polls.
+// The event loop that runs one node's part of a job: it wires the worker
+// group, the hang watchdog, the fault injector, the reporter and the
+// rendezvous link on one Asio io_context, and after each attempt asks the
+// restart policy what to do. Child exits (SIGCHLD), the agent's signals,
+// output pipes and timers are handlers on that loop; nothing polls and
+// nothing on it blocks on the network.
 #pragma once
 
 #include <string>
 
 #include "agent/config.h"
 
+namespace cxxrun::rendezvous {
+class Rendezvous;
+struct Assignment;
+}
+
 namespace cxxrun::agent {
 
 class Guardian;
 class LogDir;
-class Meeting;
 
 // Runs attempts until success, a final failure or a stop signal; returns the
-// exit code described in agent.h. `job_token` is unique to this agent run.
-// The loop also sends the meeting's keep-alives.
-int supervise(const Config& config, LogDir& logs, Guardian& guardian, Meeting& meeting, const std::string& job_token);
+// exit code (agent/restart_policy.h). `config` holds this node's place in
+// `round` after rdzv.join(); `job_token` is unique to this agent run.
+int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, rendezvous::Rendezvous& rdzv,
+              const std::string& job_token);
+
+// Copies this node's place in a round into `config`.
+void apply_assignment(Config& config, const rendezvous::Assignment& a);
 
 }  // namespace cxxrun::agent

@@ -112,7 +112,7 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   // itself unless TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: it outlives a worker
   // restart and no worker races another process for the port. The static
   // backend across nodes always shares node 0's store, as torch's does.
-  if (c.rdzv.backend != agent::Backend::static_tcp)
+  if (c.rdzv.backend != rendezvous::Backend::static_tcp)
     c.use_agent_store = env_value(env, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE").value_or("0") != "1";
   // --standalone with the agent serving that store: it binds port 0, so no
   // other process can take the port between choosing and binding it.

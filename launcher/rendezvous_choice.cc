@@ -16,7 +16,7 @@ namespace cxxrun::launcher {
 namespace {
 
 namespace rdzv = cxxrun::rendezvous;
-using agent::Backend;
+using rendezvous::Backend;
 
 constexpr int kC10dDefaultPort = 29400;
 constexpr const char* kLoopback = "127.0.0.1";
@@ -212,7 +212,7 @@ void check_rendezvous_supported(const RawOptions& raw) {
                                  raw.at("node_rank").shown(), nodes.max_nodes - 1, nnodes.shown()));
 }
 
-void apply_rdzv_conf_option(const RawValue& value, agent::RendezvousConfig& config) {
+void apply_rdzv_conf_option(const RawValue& value, rendezvous::RendezvousConfig& config) {
   std::map<std::string, std::string> conf = parse_rdzv_conf(value);
   std::string is_host;
   try {

@@ -26,7 +26,7 @@ void check_rendezvous_supported(const RawOptions& raw);
 
 // --rdzv-conf into rdzv.settings (timeouts) and rdzv.is_host. Every backend
 // validates it: unknown keys and bad values are UsageErrors.
-void apply_rdzv_conf_option(const RawValue& value, agent::RendezvousConfig& rdzv);
+void apply_rdzv_conf_option(const RawValue& value, rendezvous::RendezvousConfig& rdzv);
 
 // Fills config.rdzv (all but what apply_rdzv_conf_option set), run_id,
 // master_addr/master_port, group_rank/group_world_size and use_agent_store.

@@ -11,21 +11,25 @@ namespace cxxrun::rendezvous {
 
 std::string C10dRendezvous::event_key() const { return round_key(round_, "event"); }
 
-std::string C10dRendezvous::publish_event(const std::string& what) {
-  return store_.compare_set(event_key(), "", what);
+RoundEvent C10dRendezvous::publish_event(RoundEvent what) {
+  return parse_round_event(store_.compare_set(event_key(), "", std::string(to_string(what))));
+}
+
+RoundEvent C10dRendezvous::current_event() {
+  return store_.check({event_key()}) ? parse_round_event(store_.get(event_key())) : RoundEvent::none;
 }
 
 void C10dRendezvous::publish_failure(const std::string& record) {
   if (record.find('\n') != std::string::npos)
     throw std::invalid_argument("a failure record must be one line");
   store_.append(round_key(round_, "failures"), record + "\n");
-  publish_event("abort");
+  publish_event(RoundEvent::abort);
 }
 
-std::string C10dRendezvous::finish_round() {
+RoundEvent C10dRendezvous::finish_round() {
   const int64_t finished = store_.add(round_key(round_, "finished"), 1);
-  if (finished >= members_) return publish_event("done");
-  return store_.check({event_key()}) ? store_.get(event_key()) : "";
+  if (finished >= members_) return publish_event(RoundEvent::done);
+  return current_event();
 }
 
 void C10dRendezvous::wait_all_stopped(std::chrono::milliseconds timeout) {

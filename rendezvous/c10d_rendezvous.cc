@@ -118,7 +118,7 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
   const int members = wait_for_completion(round, deadline);
   if (slot >= members) {
     // Below max, the running members restart to take this node in.
-    if (members < s_.max_nodes) store_.compare_set(round_key(round, "event"), "", "join");
+    if (members < s_.max_nodes) store_.compare_set(round_key(round, "event"), "", std::string(to_string(RoundEvent::join)));
     wait_for_next_round(round, members >= s_.max_nodes);
     return false;
   }

@@ -43,63 +43,16 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/rendezvous.h"
 #include "rendezvous/store.h"
 
 namespace cxxrun::rendezvous {
-
-struct RendezvousError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-// The job finished while this node waited as a spare: not a failure.
-struct RendezvousClosed : RendezvousError {
-  using RendezvousError::RendezvousError;
-};
-
-struct RendezvousSettings {
-  std::string run_id = "none";
-  std::string endpoint;  // for messages: "host:port"
-  int min_nodes = 1;
-  int max_nodes = 1;
-  int local_world_size = 1;
-  // Joins only agents running the same program: a different entrypoint under
-  // the same id is an id clash, not a new member.
-  std::string entrypoint;
-  // The address other nodes reach this one by; empty = the address this
-  // node's store connection uses.
-  std::string local_addr;
-  std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};
-  std::chrono::milliseconds last_call_timeout{std::chrono::seconds(30)};
-  std::chrono::milliseconds close_timeout{std::chrono::seconds(30)};
-  std::chrono::milliseconds keep_alive_interval{std::chrono::seconds(1)};
-  int keep_alive_max_attempt = 3;
-  // Deadline of one store operation (--rdzv-conf read_timeout).
-  std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};
-  // The static backend's wait for every node (--rdzv-conf timeout).
-  std::chrono::milliseconds static_timeout{std::chrono::seconds(900)};
-  // How often a waiting node says what it waits for.
-  std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
-};
-
-// Parses --rdzv-conf keys of reference §1.4 that the c10d backend reads into
-// `settings`; unknown keys and bad values throw std::invalid_argument naming
-// them. Returns the is_host value when given ("" when inferred).
-std::string apply_rdzv_conf(const std::map<std::string, std::string>& conf, RendezvousSettings& settings);
 
 struct Member {
   std::string addr;
   std::string host;
   long pid = 0;
   int nproc = 1;
-};
-
-struct Assignment {
-  int round = 0;
-  int group_rank = 0;
-  int group_world_size = 1;
-  int base_rank = 0;  // RANK of this node's local rank 0
-  int world_size = 1;
-  std::string master_addr;
-  int master_port = 0;
 };
 
 class C10dRendezvous {
@@ -121,14 +74,17 @@ class C10dRendezvous {
   // Round events (c10d_events.cc). The store key that one event per round
   // is written to; agents WAIT on it with a connection of their own.
   std::string event_key() const;
+  int round() const { return round_; }
   // Ends the round for everyone; returns the event that won (maybe another).
-  std::string publish_event(const std::string& what);
+  RoundEvent publish_event(RoundEvent what);
+  // The event that ended the current round, none while it runs.
+  RoundEvent current_event();
   // Adds this node's failure record (one line) to the round's and ends the
   // round with "abort" (unless another event came first).
   void publish_failure(const std::string& record);
   // This node's workers all succeeded. The last member to get here ends the
-  // round with "done". Returns the event that now stands, or "" if none yet.
-  std::string finish_round();
+  // round with "done". Returns the event that now stands, none if none yet.
+  RoundEvent finish_round();
   // Every failure record of the round so far, in the order they arrived.
   std::vector<std::string> failure_records();
   // Counts this node's group as stopped after the round's failure and waits,

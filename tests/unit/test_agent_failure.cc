@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "agent/failure.h"
+#include "agent/restart_policy.h"
 
 using namespace cxxrun::agent;
 
@@ -100,9 +101,9 @@ TEST_CASE("failures are ordered by when their error files were written") {
 TEST_CASE("a failure the agent stopped gives no exit code of its own") {
   Failure stopped{1, 1, 101, 0, SIGTERM, {}, "", {}, "", "", true};
   Failure own{0, 0, 100, 3, 0, {}, "", {}, "", ""};
-  CHECK(job_exit_code({stopped, own}) == 3);
-  CHECK(job_exit_code({own, stopped}) == 3);
-  CHECK(job_exit_code({stopped}) == 1);
+  CHECK(failure_exit_code({stopped, own}) == 3);
+  CHECK(failure_exit_code({own, stopped}) == 3);
+  CHECK(failure_exit_code({stopped}) == 1);
   auto s = format_summary("train", "h", {stopped, own});
   CHECK(s.find("exitcode  : -15 (SIGTERM from cxxrun, after this failure) (pid: 101)") != std::string::npos);
   CHECK(describe(stopped).find("had failed (its error file is written) and was stopped with SIGTERM") !=

@@ -54,7 +54,7 @@ Config test_config() {
   c.nproc_per_node = 2;
   c.group_rank = 1;
   c.group_world_size = 3;
-  c.rdzv.backend = Backend::c10d;
+  c.rdzv.backend = cxxrun::rendezvous::Backend::c10d;
   return c;
 }
 

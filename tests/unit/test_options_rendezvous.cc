@@ -1,7 +1,7 @@
 // How the launcher fills agent::Config::rdzv for --standalone, static and c10d.
 #include "options_fixture.h"
 
-using cxxrun::agent::Backend;
+using cxxrun::rendezvous::Backend;
 using namespace std::chrono_literals;
 
 namespace {

@@ -1,10 +1,10 @@
-#include "agent/event_watcher.h"
+#include "rendezvous/round_watcher.h"
 
 #include <spdlog/spdlog.h>
 
 #include "rendezvous/store.h"
 
-namespace cxxrun::agent {
+namespace cxxrun::rendezvous {
 namespace {
 
 // Bounds how long stopping the watcher takes; a write to the key still wakes
@@ -13,10 +13,10 @@ constexpr std::chrono::milliseconds kWaitSlice{500};
 
 }  // namespace
 
-EventWatcher::EventWatcher(std::unique_ptr<rendezvous::StoreClient> client, Deliver deliver)
+RoundWatcher::RoundWatcher(std::unique_ptr<StoreClient> client, Rendezvous::OnEvent deliver)
     : client_(std::move(client)), deliver_(std::move(deliver)), thread_([this] { loop(); }) {}
 
-EventWatcher::~EventWatcher() {
+RoundWatcher::~RoundWatcher() {
   {
     std::lock_guard l(mu_);
     stop_ = true;
@@ -25,23 +25,26 @@ EventWatcher::~EventWatcher() {
   thread_.join();
 }
 
-void EventWatcher::watch(const std::string& key) {
+void RoundWatcher::watch(int round, const std::string& key) {
   {
     std::lock_guard l(mu_);
     key_ = key;
+    round_ = round;
   }
   cv_.notify_all();
 }
 
-void EventWatcher::loop() {
+void RoundWatcher::loop() {
   bool failing = false;
   for (;;) {
     std::string key;
+    int round;
     {
       std::unique_lock l(mu_);
       cv_.wait(l, [&] { return stop_ || !key_.empty(); });
       if (stop_) return;
       key = key_;
+      round = round_;
     }
     try {
       client_->wait({key}, kWaitSlice);
@@ -51,8 +54,8 @@ void EventWatcher::loop() {
         if (key_ == key) key_.clear();  // delivered; wait for the next round's key
       }
       failing = false;
-      deliver_(key, event);
-    } catch (const rendezvous::StoreTimeout&) {
+      deliver_(round, parse_round_event(event));
+    } catch (const StoreTimeout&) {
     } catch (const std::exception& e) {
       // The store may be restarting or gone; keep-alives report that. Back
       // off a slice so a dead store does not spin this thread.
@@ -64,4 +67,4 @@ void EventWatcher::loop() {
   }
 }
 
-}  // namespace cxxrun::agent
+}  // namespace cxxrun::rendezvous

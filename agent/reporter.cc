@@ -1,0 +1,92 @@
+#include "agent/reporter.h"
+
+#include <sys/wait.h>
+
+#include <spdlog/spdlog.h>
+
+#include "agent/hang_watchdog.h"
+#include "agent/health_server.h"
+#include "agent/worker_group.h"
+
+namespace cxxrun::agent {
+
+Reporter::Reporter(boost::asio::io_context& io, const Config& config, const WorkerGroup& group,
+                   const HangWatchdog& watchdog, std::function<GroupState()> state)
+    : c_(config), group_(group), watchdog_(watchdog), state_(std::move(state)), events_(config.event_log) {
+  if (c_.health_port < 0) return;
+  health_ = std::make_unique<HealthServer>(io, c_.health_host, c_.health_port, [this] { return snapshot(); });
+  spdlog::info("health endpoint on http://{}/healthz and /metrics", health_->address());
+}
+
+Reporter::~Reporter() = default;
+
+void Reporter::rendezvous_done(const Config& config, int attempt) {
+  c_ = config;
+  attempt_ = attempt;
+  events_.context() = event_context(c_, attempt_);
+  events_.agent_event(AgentEvent::rendezvous);
+}
+
+void Reporter::worker_started(const Worker& w) {
+  events_.worker_status(WorkerStatus::start, WorkerRef{w.local_rank, w.rank, w.pid});
+}
+
+void Reporter::worker_unhealthy(const Worker& w) {
+  events_.worker_status(WorkerStatus::unhealthy, WorkerRef{w.local_rank, w.rank, w.pid});
+}
+
+void Reporter::attempt_ended(bool succeeded) {
+  if (!events_.enabled()) return;
+  for (const auto& w : group_.workers()) {
+    const Failure* failed = nullptr;
+    for (const auto& f : group_.failures())
+      if (f.local_rank == w->local_rank) failed = &f;
+    if (failed)
+      events_.worker_failed(*failed);
+    else
+      events_.worker_status(succeeded ? WorkerStatus::succeeded : WorkerStatus::terminated,
+                            WorkerRef{w->local_rank, w->rank, w->pid});
+  }
+}
+
+void Reporter::restarting(int attempt, const std::string& why) {
+  attempt_ = attempt;
+  EventDetails details;
+  details.extra["reason"] = why;
+  events_.context().restart_count = attempt;
+  events_.agent_event(AgentEvent::restart, details);
+}
+
+void Reporter::exiting(int code) {
+  EventDetails details;
+  if (code != 0) details.raw_error = "exit code " + std::to_string(code);
+  events_.agent_event(code == 0 ? AgentEvent::succeeded : AgentEvent::failed, details);
+}
+
+HealthSnapshot Reporter::snapshot() const {
+  HealthSnapshot h;
+  h.state = state_();
+  h.run_id = c_.run_id;
+  h.role = c_.role;
+  h.group_rank = c_.group_rank;
+  h.group_world_size = c_.group_world_size;
+  h.restart_count = attempt_;
+  h.max_restarts = c_.max_restarts;
+  for (const auto& w : group_.workers()) {
+    WorkerHealth wh;
+    wh.local_rank = w->local_rank;
+    wh.rank = w->rank;
+    wh.pid = w->pid > 0 ? w->pid : 0;
+    if (w->running)
+      wh.state = WorkerRunState::running;
+    else if (w->pid > 0 && WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0)
+      wh.state = WorkerRunState::succeeded;
+    else
+      wh.state = h.state == GroupState::healthy || w->pid <= 0 ? WorkerRunState::failed : WorkerRunState::stopped;
+    wh.seconds_since_heartbeat = watchdog_.seconds_since_beat(w->local_rank);
+    h.workers.push_back(wh);
+  }
+  return h;
+}
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,56 @@
+// What the agent tells the outside world about its job: torchelastic's
+// events (--event-log, agent/event_log.h) and the health endpoint
+// (--health-port, agent/health_server.h). It reads the worker group and the
+// watchdog; nothing it does changes the job.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include "agent/config.h"
+#include "agent/event_log.h"
+#include "agent/failure.h"
+#include "agent/health_snapshot.h"
+
+namespace cxxrun::agent {
+
+class HangWatchdog;
+class HealthServer;
+class WorkerGroup;
+struct Worker;
+
+class Reporter {
+ public:
+  // `state` says what the group is doing, for /healthz.
+  Reporter(boost::asio::io_context& io, const Config& config, const WorkerGroup& group, const HangWatchdog& watchdog,
+           std::function<GroupState()> state);
+  ~Reporter();
+  Reporter(const Reporter&) = delete;
+  Reporter& operator=(const Reporter&) = delete;
+
+  // A new round or attempt: `config` has this node's place in it.
+  void rendezvous_done(const Config& config, int attempt);
+  void worker_started(const Worker& w);
+  void worker_unhealthy(const Worker& w);
+  // Per worker: FAILED (with its error) for this attempt's failures,
+  // SUCCEEDED when the group succeeded, TERMINATED for those stopped.
+  void attempt_ended(bool succeeded);
+  void restarting(int attempt, const std::string& why);
+  void exiting(int code);
+
+ private:
+  HealthSnapshot snapshot() const;
+
+  Config c_;
+  int attempt_ = 0;
+  const WorkerGroup& group_;
+  const HangWatchdog& watchdog_;
+  std::function<GroupState()> state_;
+  EventLog events_;
+  std::unique_ptr<HealthServer> health_;
+};
+
+}  // namespace cxxrun::agent

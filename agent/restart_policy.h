@@ -1,0 +1,83 @@
+// What the agent does when its worker group has stopped, or while it waits
+// for the rest of the job: exit with a code, restart here, re-form the job
+// through a new rendezvous round, or wait. A pure function, so that every
+// path is unit-tested (tests/unit/test_restart_policy.cc).
+//
+// This file is the one home of cxxrun's exit codes; the README's exit-code
+// table is its contract:
+//   every worker exited 0                            0
+//   a worker failed, no restarts left                 its own code, or 128 + signal
+//   a worker could not be executed                   127 (its failure's code)
+//   a worker hung, no restarts left                  137 (it was SIGKILLed)
+//   the agent got SIGINT/SIGTERM/SIGHUP/SIGQUIT      128 + that signal
+//   bad command line or environment                  2
+//   rendezvous failed / too few nodes / store lost   1
+//   a spare released because the job finished       0
+#pragma once
+
+#include <vector>
+
+#include "agent/failure.h"
+#include "rendezvous/rendezvous.h"
+
+namespace cxxrun::agent {
+
+namespace exit_code {
+constexpr int success = 0;
+constexpr int usage = 2;
+constexpr int rendezvous_failed = 1;
+constexpr int lost = 1;  // too few nodes left, or the rendezvous store lost
+constexpr int not_executable = 127;
+constexpr int spare_released = 0;
+constexpr int unknown_failure = 1;  // a failure whose own code is unknown
+constexpr int internal_error = 1;
+inline int signalled(int sig) { return 128 + sig; }
+}  // namespace exit_code
+
+// Why the group stopped (or, while waiting, what just happened).
+enum class Cause {
+  success,         // every local worker exited 0
+  failure,         // a local worker failed (exit, signal, hang, exec error)
+  remote_failure,  // a worker failed on another node (round event abort)
+  membership,      // a node joined, or a member died (join / dead)
+  lost,            // too few nodes are left, or the rendezvous store is gone
+  signal,          // the agent was told to stop (SIGINT, SIGTERM, ...)
+};
+
+struct Situation {
+  Cause cause = Cause::success;
+  // What the rest of the job did, as far as this node knows (elastic only).
+  rendezvous::RoundEvent job = rendezvous::RoundEvent::none;
+  // Whether every node restarts together through a new rendezvous round.
+  bool elastic = false;
+  int attempt = 0;  // restarts used so far (TORCHELASTIC_RESTART_COUNT)
+  int max_restarts = 0;
+  int signal = 0;  // Cause::signal
+  // Cause::membership: members alive afterwards, and --nnodes' minimum.
+  int alive_nodes = 1;
+  int min_nodes = 1;
+};
+
+enum class Action {
+  exit,     // exit with Decision::code
+  fail,     // print the failure summary, exit with failure_exit_code()
+  restart,  // start the group again here, in the same round
+  reform,   // re-form the job in a new rendezvous round, then start
+  wait,     // this node is done; wait for the rest of the job
+};
+
+struct Decision {
+  Action action = Action::exit;
+  int code = 0;              // Action::exit
+  bool uses_budget = false;  // restart / reform: counts against max_restarts
+};
+
+Decision decide(const Situation& s);
+
+// The exit code of a failed job whose failures are `ordered` root cause
+// first: the first failure's own code (128 + signal when killed); one the
+// agent stopped has no code of its own, so the next is used; 1 when every
+// listed failure was stopped, or none could be read.
+int failure_exit_code(const std::vector<Failure>& ordered);
+
+}  // namespace cxxrun::agent

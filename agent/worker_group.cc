@@ -1,0 +1,248 @@
+#include "agent/worker_group.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "agent/log_dir.h"
+#include "agent/process_tree.h"
+#include "agent/spawn.h"
+
+namespace cxxrun::agent {
+namespace {
+
+namespace asio = boost::asio;
+
+constexpr size_t kTailLines = 10;
+// After every worker is gone and strays are SIGKILLed, pipes close at once;
+// this only bounds a process that escaped the job token and holds one open.
+constexpr std::chrono::seconds kPipeDrainLimit{2};
+
+}  // namespace
+
+WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, Listener& listener)
+    : io_(io), logs_(logs), token_(job_token), listener_(listener), base_env_(current_environment()), timer_(io) {}
+
+WorkerGroup::~WorkerGroup() = default;
+
+std::string WorkerGroup::attempt_token() const {
+  return "CXXRUN_JOB_TOKEN=" + token_ + ":" + std::to_string(attempt_);
+}
+
+void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_hook) {
+  c_ = config;
+  attempt_ = attempt;
+  log_ = spdlog::default_logger()->clone("cxxrun node" + std::to_string(c_.group_rank));
+  failures_.clear();
+  hung_.clear();
+  stopping_ = failing_ = escalated_ = false;
+  workers_.clear();
+  logs_.prepare_attempt(attempt_, c_.nproc_per_node);
+  const int world = c_.world_size > 0 ? c_.world_size : c_.nproc_per_node * c_.group_world_size;
+  log_->info("starting {} workers for entrypoint {} (attempt {}, run id {}, ranks {}..{} of {})", c_.nproc_per_node,
+             c_.entrypoint_name, attempt_, c_.run_id, c_.base_rank, c_.base_rank + c_.nproc_per_node - 1, world);
+  for (int r = 0; r < c_.nproc_per_node; ++r) {
+    if (!start_worker(c_, r, env_hook)) {
+      // Reported from the loop, not inside this one: it may start the next
+      // attempt.
+      asio::post(io_, [this, f = failures_.back()] { listener_.on_worker_failed(f); });
+      break;
+    }
+  }
+}
+
+bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& env_hook) {
+  auto w = std::make_unique<Worker>();
+  w->local_rank = local_rank;
+  w->rank = c.base_rank + local_rank;
+  const int world = c.world_size > 0 ? c.world_size : c.nproc_per_node * c.group_world_size;
+  WorkerPlace place{local_rank, w->rank, world, attempt_, logs_.file(attempt_, local_rank, "error.json"),
+                    token_ + ":" + std::to_string(attempt_)};
+  EnvMap env = worker_environment(c, place, base_env_);
+  if (env_hook) env_hook(env, local_rank);
+  Spawned s;
+  try {
+    s = spawn_worker(substitute_local_rank(c.command, local_rank), to_envp(env));
+  } catch (const std::exception& e) {
+    log_->error("{}", e.what());
+    failures_.push_back(Failure{local_rank, w->rank, 0, 127, 0, std::chrono::system_clock::now(), "", {e.what()}, "", ""});
+    workers_.push_back(std::move(w));
+    return false;
+  }
+  w->pid = s.pid;
+  w->running = true;
+  Worker& ref = *w;
+  workers_.push_back(std::move(w));
+  open_pipe(ref, ref.out, s.stdout_fd, STDOUT_FILENO, Std::out, "stdout.log");
+  open_pipe(ref, ref.err, s.stderr_fd, STDERR_FILENO, Std::err, "stderr.log");
+  listener_.on_worker_started(ref);
+  return true;
+}
+
+void WorkerGroup::open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file) {
+  const bool redirected = has(c_.redirects.for_rank(w.local_rank), which);
+  const bool teed = has(c_.tee.for_rank(w.local_rank), which);
+  const bool filtered = !c_.local_ranks_filter.empty() && !c_.local_ranks_filter.count(w.local_rank);
+  const bool to_console = !filtered && (teed || !redirected);
+  const std::string path = (redirected || teed) ? logs_.file(attempt_, w.local_rank, file) : "";
+  p.sink = std::make_unique<StreamSink>(line_prefix(c_.log_line_prefix_template, c_.role, w.local_rank, w.rank),
+                                        to_console ? console : -1, path, which == Std::err ? kTailLines : 0);
+  p.fd = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+  ++open_pipes_;
+  read_pipe(p);
+}
+
+void WorkerGroup::read_pipe(Pipe& p) {
+  p.fd->async_read_some(asio::buffer(p.buf), [this, &p](const boost::system::error_code& ec, size_t n) {
+    if (n > 0) p.sink->write(std::string_view(p.buf.data(), n));
+    if (!ec) return read_pipe(p);
+    if (ec == asio::error::operation_aborted) return;
+    close_pipe(p);
+    if (stopping_) check_stopped();
+  });
+}
+
+// Reads what a worker that just exited left in its pipe, so a failure record
+// sent to other nodes right away carries its last stderr lines.
+void WorkerGroup::drain_now(Pipe& p) {
+  if (!p.fd || !p.fd->is_open()) return;
+  ssize_t n;
+  while ((n = ::read(p.fd->native_handle(), p.buf.data(), p.buf.size())) > 0)
+    p.sink->write(std::string_view(p.buf.data(), n));
+}
+
+void WorkerGroup::close_pipe(Pipe& p) {
+  if (!p.fd || !p.fd->is_open()) return;
+  boost::system::error_code ignored;
+  p.fd->close(ignored);
+  --open_pipes_;
+}
+
+void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    bool ours = false;
+    for (auto& w : workers_)
+      if (w->running && w->pid == pid) ours = true, on_exit(*w, status);
+    if (!ours) other(pid);
+  }
+  if (stopping_) check_stopped();
+}
+
+void WorkerGroup::on_exit(Worker& w, int status) {
+  w.running = false;
+  w.status = status;
+  listener_.on_worker_exited(w);
+  // Exits the agent caused while stopping for another reason are no news.
+  if (stopping_ && !failing_) return;
+  Failure f{w.local_rank, w.rank, w.pid, 0, 0, std::chrono::system_clock::now(),
+            logs_.file(attempt_, w.local_rank, "error.json"), {}, "", ""};
+  set_status(f, status);
+  if (auto hang = hung_.find(w.local_rank); hang != hung_.end()) f.message = hang->second;
+  if (shell_exit_code(f) == 0) {
+    if (!stopping_ && running() == 0) listener_.on_group_succeeded();
+    return;
+  }
+  if (stopping_ && (f.signal == SIGTERM || f.signal == SIGKILL)) {
+    // Our own stop signal, unless the worker had reported an error before
+    // we sent it: then it failed on its own (say, while tearing down after
+    // its error, and a peer's failure was seen first) and must be listed.
+    if (failure_time(f) >= stop_started_) return;  // no error file: the time we saw it
+    f.stopped = true;
+  }
+  drain_now(w.err);
+  f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
+  log_->error("{}", describe(f));
+  failures_.push_back(f);
+  if (!stopping_) return listener_.on_worker_failed(f);
+  // It may have failed before the failure that stopped the job: the other
+  // nodes need it to name the root cause.
+  if (f.stopped) listener_.on_earlier_failure(f);
+}
+
+int WorkerGroup::running() const {
+  int n = 0;
+  for (const auto& w : workers_) n += w->running;
+  return n;
+}
+
+void WorkerGroup::signal_all(int sig) {
+  for (auto& w : workers_)
+    if (w->running) killpg(w->pid, sig);
+}
+
+bool WorkerGroup::signal_rank(int rank, int sig) {
+  for (const auto& w : workers_)
+    if (w->rank == rank && w->running) {
+      log_->warn("fault injection: sending {} to rank {} (pid {})", signal_name(sig), w->rank, w->pid);
+      kill(w->pid, sig);
+      return true;
+    }
+  return false;
+}
+
+void WorkerGroup::stop(int sig, bool failing) {
+  const bool first = !stopping_;
+  if (first) stop_started_ = std::chrono::system_clock::now();
+  stopping_ = true;
+  failing_ = failing;
+  if (int n = running(); n > 0)
+    log_->info("stopping {} workers with {} (grace {} ms)", n, signal_name(sig), c_.shutdown_timeout.count());
+  signal_all(sig);
+  signal_processes_with_env(attempt_token(), sig);
+  if (first) {
+    timer_.expires_after(c_.shutdown_timeout);
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      log_->warn("workers did not stop within {} ms; sending SIGKILL", c_.shutdown_timeout.count());
+      escalate();
+    });
+  }
+  check_stopped();
+}
+
+void WorkerGroup::escalate() {
+  escalated_ = true;
+  signal_all(SIGKILL);
+  signal_processes_with_env(attempt_token(), SIGKILL);
+  arm_drain_limit();
+}
+
+void WorkerGroup::arm_drain_limit() {
+  timer_.expires_after(kPipeDrainLimit);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    log_->warn("output pipes still open {} s after the workers were killed; closing them", kPipeDrainLimit.count());
+    for (auto& w : workers_) close_pipe(w->out), close_pipe(w->err);
+    check_stopped();
+  });
+}
+
+// The group is stopped when every worker is reaped, nothing else carrying
+// this attempt's token is alive, and the pipes are drained.
+void WorkerGroup::check_stopped() {
+  if (!stopping_ || running() > 0) return;
+  if (!strays_killed_) {
+    strays_killed_ = true;
+    if (int n = signal_processes_with_env(attempt_token(), SIGKILL))
+      log_->warn("killed {} leftover processes of the worker group", n);
+    if (!escalated_) arm_drain_limit();
+  }
+  if (open_pipes_ > 0) return;
+  timer_.cancel();
+  strays_killed_ = false;
+  stopping_ = false;
+  for (auto& w : workers_) {
+    if (!w->out.sink) continue;  // its exec failed
+    w->out.sink->finish();
+    w->err.sink->finish();
+  }
+  order_by_time(failures_);
+  listener_.on_group_stopped();
+}
+
+}  // namespace cxxrun::agent

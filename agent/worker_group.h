@@ -1,0 +1,134 @@
+// One node's worker group for one attempt at a time: spawns the workers with
+// the torchrun environment, reads their output pipes, reaps them, and stops
+// the whole group (SIGTERM, SIGKILL after the grace, then every stray process
+// that carries the attempt's token). A passive object: the supervisor's
+// event loop drives it and it reports through Listener, on that loop.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/logger.h>
+
+#include "agent/config.h"
+#include "agent/failure.h"
+#include "agent/output.h"
+#include "agent/worker_env.h"
+
+namespace cxxrun::agent {
+
+class LogDir;
+
+struct Pipe {
+  std::unique_ptr<boost::asio::posix::stream_descriptor> fd;
+  std::unique_ptr<StreamSink> sink;
+  std::array<char, 16384> buf;
+};
+
+struct Worker {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = -1;  // -1: it could not be started
+  bool running = false;
+  int status = 0;  // waitpid status once it exited
+  Pipe out, err;
+};
+
+class WorkerGroup {
+ public:
+  class Listener {
+   public:
+    virtual void on_worker_started(const Worker& w) = 0;
+    virtual void on_worker_exited(const Worker& w) = 0;
+    // A worker failed on its own while the group ran.
+    virtual void on_worker_failed(const Failure& f) = 0;
+    // While stopping after a failure: a worker that had failed before the
+    // stop began (its error file is older), so it counts too.
+    virtual void on_earlier_failure(const Failure& f) = 0;
+    // Every worker exited 0.
+    virtual void on_group_succeeded() = 0;
+    // stop() is complete: every worker reaped, strays killed, pipes drained.
+    virtual void on_group_stopped() = 0;
+
+   protected:
+    ~Listener() = default;
+  };
+  // Adds per-worker variables (hang detection's) to a worker's environment.
+  using EnvHook = std::function<void(EnvMap& env, int local_rank)>;
+
+  WorkerGroup(boost::asio::io_context& io, LogDir& logs, const std::string& job_token, Listener& listener);
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Starts config.nproc_per_node workers for `attempt`. A worker that cannot
+  // be executed is a failure (exit code 127), reported from the loop.
+  void start(const Config& config, int attempt, const EnvHook& env_hook);
+  // Reaps every exited child; `other` gets children that are not workers.
+  void reap(const std::function<void(pid_t pid)>& other);
+  // Signals every worker's process group and everything carrying this
+  // attempt's token; SIGKILL after the grace. `failing`: exits during the
+  // stop are still failures (a crash's victims may be reaped before it).
+  void stop(int sig, bool failing);
+  // SIGKILL now (a second SIGINT, or the grace ran out).
+  void escalate();
+  // Forwards `sig` to every running worker's process group.
+  void signal_all(int sig);
+  // Sends `sig` to the worker with global rank `rank`; false if none runs.
+  bool signal_rank(int rank, int sig);
+  // The next exit of local rank `local_rank` is reported with `why` as its
+  // message (a hang the watchdog saw).
+  void note_hang(int local_rank, const std::string& why) { hung_[local_rank] = why; }
+  bool hung(int local_rank) const { return hung_.count(local_rank) > 0; }
+
+  int running() const;
+  bool stopping() const { return stopping_; }
+  const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
+  // This attempt's failures; ordered root cause first once it stopped.
+  const std::vector<Failure>& failures() const { return failures_; }
+  // "CXXRUN_JOB_TOKEN=<job>:<attempt>": in every process of this attempt.
+  std::string attempt_token() const;
+
+ private:
+  bool start_worker(const Config& c, int local_rank, const EnvHook& env_hook);
+  void open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file);
+  void read_pipe(Pipe& p);
+  void drain_now(Pipe& p);
+  void close_pipe(Pipe& p);
+  void on_exit(Worker& w, int status);
+  void arm_drain_limit();
+  void check_stopped();
+
+  boost::asio::io_context& io_;
+  LogDir& logs_;
+  const std::string token_;
+  Listener& listener_;
+  const EnvMap base_env_;
+  boost::asio::steady_timer timer_;
+  std::shared_ptr<spdlog::logger> log_;
+  Config c_;
+  int attempt_ = 0;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<Failure> failures_;
+  std::map<int, std::string> hung_;
+  int open_pipes_ = 0;
+  bool stopping_ = false;
+  bool failing_ = false;
+  bool escalated_ = false;
+  bool strays_killed_ = false;
+  // When this attempt's stop began: error files written before it belong to
+  // failures, not to workers reacting to our signal.
+  std::chrono::system_clock::time_point stop_started_;
+};
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,147 @@
+#include "rendezvous/c10d_backend.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "rendezvous/endpoint.h"
+
+namespace cxxrun::rendezvous {
+
+C10dBackend::C10dBackend(const RendezvousConfig& config, const WorkerStorePlan& workers)
+    : config_(config), plan_(workers) {}
+
+C10dBackend::~C10dBackend() = default;
+
+Assignment C10dBackend::join() {
+  const RendezvousSettings& s = config_.settings;
+  store_ = std::make_unique<JobStore>(config_);
+  const std::string local = s.local_addr.empty() ? store_->client().local_address() : s.local_addr;
+  // Asked only when this node becomes group rank 0: where its workers'
+  // store will be (the MASTER_PORT rule, worker_store.h).
+  auto pick = [this, local] { return workers_.settle(plan_.agent_serves, "", local, 0); };
+  rdzv_ = std::make_unique<C10dRendezvous>(store_->client(), s, pick,
+                                           [](const std::string& line) { spdlog::info("{}", line); });
+  beats_ = store_->connect_another(std::max(std::chrono::milliseconds(500), s.keep_alive_interval));
+  rdzv_->use_for_keep_alives(*beats_);
+  return joined(rdzv_->next_rendezvous());
+}
+
+Assignment C10dBackend::rejoin() {
+  int expected = std::max(1, rdzv_->members());
+  try {
+    const int dead = rdzv_->current_event() == RoundEvent::dead ? std::max(1, dead_seen_) : 0;
+    expected = std::max(1, rdzv_->members() - dead + rdzv_->num_nodes_waiting());
+  } catch (const StoreError&) {
+    // The next round's join reports a store that is really gone.
+  }
+  spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", expected);
+  rdzv_->start_next_round();
+  return joined(rdzv_->next_rendezvous(expected));
+}
+
+Assignment C10dBackend::joined(const Assignment& a) {
+  dead_seen_ = 0;
+  if (watcher_) watcher_->watch(a.round, rdzv_->event_key());
+  return a;
+}
+
+void C10dBackend::watch(OnEvent on_event) {
+  watcher_.reset();
+  if (!on_event) return;
+  watcher_ = std::make_unique<RoundWatcher>(store_->connect_another(config_.settings.read_timeout),
+                                            std::move(on_event));
+  watcher_->watch(rdzv_->round(), rdzv_->event_key());
+}
+
+Rendezvous::Beat C10dBackend::keep_alive() {
+  const auto& s = config_.settings;
+  try {
+    if (fault_.delay.count() > 0) std::this_thread::sleep_for(fault_.delay);
+    if (fault_.drop) throw StoreError("connection dropped by fault injection");
+    rdzv_->keep_alive();
+    if (beat_failures_ > 0) spdlog::info("keep-alives reach the rendezvous store again");
+    beat_failures_ = 0;
+    return Beat::ok;
+  } catch (const std::exception& e) {
+    if (beat_failures_++ == 0) spdlog::warn("keep-alive to the rendezvous store failed: {}", e.what());
+  }
+  if (!store_lost()) return Beat::failing;
+  spdlog::error("lost the rendezvous store of job={} at {}: no keep-alive got through for {} ms", s.run_id,
+                format_endpoint({config_.host, config_.port}), (s.keep_alive_interval * s.keep_alive_max_attempt).count());
+  return Beat::lost;
+}
+
+Rendezvous::Liveness C10dBackend::check_members() {
+  Liveness out{{}, rdzv_->members()};
+  // While beats fail, keep_alive() speaks for the store.
+  if (beat_failures_ > 0) return out;
+  try {
+    out.dead = rdzv_->dead_members();
+  } catch (const std::exception&) {
+    return out;
+  }
+  if (out.dead.empty()) return out;
+  out.alive -= static_cast<int>(out.dead.size());
+  const auto& s = config_.settings;
+  std::string ranks;
+  for (int r : out.dead) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  spdlog::warn("node rank {} sent no keep-alive for {} ms", ranks,
+               (s.keep_alive_interval * s.keep_alive_max_attempt).count());
+  dead_seen_ = static_cast<int>(out.dead.size());
+  try {
+    rdzv_->publish_event(RoundEvent::dead);
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot tell the other nodes: {}", e.what());
+  }
+  return out;
+}
+
+void C10dBackend::publish_failure(const std::string& record) {
+  try {
+    rdzv_->publish_failure(record);
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot tell the other nodes about the failure: {}", e.what());
+  }
+}
+
+RoundEvent C10dBackend::finish_round() {
+  try {
+    return rdzv_->finish_round();
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot report success to the rendezvous store: {}", e.what());
+    return RoundEvent::none;
+  }
+}
+
+std::vector<std::string> C10dBackend::failure_records(std::chrono::milliseconds limit) {
+  try {
+    rdzv_->wait_all_stopped(limit);
+    return rdzv_->failure_records();
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot read the job's failures from the rendezvous store: {}", e.what());
+    return {};
+  }
+}
+
+void C10dBackend::leave(bool succeeded) {
+  // A lost store cannot be told anything; every call would wait out its
+  // deadline.
+  if (!store_ || store_lost()) return;
+  store_->leave(succeeded, rdzv_ ? rdzv_->members() : 1, [this] {
+    if (rdzv_) rdzv_->close();
+  });
+}
+
+void C10dBackend::inject(const StoreFault& fault) {
+  if (fault.drop) {
+    spdlog::warn("fault injection: dropping this node's store connection");
+    // The watcher is this node's ear on the store: it goes deaf too.
+    watcher_.reset();
+  }
+  fault_.drop = fault_.drop || fault.drop;
+  if (fault.delay.count() > 0) fault_.delay = fault.delay;
+}
+
+}  // namespace cxxrun::rendezvous

@@ -1,0 +1,56 @@
+// The c10d backend: the rendezvous algorithm of c10d_rendezvous.h over the
+// job's store (job_store.h), with everything elastic around it: a watcher
+// woken by the store when the round ends, keep-alives on a connection of
+// their own with a short deadline (so a lost store shows within
+// keep_alive_max_attempt beats), and the workers' store served by group
+// rank 0's agent.
+#pragma once
+
+#include <memory>
+
+#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/job_store.h"
+#include "rendezvous/rendezvous.h"
+#include "rendezvous/round_watcher.h"
+#include "rendezvous/worker_store.h"
+
+namespace cxxrun::rendezvous {
+
+class C10dBackend : public Rendezvous {
+ public:
+  C10dBackend(const RendezvousConfig& config, const WorkerStorePlan& workers);
+  ~C10dBackend() override;
+
+  Assignment join() override;
+  Assignment rejoin() override;
+  void renew_worker_store() override { workers_.renew(); }
+  bool elastic() const override { return true; }
+  std::chrono::milliseconds keep_alive_interval() const override { return config_.settings.keep_alive_interval; }
+  Beat keep_alive() override;
+  Liveness check_members() override;
+  void watch(OnEvent on_event) override;
+  void publish_failure(const std::string& record) override;
+  RoundEvent finish_round() override;
+  std::vector<std::string> failure_records(std::chrono::milliseconds limit) override;
+  void leave(bool succeeded) override;
+  void inject(const StoreFault& fault) override;
+
+ private:
+  Assignment joined(const Assignment& a);
+  bool store_lost() const { return beat_failures_ >= config_.settings.keep_alive_max_attempt; }
+
+  const RendezvousConfig config_;
+  const WorkerStorePlan plan_;
+  WorkerStore workers_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<StoreClient> beats_;
+  std::unique_ptr<C10dRendezvous> rdzv_;
+  int beat_failures_ = 0;
+  // Members found dead in this round: the next round expects them gone.
+  int dead_seen_ = 0;
+  StoreFault fault_;
+  // Last: destroyed first, so it never delivers from a half-destroyed object.
+  std::unique_ptr<RoundWatcher> watcher_;
+};
+
+}  // namespace cxxrun::rendezvous

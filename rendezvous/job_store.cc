@@ -1,0 +1,121 @@
+#include "rendezvous/job_store.h"
+
+#include <spdlog/spdlog.h>
+
+#include "rendezvous/endpoint.h"
+#include "rendezvous/store_server.h"
+
+namespace cxxrun::rendezvous {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+// The deadline of a non-host node's calls while it leaves.
+constexpr milliseconds kLeaveCallTimeout{5000};
+
+milliseconds remaining(Clock::time_point deadline) {
+  return std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
+}
+
+std::string where(const RendezvousConfig& r) { return format_endpoint({r.host, r.port}); }
+
+}  // namespace
+
+JobStore::JobStore(const RendezvousConfig& config) : config_(config) {
+  host_if_needed();
+  connect();
+}
+
+JobStore::~JobStore() = default;
+
+// A second agent on the host finds the port taken and joins as a client, as
+// torchrun does, unless is_host was given explicitly.
+void JobStore::host_if_needed() {
+  const RendezvousConfig& r = config_;
+  const bool host =
+      r.backend == Backend::static_tcp ? r.node_rank == 0 : r.is_host.value_or(is_local_host(r.host));
+  if (!host) return;
+  try {
+    server_ = std::make_unique<BackgroundStoreServer>(StoreServerOptions{"", r.port});
+    spdlog::info("hosting the rendezvous store on port {}", server_->port());
+  } catch (const std::exception& e) {
+    if (r.backend == Backend::c10d && !r.is_host)
+      spdlog::info("port {} is taken on this host ({}); joining its store as a client", r.port, e.what());
+    else
+      throw RendezvousError("cannot host the rendezvous store on port " + std::to_string(r.port) + ": " + e.what());
+  }
+}
+
+// Retries until the backend's deadline, saying every few seconds what it
+// waits for: the server may simply not be up yet.
+void JobStore::connect() {
+  const RendezvousConfig& r = config_;
+  const auto& s = r.settings;
+  const milliseconds limit = r.backend == Backend::static_tcp ? s.static_timeout : s.join_timeout;
+  const auto deadline = Clock::now() + limit;
+  StoreClient::Options o = options();
+  for (;;) {
+    o.timeout = std::min(remaining(deadline), s.progress_interval);
+    try {
+      client_ = StoreClient::connect(o);
+      break;
+    } catch (const StoreError& e) {
+      if (Clock::now() >= deadline)
+        throw RendezvousError("cannot reach the rendezvous store of job=" + s.run_id + " at " + where(r) +
+                              " after " + std::to_string(limit.count() / 1000) + " s: " + e.what());
+      spdlog::info("waiting for rendezvous job={} at {}: store not reachable yet", s.run_id, where(r));
+    }
+  }
+  // Later calls get the per-operation deadline.
+  client_->set_timeout(s.read_timeout);
+}
+
+StoreClient::Options JobStore::options() const {
+  StoreClient::Options o;
+  o.host = config_.host;
+  o.port = config_.port;
+  o.timeout = config_.settings.read_timeout;
+  return o;
+}
+
+std::unique_ptr<StoreClient> JobStore::connect_another(milliseconds timeout) const {
+  StoreClient::Options o = options();
+  o.timeout = timeout;
+  return StoreClient::connect(o);
+}
+
+void JobStore::leave(bool succeeded, int members, const std::function<void()>& first) {
+  const auto& s = config_.settings;
+  const std::string done = "cxxrun/exit/" + s.run_id;
+  // A node that is not the host may find the store gone (the host stops
+  // waiting after close_timeout); that must not hold it for a read_timeout.
+  if (!server_) client_->set_timeout(std::min(s.read_timeout, kLeaveCallTimeout));
+  try {
+    if (first) first();
+    // One atomic ADD per node, and a key only from the last one: the host
+    // may close the store the moment the count is full, so no node may have
+    // a request left to send after its ADD, except the one the host waits for.
+    int64_t finished = client_->add(done, 1);
+    if (finished == members) client_->set(done + "/all", "1");
+    if (!server_ || finished >= members) return;
+    const milliseconds limit = succeeded ? s.close_timeout : std::min(s.close_timeout, milliseconds(5000));
+    spdlog::info("waiting up to {} ms for the other {} nodes to finish before closing the store", limit.count(),
+                 members - finished);
+    const auto deadline = Clock::now() + limit;
+    while (finished < members && Clock::now() < deadline) {
+      // The counter key exists already, so wait on the key the last node
+      // creates instead of polling the count.
+      try {
+        client_->wait({done + "/all"}, std::min(remaining(deadline), s.progress_interval));
+      } catch (const StoreTimeout&) {
+      }
+      finished = client_->add(done, 0);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("could not close rendezvous '{}': {}", s.run_id, e.what());
+  }
+}
+
+}  // namespace cxxrun::rendezvous

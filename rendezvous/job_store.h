@@ -1,0 +1,49 @@
+// This node's connection to a job's rendezvous store, shared by the static
+// and c10d backends: it hosts the store when this node is the host, connects
+// with retries until the backend's deadline, and runs the leaving handshake
+// that keeps a hosted store up until every node is done with it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include "rendezvous/rendezvous.h"
+#include "rendezvous/store.h"
+
+namespace cxxrun::rendezvous {
+
+class BackgroundStoreServer;
+
+class JobStore {
+ public:
+  // Hosts the store if this node is the host (c10d: the endpoint is this
+  // machine, or --rdzv-conf is_host; static: node 0), then connects. Blocks
+  // up to join_timeout (static: its timeout). Throws RendezvousError.
+  explicit JobStore(const RendezvousConfig& config);
+  ~JobStore();
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  StoreClient& client() { return *client_; }
+  // A connection of its own (keep-alives, the event watcher), with
+  // `timeout` as its calls' deadline.
+  std::unique_ptr<StoreClient> connect_another(std::chrono::milliseconds timeout) const;
+
+  // Says this node is done. The host then waits until all `members` have
+  // said so: up to close_timeout after a success, at most 5 s after a
+  // failure (the others only read the failure records then). `first` runs
+  // before that, under the same short deadline. Logs, never throws.
+  void leave(bool succeeded, int members, const std::function<void()>& first = {});
+
+ private:
+  void host_if_needed();
+  void connect();
+  StoreClient::Options options() const;
+
+  const RendezvousConfig config_;
+  std::unique_ptr<BackgroundStoreServer> server_;
+  std::unique_ptr<StoreClient> client_;
+};
+
+}  // namespace cxxrun::rendezvous

@@ -1,0 +1,186 @@
+// The rendezvous seam: everything the agent needs from whatever the nodes of
+// a job meet through. The agent joins, sends keep-alives, learns of round
+// events, publishes failures and leaves only through Rendezvous; backends
+// (local, static, c10d; etcd later) implement it. docs/architecture.md shows
+// where it sits.
+//
+// Thread rule: every call but watch()'s callback blocks, each with a
+// deadline, and calls come from one thread at a time. The agent makes them on
+// a thread of their own (agent/rendezvous_link.h), never on its event loop.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cxxrun::rendezvous {
+
+struct RendezvousError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// The job finished while this node waited as a spare: not a failure.
+struct RendezvousClosed : RendezvousError {
+  using RendezvousError::RendezvousError;
+};
+
+// What ended a round for every node; the first one written wins.
+enum class RoundEvent {
+  none,   // nothing yet
+  abort,  // a worker failed somewhere: every node stops and restarts (budget)
+  join,   // a node waits to join below MAX: re-form (no budget)
+  dead,   // a member stopped its keep-alives: re-form without it (no budget)
+  done,   // every member's workers succeeded
+};
+std::string_view to_string(RoundEvent e);
+// "" and unknown words are RoundEvent::none.
+RoundEvent parse_round_event(std::string_view text);
+
+// How this node meets the others.
+enum class Backend {
+  // One node, no rendezvous store: --standalone, or static with --nnodes=1.
+  local,
+  // torchrun's static backend across nodes: --node-rank, --master-addr/port.
+  // Node 0's agent hosts the store on master_port; workers use it too.
+  static_tcp,
+  // c10d-style rendezvous through the store at --rdzv-endpoint.
+  c10d,
+};
+
+struct RendezvousSettings {
+  std::string run_id = "none";
+  std::string endpoint;  // for messages: "host:port"
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int local_world_size = 1;
+  // Joins only agents running the same program: a different entrypoint under
+  // the same id is an id clash, not a new member.
+  std::string entrypoint;
+  // The address other nodes reach this one by; empty = the address this
+  // node's store connection uses.
+  std::string local_addr;
+  std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};
+  std::chrono::milliseconds last_call_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds close_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds keep_alive_interval{std::chrono::seconds(1)};
+  int keep_alive_max_attempt = 3;
+  // Deadline of one store operation (--rdzv-conf read_timeout).
+  std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};
+  // The static backend's wait for every node (--rdzv-conf timeout).
+  std::chrono::milliseconds static_timeout{std::chrono::seconds(900)};
+  // How often a waiting node says what it waits for.
+  std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
+};
+
+// Parses the --rdzv-conf keys (docs/torchrun-compat.md, "--rdzv-conf") into
+// `settings`; unknown keys and bad values throw std::invalid_argument naming
+// them. Returns the is_host value when given ("" when inferred).
+std::string apply_rdzv_conf(const std::map<std::string, std::string>& conf, RendezvousSettings& settings);
+
+struct RendezvousConfig {
+  Backend backend = Backend::local;
+  // The backend as torch names it in events, when it differs from what
+  // `backend` implies: --standalone runs as Backend::local, torch says c10d.
+  std::string name;
+  std::string host;  // c10d: endpoint host; static_tcp: master address
+  int port = 0;      // c10d: endpoint port (29400 by default); static_tcp: master port
+  // c10d: --rdzv-conf is_host; unset = this agent hosts the store when host
+  // is this machine (and falls back to being a client if the port is taken).
+  std::optional<bool> is_host;
+  int node_rank = 0;  // static_tcp
+  int nnodes = 1;     // static_tcp
+  RendezvousSettings settings;
+};
+
+// Where the workers' store is to be (MASTER_ADDR/MASTER_PORT) as the
+// launcher asked; rendezvous/worker_store.h holds the rule that settles it.
+struct WorkerStorePlan {
+  // The agent serves it (TORCHELASTIC_USE_AGENT_STORE=True); else worker
+  // rank 0 hosts its own.
+  bool agent_serves = false;
+  std::string addr = "127.0.0.1";  // local and static; c10d: rank 0's node
+  int port = 0;                    // 0: a free port, chosen by the rule
+  int nproc_per_node = 1;
+};
+
+// This node's place in the job for one round.
+struct Assignment {
+  int round = 0;
+  int group_rank = 0;
+  int group_world_size = 1;
+  int base_rank = 0;  // RANK of this node's local rank 0
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+};
+
+// Faults that tests inject into this node's view of the store.
+struct StoreFault {
+  bool drop = false;                  // from now on, unreachable
+  std::chrono::milliseconds delay{0};  // each keep-alive waits this first
+};
+
+class Rendezvous {
+ public:
+  virtual ~Rendezvous() = default;
+
+  // Blocks until this node has its place in the first round. Throws
+  // RendezvousError (RendezvousClosed for a released spare), one line.
+  virtual Assignment join() = 0;
+  // After a restart or a membership change, with elastic(): opens the next
+  // round for everyone and joins it, completing as soon as the nodes
+  // expected are in (those of the last round, less the dead, plus the
+  // waiting). Throws like join().
+  virtual Assignment rejoin() = 0;
+  // Before a restart in the same round (not elastic()): the next attempt's
+  // workers get an empty store on the same MASTER_PORT.
+  virtual void renew_worker_store() = 0;
+
+  // Whether a failure on one node restarts every node through a new round,
+  // with round events, keep-alives and failure records.
+  virtual bool elastic() const = 0;
+  // The period of keep_alive(); zero when the backend has none.
+  virtual std::chrono::milliseconds keep_alive_interval() const = 0;
+  // One beat. A store hiccup is logged, not thrown. lost: the store has
+  // been unreachable for keep_alive_interval * keep_alive_max_attempt.
+  enum class Beat { ok, failing, lost };
+  virtual Beat keep_alive() = 0;
+  // Members whose keep-alives stopped (by group rank); when there are any,
+  // the round's event becomes `dead`. `alive` counts the members left.
+  struct Liveness {
+    std::vector<int> dead;
+    int alive = 0;
+  };
+  virtual Liveness check_members() = 0;
+
+  // Delivers each round's event once, from a thread of the backend's own,
+  // with the round it belongs to; the callee must only hand it to its loop.
+  // An empty `on_event` stops watching: no call comes after it returns.
+  using OnEvent = std::function<void(int round, RoundEvent event)>;
+  virtual void watch(OnEvent on_event) = 0;
+  // Adds this node's failure record (one line of JSON) to the round's and
+  // ends the round with `abort` unless another event came first.
+  virtual void publish_failure(const std::string& record) = 0;
+  // This node's workers all succeeded; the last member ends the round with
+  // `done`. Returns the event that now stands (none if none yet).
+  virtual RoundEvent finish_round() = 0;
+  // After a failure: waits, at most `limit`, for every member's workers to
+  // stop, then returns every failure record of the round in arrival order.
+  virtual std::vector<std::string> failure_records(std::chrono::milliseconds limit) = 0;
+
+  // The job is over on this node. A node hosting the store keeps it up until
+  // every member has left (bounded by close_timeout).
+  virtual void leave(bool succeeded) = 0;
+
+  virtual void inject(const StoreFault& fault) = 0;
+};
+
+// The backend `config.backend` names.
+std::unique_ptr<Rendezvous> make_rendezvous(const RendezvousConfig& config, const WorkerStorePlan& workers);
+
+}  // namespace cxxrun::rendezvous

@@ -1,0 +1,56 @@
+#include "rendezvous/worker_store.h"
+
+#include <spdlog/spdlog.h>
+
+#include "rendezvous/endpoint.h"
+#include "rendezvous/rendezvous.h"
+#include "rendezvous/store_server.h"
+
+namespace cxxrun::rendezvous {
+
+WorkerStore::WorkerStore() = default;
+WorkerStore::~WorkerStore() = default;
+
+std::string bind_host_for(const std::string& addr) {
+  const bool loopback = addr.rfind("127.", 0) == 0 || addr == "::1" || addr == "localhost";
+  return loopback ? addr : "";
+}
+
+int WorkerStore::settle(bool agent_serves, const std::string& bind_host, const std::string& addr, int port) {
+  if (!agent_serves) {
+    drop();
+    if (port != 0) return port;
+    try {
+      return pick_free_port(addr);
+    } catch (const std::exception& e) {
+      throw RendezvousError("cannot find a free port for worker rank 0's store on " + addr + ": " + e.what());
+    }
+  }
+  try {
+    serve(bind_host, port);
+  } catch (const std::exception& e) {
+    throw RendezvousError(std::string("cannot serve the workers' store: ") + e.what());
+  }
+  return server_->port();
+}
+
+void WorkerStore::serve(const std::string& host, int port) {
+  // The old server closes first, so the same port can be bound again.
+  server_.reset();
+  server_ = std::make_unique<BackgroundStoreServer>(StoreServerOptions{host, port});
+  host_ = host;
+  spdlog::info("serving the workers' store on {}", server_->address());
+}
+
+void WorkerStore::renew() {
+  if (!server_) return;
+  try {
+    serve(host_, server_->port());
+  } catch (const std::exception& e) {
+    throw RendezvousError(std::string("cannot serve the workers' store again: ") + e.what());
+  }
+}
+
+void WorkerStore::drop() { server_.reset(); }
+
+}  // namespace cxxrun::rendezvous

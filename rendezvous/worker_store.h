@@ -1,0 +1,53 @@
+// The workers' store: the TCPStore that worker processes reach at
+// MASTER_ADDR:MASTER_PORT. This file is the one home of the MASTER_PORT rule
+// (docs/architecture.md, "Where each decision lives"):
+//  - the agent serves it (WorkerStorePlan::agent_serves, torch's
+//    TORCHELASTIC_USE_AGENT_STORE=True): MASTER_PORT is the port its server
+//    bound: the planned port, or one the OS picks when the plan says 0
+//    (--standalone, c10d's group rank 0), so two jobs on a host never race
+//    for a port;
+//  - worker rank 0 serves it (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, or
+//    static --nnodes=1): the planned port, or a port free now when the plan
+//    says 0;
+//  - static across nodes: the rendezvous store itself, on --master-port.
+// MASTER_ADDR is the planned address; under c10d, the address group rank
+// 0's node reaches the rendezvous store from.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace cxxrun::rendezvous {
+
+class BackgroundStoreServer;
+
+class WorkerStore {
+ public:
+  WorkerStore();
+  ~WorkerStore();
+  WorkerStore(const WorkerStore&) = delete;
+  WorkerStore& operator=(const WorkerStore&) = delete;
+
+  // Settles MASTER_PORT for workers that will reach this node at `addr`:
+  // serves the store when `agent_serves`, else picks the port for worker
+  // rank 0. `bind_host` is where the agent's server listens ("" = every
+  // interface). Throws RendezvousError, one line.
+  int settle(bool agent_serves, const std::string& bind_host, const std::string& addr, int port);
+  // An empty store on the same port for the next attempt (a no-op when
+  // worker rank 0 serves it: its store dies with it).
+  void renew();
+  // Stops serving: this node is no longer where the workers' store is.
+  void drop();
+
+ private:
+  void serve(const std::string& host, int port);
+
+  std::unique_ptr<BackgroundStoreServer> server_;
+  std::string host_;
+};
+
+// Where the agent's server for workers reachable at `addr` should listen: a
+// loopback address stays on loopback, anything else on every interface.
+std::string bind_host_for(const std::string& addr);
+
+}  // namespace cxxrun::rendezvous

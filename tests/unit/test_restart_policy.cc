@@ -1,0 +1,212 @@
+// Every path through decide() and failure_exit_code(): the README's
+// exit-code table row by row, then the restart budget, membership changes,
+// an elastic node's wait for the rest of the job, and what wins over what.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "agent/restart_policy.h"
+
+using namespace cxxrun::agent;
+using cxxrun::rendezvous::RoundEvent;
+
+namespace {
+
+// A decision as one exact string, so a failed check shows both sides:
+// "exit 143", "fail", "restart (budget)", "reform", "wait".
+std::string show(const Decision& d) {
+  if (d.action == Action::exit) return "exit " + std::to_string(d.code) + (d.uses_budget ? " (budget)" : "");
+  std::string s = d.action == Action::fail      ? "fail"
+                  : d.action == Action::restart ? "restart"
+                  : d.action == Action::reform  ? "reform"
+                                                : "wait";
+  if (d.uses_budget) s += " (budget)";
+  if (d.code != 0) s += " code " + std::to_string(d.code);
+  return s;
+}
+
+std::string decide_for(Cause cause, bool elastic, int attempt, int max_restarts,
+                       RoundEvent job = RoundEvent::none) {
+  return show(decide({.cause = cause, .job = job, .elastic = elastic, .attempt = attempt, .max_restarts = max_restarts}));
+}
+
+Failure exited(int code, bool stopped = false) {
+  Failure f;
+  set_status(f, W_EXITCODE(code, 0));
+  f.stopped = stopped;
+  return f;
+}
+
+Failure killed(int sig, bool stopped = false) {
+  Failure f;
+  set_status(f, W_EXITCODE(0, sig));
+  f.stopped = stopped;
+  return f;
+}
+
+}  // namespace
+
+// --- the README's exit-code table -------------------------------------------
+
+TEST_CASE("restart policy: every worker exited 0 exits 0") {
+  CHECK(decide_for(Cause::success, false, 0, 0) == "exit 0");
+  CHECK(decide_for(Cause::success, false, 0, 3) == "exit 0");
+  CHECK(decide_for(Cause::success, true, 0, 3, RoundEvent::done) == "exit 0");
+  CHECK(exit_code::success == 0);
+}
+
+TEST_CASE("restart policy: a failed worker with no restarts left exits with its own code") {
+  CHECK(decide_for(Cause::failure, false, 0, 0) == "fail");
+  CHECK(decide_for(Cause::failure, true, 0, 0) == "fail");
+  CHECK(failure_exit_code({exited(3)}) == 3);
+  CHECK(failure_exit_code({exited(1)}) == 1);
+  CHECK(failure_exit_code({killed(SIGSEGV)}) == 139);
+  CHECK(failure_exit_code({killed(SIGABRT)}) == 134);
+}
+
+TEST_CASE("restart policy: a worker that could not be executed exits 127") {
+  CHECK(exit_code::not_executable == 127);
+  CHECK(decide_for(Cause::failure, false, 0, 0) == "fail");
+  CHECK(failure_exit_code({exited(exit_code::not_executable)}) == 127);
+}
+
+TEST_CASE("restart policy: a hung worker SIGKILLed with no restarts left exits 137") {
+  CHECK(decide_for(Cause::failure, false, 2, 2) == "fail");
+  CHECK(failure_exit_code({killed(SIGKILL)}) == 137);
+}
+
+TEST_CASE("restart policy: the agent's SIGINT, SIGTERM, SIGHUP, SIGQUIT exit 128 + signal") {
+  const std::pair<int, int> cases[] = {{SIGINT, 130}, {SIGTERM, 143}, {SIGHUP, 129}, {SIGQUIT, 131}};
+  for (auto [sig, code] : cases) {
+    INFO("signal " << sig);
+    CHECK(show(decide({.cause = Cause::signal, .signal = sig})) == "exit " + std::to_string(code));
+    CHECK(show(decide({.cause = Cause::signal, .elastic = true, .signal = sig})) == "exit " + std::to_string(code));
+    CHECK(exit_code::signalled(sig) == code);
+  }
+}
+
+TEST_CASE("restart policy: too few nodes or a lost store exits 1") {
+  CHECK(decide_for(Cause::lost, false, 0, 0) == "exit 1");
+  CHECK(decide_for(Cause::lost, true, 0, 0) == "exit 1");
+  CHECK(show(decide({.cause = Cause::membership, .elastic = true, .alive_nodes = 1, .min_nodes = 2})) == "exit 1");
+  CHECK(exit_code::lost == 1);
+}
+
+TEST_CASE("restart policy: usage, rendezvous and spare exit codes") {
+  CHECK(exit_code::usage == 2);
+  CHECK(exit_code::rendezvous_failed == 1);
+  CHECK(exit_code::spare_released == 0);
+  CHECK(exit_code::unknown_failure == 1);
+}
+
+// --- the restart budget --------------------------------------------------------
+
+TEST_CASE("restart policy: a local failure restarts within the budget, then fails") {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    INFO("attempt " << attempt);
+    CHECK(decide_for(Cause::failure, false, attempt, 3) == "restart (budget)");
+    CHECK(decide_for(Cause::failure, true, attempt, 3) == "reform (budget)");
+  }
+  CHECK(decide_for(Cause::failure, false, 3, 3) == "fail");
+  CHECK(decide_for(Cause::failure, true, 3, 3) == "fail");
+  CHECK(decide_for(Cause::failure, false, 4, 3) == "fail");
+  CHECK(decide_for(Cause::failure, false, 0, 0) == "fail");
+  CHECK(decide_for(Cause::failure, true, 0, 0) == "fail");
+}
+
+TEST_CASE("restart policy: a remote failure uses the budget the same way") {
+  CHECK(decide_for(Cause::remote_failure, true, 0, 2, RoundEvent::abort) == "reform (budget)");
+  CHECK(decide_for(Cause::remote_failure, true, 1, 2, RoundEvent::abort) == "reform (budget)");
+  CHECK(decide_for(Cause::remote_failure, true, 2, 2, RoundEvent::abort) == "fail");
+  CHECK(decide_for(Cause::remote_failure, true, 0, 0, RoundEvent::abort) == "fail");
+}
+
+// --- membership changes ------------------------------------------------------
+
+TEST_CASE("restart policy: a join or a death re-forms without the budget") {
+  for (RoundEvent job : {RoundEvent::join, RoundEvent::dead}) {
+    INFO("job event " << static_cast<int>(job));
+    Situation s{.cause = Cause::membership, .job = job, .elastic = true, .max_restarts = 2, .alive_nodes = 3, .min_nodes = 2};
+    CHECK(show(decide(s)) == "reform");
+    s.attempt = 2;  // the budget is spent
+    CHECK(show(decide(s)) == "reform");
+    s.max_restarts = 0;
+    CHECK(show(decide(s)) == "reform");
+  }
+}
+
+TEST_CASE("restart policy: a death leaving fewer than min_nodes alive exits 1") {
+  Situation s{.cause = Cause::membership, .job = RoundEvent::dead, .elastic = true, .max_restarts = 3};
+  s.alive_nodes = 2; s.min_nodes = 2;
+  CHECK(show(decide(s)) == "reform");
+  s.alive_nodes = 1;
+  CHECK(show(decide(s)) == "exit 1");
+  s.alive_nodes = 0; s.min_nodes = 1;
+  CHECK(show(decide(s)) == "exit 1");
+}
+
+// --- an elastic node whose own workers succeeded -------------------------------
+
+TEST_CASE("restart policy: an elastic node that succeeded waits for the rest of the job") {
+  CHECK(decide_for(Cause::success, true, 0, 3, RoundEvent::none) == "wait");
+  CHECK(decide_for(Cause::success, true, 3, 3, RoundEvent::none) == "wait");
+  CHECK(decide_for(Cause::success, true, 0, 3, RoundEvent::done) == "exit 0");
+  CHECK(decide_for(Cause::success, true, 3, 3, RoundEvent::done) == "exit 0");
+}
+
+TEST_CASE("restart policy: an abort after this node succeeded restarts within the budget") {
+  CHECK(decide_for(Cause::success, true, 0, 2, RoundEvent::abort) == "reform (budget)");
+  CHECK(decide_for(Cause::success, true, 1, 2, RoundEvent::abort) == "reform (budget)");
+  CHECK(decide_for(Cause::success, true, 2, 2, RoundEvent::abort) == "fail");
+  CHECK(decide_for(Cause::success, true, 0, 0, RoundEvent::abort) == "fail");
+}
+
+TEST_CASE("restart policy: a join or death after this node succeeded re-forms") {
+  for (RoundEvent job : {RoundEvent::join, RoundEvent::dead}) {
+    INFO("job event " << static_cast<int>(job));
+    CHECK(decide_for(Cause::success, true, 0, 2, job) == "reform");
+    CHECK(decide_for(Cause::success, true, 2, 2, job) == "reform");
+  }
+}
+
+// --- what wins -----------------------------------------------------------------
+
+TEST_CASE("restart policy: the agent's signal wins over everything") {
+  Situation s{.cause = Cause::signal, .job = RoundEvent::abort, .elastic = true, .attempt = 0, .max_restarts = 3,
+              .signal = SIGTERM};
+  CHECK(show(decide(s)) == "exit 143");  // attempts remain, the job aborted
+  s.elastic = false;
+  CHECK(show(decide(s)) == "exit 143");
+  s.elastic = true; s.job = RoundEvent::done; s.signal = SIGINT;
+  CHECK(show(decide(s)) == "exit 130");
+  s.job = RoundEvent::join; s.signal = SIGHUP;
+  CHECK(show(decide(s)) == "exit 129");
+  s.job = RoundEvent::dead; s.alive_nodes = 0; s.min_nodes = 2; s.signal = SIGQUIT;
+  CHECK(show(decide(s)) == "exit 131");
+}
+
+TEST_CASE("restart policy: a lost store wins over a pending restart") {
+  CHECK(decide_for(Cause::lost, true, 0, 3, RoundEvent::abort) == "exit 1");
+  CHECK(decide_for(Cause::lost, true, 0, 3, RoundEvent::join) == "exit 1");
+  CHECK(decide_for(Cause::lost, false, 0, 3) == "exit 1");
+}
+
+// --- failure_exit_code -----------------------------------------------------------
+
+TEST_CASE("restart policy: the first failure in order gives the exit code") {
+  CHECK(failure_exit_code({exited(3), exited(5)}) == 3);
+  CHECK(failure_exit_code({exited(5), exited(3)}) == 5);
+  CHECK(failure_exit_code({killed(SIGSEGV), exited(3)}) == 139);
+  CHECK(failure_exit_code({exited(3), killed(SIGSEGV)}) == 3);
+}
+
+TEST_CASE("restart policy: failures the agent stopped are skipped") {
+  CHECK(failure_exit_code({killed(SIGTERM, true), exited(7)}) == 7);
+  CHECK(failure_exit_code({killed(SIGTERM, true), killed(SIGKILL, true), killed(SIGBUS)}) == 128 + SIGBUS);
+  CHECK(failure_exit_code({killed(SIGTERM, true)}) == 1);
+  CHECK(failure_exit_code({killed(SIGTERM, true), exited(9, true)}) == 1);
+  CHECK(failure_exit_code({}) == 1);
+}
