@@ -472,7 +472,10 @@ def main():
     print(f"Other load: machine {busy_before:.0%} busy in the 1 s before the run, "
           f"{busy_after:.0%} in the 1 s after; {os.cpu_count()} CPUs.")
     if version:
-        print(f"cxxrun: `{args.cxxrun}` (`--version`: {version}).")
+        shown = os.path.abspath(args.cxxrun)
+        if shown.startswith(ROOT + "/"):
+            shown = os.path.relpath(shown, ROOT)  # no path of this machine in the results
+        print(f"cxxrun: `{shown}` (`--version`: {version}).")
     print()
     print("Commands (OUTDIR = a fresh scratch dir per run; STAMP = compiled bench/stamp.c):")
     print()

@@ -6,7 +6,7 @@ torch 1.13's ``Std.from_str`` maps a digit to a ``Std`` member by iterating
 canonical single-bit members (OUT, ERR), so "0" (NONE) and "3" (ALL) map to
 ``None`` and torchrun crashes in ``to_map`` ("'NoneType' object has no
 attribute 'get'") -- even with the default ``--redirects 0``.  See
-/work/shared/reference/torchrun.md section 1.3.
+docs/torchrun-compat.md section 10.5.
 
 This wrapper replaces ``Std.from_str`` with an equivalent that converts via
 ``Std(int(v))`` (same regexes, same error message) and then runs

@@ -2,8 +2,10 @@
 # Packs what scripts/gpu-checks.sh needs on the GPU machine into .gpu/ (git
 # ignores it): the binaries of build/ without debug info, in the same layout,
 # and the shared libraries they take from this machine's Debian packages
-# (the GPU machine has its own libc, libstdc++, CUDA driver and NCCL). See
-# ../shared/reference/gpu-machine.md. Run scripts/build.sh first.
+# (the GPU machine has its own libc, libstdc++, CUDA driver and NCCL). The
+# binaries built on Debian 12 run there unchanged (its glibc is newer); NCCL
+# is not copied (it is large), so gpu-checks.sh uses the GPU machine's own,
+# which must match the nccl.h the build used. Run scripts/build.sh first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu

@@ -22,7 +22,7 @@ except Exception:  # ImportError, or a broken install
 
 
 def torch_protocol():
-    """The wire table torch's server speaks, or None for 2.1 (unknown, §6.2)."""
+    """The wire table torch's server speaks, or None for 2.1 (unknown; docs/store-protocol.md §1)."""
     major, minor = (int(x) for x in torch.__version__.split(".")[:2])
     if (major, minor) <= (2, 0):
         return "legacy"

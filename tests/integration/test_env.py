@@ -1,4 +1,4 @@
-"""The torchrun environment contract (reference §2.1) for N = 1, 4, 8."""
+"""The torchrun environment contract (docs/torchrun-compat.md §3) for N = 1, 4, 8."""
 import os
 import re
 

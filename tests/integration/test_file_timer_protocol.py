@@ -1,5 +1,5 @@
 """cxxrun's file-timer watchdog server against torch's FileTimerClient
-(reference §7): the probe binary runs agent/file_timer for a few seconds and
+(docs/torchrun-compat.md §10.4): the probe binary runs agent/file_timer for a few seconds and
 prints each expiry; clients are torch's own (Debian torch 1.13) and raw JSON
 lines written the way torch writes them.
 
@@ -79,7 +79,7 @@ def request(pid, scope, expiration, sig):
 
 @unittest.skipUnless(PROBE, "FILE_TIMER_PROBE is not set")
 class RawProtocolTest(unittest.TestCase):
-    def test_lines_per_reference(self):
+    def test_raw_request_lines(self):
         probe = Probe()
         now = time.time()
         write_raw(probe.path, request(1001, "expires", now + 0.2, int(signal.SIGUSR1)))

@@ -1,6 +1,6 @@
-// Builds TCPStore requests and expected replies byte by byte (reference §6.1),
-// independently of the server's own encoder, so the tests check the wire and
-// not the code against itself.
+// Builds TCPStore requests and expected replies byte by byte (framing in
+// docs/store-protocol.md §2), independently of the server's own encoder, so
+// the tests check the wire and not the code against itself.
 #pragma once
 
 #include <cstdint>

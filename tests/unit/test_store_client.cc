@@ -1,5 +1,6 @@
 // The exact bytes the store client sends and how it reads the answers,
-// checked against reference §6.1-6.3 (torch 1.13 captures and the 2.x table).
+// checked against docs/store-protocol.md §2, §3 and §8 (torch 1.13's bytes and
+// the 2.x table).
 #include <catch2/catch.hpp>
 #include <chrono>
 

@@ -93,7 +93,7 @@ TEST_CASE("store server: modern opcodes") {
 TEST_CASE("store server: legacy opcodes, as torch 1.13 sends them") {
   Server s;
   RawSocket c(s.port());
-  // Bytes observed from 1.13 (reference §6.2).
+  // Bytes observed from 1.13 (docs/store-protocol.md §3.1, §8).
   CHECK(c.ask(Msg(LegacyOp::add).str("init/").i64(1), 8) == i64(1));
   CHECK(c.send(Msg(LegacyOp::set).str("/k1").str("v1")));
   CHECK(c.ask(Msg(LegacyOp::wait).keys({"/k1"}).then(Msg(LegacyOp::get).str("/k1")), 1 + 10) ==
