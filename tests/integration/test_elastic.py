@@ -161,6 +161,25 @@ exec sleep 60
         finally:
             server.kill()
 
+    def test_slow_store_does_not_delay_a_local_stop(self):
+        # Every keep-alive of this node waits 8 s first. The event loop must
+        # still handle SIGTERM at once: the workers see it while the slow
+        # store call is still in progress, long before it returns.
+        worker = self.script("w.sh", f"""
+echo $$ > {self.dir}/pid.$RANK
+trap 'touch {self.dir}/term.$RANK; exit 0' TERM
+while :; do sleep 0.05; done
+""")
+        p = self.agent(worker, 1, conf="keep_alive_interval=1",
+                       extra=["--inject-fault=delay_store:node=0,ms=8000"])
+        wait_for(lambda: len(read_pids(self.dir, "pid.")) == 2, timeout=30, what="two workers")
+        time.sleep(0.5)  # the first keep-alive is now waiting out its delay
+        p.send_signal(signal.SIGTERM)
+        wait_for(lambda: all(os.path.exists(f"{self.dir}/term.{r}") for r in (0, 1)), timeout=5,
+                 what="both workers to get SIGTERM while the slow keep-alive is still in progress")
+        (rc, err), = self.finish([p], timeout=30)
+        self.assertEqual(rc, 143, err)
+
     def test_too_few_nodes_left_stops_with_a_clear_message(self):
         worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK\nexec sleep 60\n")
         conf = "keep_alive_interval=0.3,keep_alive_max_attempt=3"
