@@ -1,4 +1,4 @@
-// torchelastic's events (reference §7) as JSON lines in a file, so tools
+// torchelastic's events (docs/torchrun-compat.md §10.3) as JSON lines in a file, so tools
 // written for torchrun's event stream read cxxrun's. Each event is one
 // object on one line:
 //

@@ -1,5 +1,5 @@
 // What the user is told when workers fail: torchrun's ChildFailedError box
-// (reference §5) plus the signal name and the last lines of stderr.
+// (docs/torchrun-compat.md §10.2) plus the signal name and the last lines of stderr.
 #pragma once
 
 #include <sys/types.h>

@@ -1,4 +1,4 @@
-// torchrun's file-timer watchdog server (reference §7), opt-in with
+// torchrun's file-timer watchdog server (docs/torchrun-compat.md §10.4), opt-in with
 // TORCHELASTIC_ENABLE_FILE_TIMER=1. Workers (torch's FileTimerClient, or any
 // program) write one JSON line per request to a FIFO whose path they get in
 // TORCHELASTIC_TIMER_FILE:

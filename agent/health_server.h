@@ -1,5 +1,5 @@
 // The agent's HTTP endpoint for probes and scrapers (torchrun only has a
-// Meta-internal hook for this, reference §7). It runs on the caller's
+// Meta-internal hook for this, docs/torchrun-compat.md §7). It runs on the caller's
 // io_context, the agent's one event loop, so the snapshot callback reads the
 // supervisor's state on the supervisor's own thread with no locking.
 //

@@ -12,7 +12,7 @@
 
 namespace cxxrun::agent {
 
-// torchrun's WorkerState (reference §4.1), kept with its spelling so
+// torchrun's WorkerState (docs/torchrun-compat.md §10.1), kept with its spelling so
 // dashboards built for torchelastic read the same words.
 enum class GroupState { unknown, init, healthy, unhealthy, stopped, succeeded, failed };
 

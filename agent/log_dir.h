@@ -1,4 +1,4 @@
-// torchrun's log layout (reference §4.7):
+// torchrun's log layout (docs/torchrun-compat.md §6):
 //   <base>/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout.log,stderr.log,error.json}
 // base is --log-dir, or a fresh temp dir "torchelastic_*" that is removed at
 // exit when nothing was redirected into it and the job succeeded.

@@ -1,5 +1,5 @@
 // The environment a worker is started with: the agent's own environment plus
-// torchrun's per-worker variables (reference §2.1).
+// torchrun's per-worker variables (docs/torchrun-compat.md §3).
 #pragma once
 
 #include <map>

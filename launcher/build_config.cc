@@ -114,9 +114,6 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   // backend across nodes always shares node 0's store, as torch's does.
   if (c.rdzv.backend != rendezvous::Backend::static_tcp)
     c.use_agent_store = env_value(env, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE").value_or("0") != "1";
-  // --standalone with the agent serving that store: it binds port 0, so no
-  // other process can take the port between choosing and binding it.
-  if (raw.flag("standalone") && c.use_agent_store) c.master_port = c.rdzv.port = 0;
 
   // 5. The rest, as torchrun passes it.
   c.role = raw.at("role").text;

@@ -82,9 +82,11 @@ void standalone(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
   c.rdzv.name = "c10d";  // torch's --standalone is a one-node c10d rendezvous
   c.run_id = random_uuid4();
   c.master_addr = kLoopback;
-  c.master_port = free_port_on(kLoopback);
+  // 0: the agent settles MASTER_PORT when it starts (the rule is in
+  // rendezvous/worker_store.h), so two jobs on a host never race for one.
+  c.master_port = 0;
   c.rdzv.host = c.master_addr;
-  c.rdzv.port = c.master_port;
+  c.rdzv.port = 0;
   fill_settings(raw, c, nodes, {c.master_addr, c.master_port});
   notes.push_back(
       fmt::format("Rendezvous info: --rdzv-backend=c10d --rdzv-endpoint=localhost:0 --rdzv-id={}", c.run_id));

@@ -1,4 +1,4 @@
-// --rdzv-conf keys (reference §1.4) into RendezvousSettings.
+// --rdzv-conf keys (docs/torchrun-compat.md §4) into RendezvousSettings.
 #include <cmath>
 #include <set>
 #include <stdexcept>

@@ -1,0 +1,66 @@
+// The MASTER_PORT rule (rendezvous/worker_store.h), case by case.
+#include <catch2/catch.hpp>
+
+#include "listener.h"
+#include "rendezvous/endpoint.h"
+#include "rendezvous/rendezvous.h"
+#include "rendezvous/store.h"
+#include "rendezvous/worker_store.h"
+
+using namespace cxxrun::rendezvous;
+
+TEST_CASE("worker store: the agent serves it on a port the OS picks when the plan says 0") {
+  WorkerStore store;
+  const int port = store.settle(true, "127.0.0.1", "127.0.0.1", 0);
+  REQUIRE(port > 0);
+  CHECK(port_in_use("127.0.0.1", port));
+  // It is a real store: a worker's client can use it.
+  StoreClient::Options o;
+  o.port = port;
+  o.timeout = std::chrono::seconds(5);
+  auto client = StoreClient::connect(o);
+  client->set("k", "v");
+  CHECK(client->get("k") == "v");
+}
+
+TEST_CASE("worker store: a renewed store keeps the port and forgets every key") {
+  WorkerStore store;
+  const int port = store.settle(true, "127.0.0.1", "127.0.0.1", 0);
+  StoreClient::Options o;
+  o.port = port;
+  o.timeout = std::chrono::seconds(5);
+  StoreClient::connect(o)->set("k", "v");
+  store.renew();
+  CHECK(port_in_use("127.0.0.1", port));
+  CHECK_FALSE(StoreClient::connect(o)->check({"k"}));
+}
+
+TEST_CASE("worker store: the planned port is kept, for the agent's server and for worker rank 0's") {
+  const int free = pick_free_port("127.0.0.1");
+  WorkerStore served;
+  CHECK(served.settle(true, "127.0.0.1", "127.0.0.1", free) == free);
+  WorkerStore by_rank0;
+  CHECK(by_rank0.settle(false, "", "127.0.0.1", 29500) == 29500);
+}
+
+TEST_CASE("worker store: worker rank 0 gets a port that is free now when the plan says 0") {
+  Listener held;
+  WorkerStore store;
+  const int port = store.settle(false, "", "127.0.0.1", 0);
+  CHECK(port > 0);
+  CHECK(port != held.port);
+  CHECK_FALSE(port_in_use("127.0.0.1", port));
+}
+
+TEST_CASE("worker store: a taken port is one clear error") {
+  Listener held;
+  WorkerStore store;
+  CHECK_THROWS_WITH(store.settle(true, "127.0.0.1", "127.0.0.1", held.port),
+                    Catch::Contains("cannot serve the workers' store"));
+}
+
+TEST_CASE("worker store: loopback addresses keep the agent's server on loopback") {
+  CHECK(bind_host_for("127.0.0.1") == "127.0.0.1");
+  CHECK(bind_host_for("localhost") == "localhost");
+  CHECK(bind_host_for("10.1.2.3").empty());
+}
