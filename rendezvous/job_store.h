@@ -21,9 +21,7 @@ class JobStore {
   // machine, or --rdzv-conf is_host; static: node 0), then connects. Blocks
   // up to join_timeout (static: its timeout). Throws RendezvousError.
   explicit JobStore(const RendezvousConfig& config);
-  ~JobStore();
-  JobStore(const JobStore&) = delete;
-  JobStore& operator=(const JobStore&) = delete;
+  ~JobStore();  // not copyable: it owns a connection
 
   StoreClient& client() { return *client_; }
   // A connection of its own (keep-alives, the event watcher), with

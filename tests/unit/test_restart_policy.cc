@@ -117,11 +117,14 @@ TEST_CASE("restart policy: a local failure restarts within the budget, then fail
   CHECK(decide_for(Cause::failure, true, 0, 0) == "fail");
 }
 
-TEST_CASE("restart policy: a remote failure uses the budget the same way") {
-  CHECK(decide_for(Cause::remote_failure, true, 0, 2, RoundEvent::abort) == "reform (budget)");
-  CHECK(decide_for(Cause::remote_failure, true, 1, 2, RoundEvent::abort) == "reform (budget)");
-  CHECK(decide_for(Cause::remote_failure, true, 2, 2, RoundEvent::abort) == "fail");
-  CHECK(decide_for(Cause::remote_failure, true, 0, 0, RoundEvent::abort) == "fail");
+TEST_CASE("restart policy: an abort elsewhere, before or after this node succeeded, uses the budget") {
+  for (Cause cause : {Cause::remote_failure, Cause::success}) {
+    INFO("cause " << static_cast<int>(cause));
+    CHECK(decide_for(cause, true, 0, 2, RoundEvent::abort) == "reform (budget)");
+    CHECK(decide_for(cause, true, 1, 2, RoundEvent::abort) == "reform (budget)");
+    CHECK(decide_for(cause, true, 2, 2, RoundEvent::abort) == "fail");
+    CHECK(decide_for(cause, true, 0, 0, RoundEvent::abort) == "fail");
+  }
 }
 
 // --- membership changes ------------------------------------------------------
@@ -155,13 +158,6 @@ TEST_CASE("restart policy: an elastic node that succeeded waits for the rest of 
   CHECK(decide_for(Cause::success, true, 3, 3, RoundEvent::none) == "wait");
   CHECK(decide_for(Cause::success, true, 0, 3, RoundEvent::done) == "exit 0");
   CHECK(decide_for(Cause::success, true, 3, 3, RoundEvent::done) == "exit 0");
-}
-
-TEST_CASE("restart policy: an abort after this node succeeded restarts within the budget") {
-  CHECK(decide_for(Cause::success, true, 0, 2, RoundEvent::abort) == "reform (budget)");
-  CHECK(decide_for(Cause::success, true, 1, 2, RoundEvent::abort) == "reform (budget)");
-  CHECK(decide_for(Cause::success, true, 2, 2, RoundEvent::abort) == "fail");
-  CHECK(decide_for(Cause::success, true, 0, 0, RoundEvent::abort) == "fail");
 }
 
 TEST_CASE("restart policy: a join or death after this node succeeded re-forms") {
