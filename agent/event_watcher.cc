@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/store.h"
+#include "store/client.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -13,7 +13,7 @@ constexpr std::chrono::milliseconds kWaitSlice{500};
 
 }  // namespace
 
-EventWatcher::EventWatcher(std::unique_ptr<rendezvous::StoreClient> client, Deliver deliver)
+EventWatcher::EventWatcher(std::unique_ptr<store::StoreClient> client, Deliver deliver)
     : client_(std::move(client)), deliver_(std::move(deliver)), thread_([this] { loop(); }) {}
 
 EventWatcher::~EventWatcher() {
@@ -52,7 +52,7 @@ void EventWatcher::loop() {
       }
       failing = false;
       deliver_(key, event);
-    } catch (const rendezvous::StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
     } catch (const std::exception& e) {
       // The store may be restarting or gone; keep-alives report that. Back
       // off a slice so a dead store does not spin this thread.

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 class StoreClient;
 }
 
@@ -22,7 +22,7 @@ class EventWatcher {
   // `deliver(key, event)` runs on the watcher's thread: it must only post
   // the event to the agent's loop, which ignores keys it no longer watches.
   using Deliver = std::function<void(const std::string& key, const std::string& event)>;
-  EventWatcher(std::unique_ptr<rendezvous::StoreClient> client, Deliver deliver);
+  EventWatcher(std::unique_ptr<store::StoreClient> client, Deliver deliver);
   ~EventWatcher();  // stops within one wait slice
   EventWatcher(const EventWatcher&) = delete;
   EventWatcher& operator=(const EventWatcher&) = delete;
@@ -33,7 +33,7 @@ class EventWatcher {
  private:
   void loop();
 
-  std::unique_ptr<rendezvous::StoreClient> client_;
+  std::unique_ptr<store::StoreClient> client_;
   Deliver deliver_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "rendezvous/c10d_rendezvous.h"
-#include "rendezvous/endpoint.h"
-#include "rendezvous/store.h"
-#include "rendezvous/store_server.h"
+#include "store/client.h"
+#include "store/endpoint.h"
+#include "store/server.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -26,7 +26,7 @@ milliseconds remaining(Clock::time_point deadline) {
   return std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
 }
 
-std::string where(const RendezvousConfig& r) { return rendezvous::format_endpoint({r.host, r.port}); }
+std::string where(const RendezvousConfig& r) { return store::format_endpoint({r.host, r.port}); }
 
 }  // namespace
 
@@ -40,10 +40,10 @@ Meeting::~Meeting() = default;
 void Meeting::host_store_if_needed() {
   const RendezvousConfig& r = config_.rdzv;
   bool host = r.backend == Backend::static_tcp ? r.node_rank == 0
-                                                : r.is_host.value_or(rendezvous::is_local_host(r.host));
+                                                : r.is_host.value_or(store::is_local_host(r.host));
   if (!host) return;
   try {
-    server_ = std::make_unique<rendezvous::BackgroundStoreServer>(rendezvous::StoreServerOptions{"", r.port});
+    server_ = std::make_unique<store::BackgroundStoreServer>(store::StoreServerOptions{"", r.port});
     spdlog::info("hosting the rendezvous store on port {}", server_->port());
   } catch (const std::exception& e) {
     if (r.backend == Backend::c10d && !r.is_host)
@@ -60,13 +60,13 @@ void Meeting::connect() {
   const auto& s = r.settings;
   const milliseconds limit = r.backend == Backend::static_tcp ? s.static_timeout : s.join_timeout;
   const auto deadline = Clock::now() + limit;
-  rendezvous::StoreClient::Options options = store_options();
+  store::StoreClient::Options options = store_options();
   for (;;) {
     options.timeout = std::min(remaining(deadline), s.progress_interval);
     try {
-      client_ = rendezvous::StoreClient::connect(options);
+      client_ = store::StoreClient::connect(options);
       break;
-    } catch (const rendezvous::StoreError& e) {
+    } catch (const store::StoreError& e) {
       if (Clock::now() >= deadline)
         throw RendezvousError("cannot reach the rendezvous store of job=" + s.run_id + " at " + where(r) +
                               " after " + std::to_string(limit.count() / 1000) + " s: " + e.what());
@@ -83,7 +83,7 @@ void Meeting::connect() {
 // store for every attempt).
 int Meeting::serve_worker_store(const std::string& host, int port) {
   worker_store_.reset();
-  worker_store_ = std::make_unique<rendezvous::BackgroundStoreServer>(rendezvous::StoreServerOptions{host, port});
+  worker_store_ = std::make_unique<store::BackgroundStoreServer>(store::StoreServerOptions{host, port});
   worker_store_host_ = host;
   spdlog::info("serving the workers' store on {}", worker_store_->address());
   return worker_store_->port();
@@ -113,7 +113,7 @@ void Meeting::join(Config& config) {
     // Group rank 0 says where the workers' store is: one this agent serves
     // on a port the OS picks (no race), or a free port for worker rank 0.
     auto pick = [this, local, share = config.use_agent_store] {
-      return share ? serve_worker_store("", 0) : rendezvous::pick_free_port(local);
+      return share ? serve_worker_store("", 0) : store::pick_free_port(local);
     };
     rdzv_ = std::make_unique<rendezvous::C10dRendezvous>(*client_, r.settings, pick,
         [](const std::string& line) { spdlog::info("{}", line); });
@@ -121,7 +121,7 @@ void Meeting::join(Config& config) {
     // lost store shows within keep_alive_max_attempt beats.
     auto options = store_options();
     options.timeout = std::max(milliseconds(500), r.settings.keep_alive_interval);
-    beat_client_ = rendezvous::StoreClient::connect(options);
+    beat_client_ = store::StoreClient::connect(options);
     rdzv_->use_for_keep_alives(*beat_client_);
   }
   apply(config, rdzv_->next_rendezvous());
@@ -166,7 +166,7 @@ void Meeting::join_static(Config& config) {
     try {
       client_->wait(keys, std::min(remaining(deadline), r.settings.progress_interval));
       break;
-    } catch (const rendezvous::StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
       int joined = 0;
       for (const auto& k : keys) joined += client_->check({k});
       if (Clock::now() >= deadline)
@@ -188,8 +188,8 @@ void Meeting::join_static(Config& config) {
   config.world_size = world;
 }
 
-rendezvous::StoreClient::Options Meeting::store_options() const {
-  rendezvous::StoreClient::Options options;
+store::StoreClient::Options Meeting::store_options() const {
+  store::StoreClient::Options options;
   options.host = config_.rdzv.host;
   options.port = config_.rdzv.port;
   options.timeout = config_.rdzv.settings.read_timeout;
@@ -197,7 +197,7 @@ rendezvous::StoreClient::Options Meeting::store_options() const {
 }
 
 std::unique_ptr<EventWatcher> Meeting::make_watcher(EventWatcher::Deliver deliver) {
-  return std::make_unique<EventWatcher>(rendezvous::StoreClient::connect(store_options()), std::move(deliver));
+  return std::make_unique<EventWatcher>(store::StoreClient::connect(store_options()), std::move(deliver));
 }
 
 milliseconds Meeting::keep_alive_interval() const {
@@ -209,7 +209,7 @@ Meeting::Beat Meeting::keep_alive() {
   const auto& s = config_.rdzv.settings;
   try {
     if (store_delay_.count() > 0) std::this_thread::sleep_for(store_delay_);
-    if (store_dropped_) throw rendezvous::StoreError("connection dropped by fault injection");
+    if (store_dropped_) throw store::StoreError("connection dropped by fault injection");
     rdzv_->keep_alive();
     if (keep_alive_failures_ > 0) spdlog::info("keep-alives reach the rendezvous store again");
     keep_alive_failures_ = 0;
@@ -249,7 +249,7 @@ void Meeting::close(bool succeeded) {
       // creates instead of polling the count.
       try {
         client_->wait({done + "/all"}, std::min(remaining(deadline), s.progress_interval));
-      } catch (const rendezvous::StoreTimeout&) {
+      } catch (const store::StoreTimeout&) {
       }
       finished = client_->add(done, 0);
     }

@@ -10,11 +10,11 @@
 #include "agent/event_watcher.h"
 
 #include "rendezvous/c10d_rendezvous.h"
-#include "rendezvous/store.h"
+#include "store/client.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 class BackgroundStoreServer;
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store
 
 namespace cxxrun::agent {
 
@@ -72,17 +72,17 @@ class Meeting {
   void join_static(Config& config);
   int serve_worker_store(const std::string& host, int port);
   void apply(Config& config, const rendezvous::Assignment& a);
-  rendezvous::StoreClient::Options store_options() const;
+  store::StoreClient::Options store_options() const;
 
   const Config& config_;
-  std::unique_ptr<rendezvous::BackgroundStoreServer> server_;
+  std::unique_ptr<store::BackgroundStoreServer> server_;
   // The workers' store when the agent serves it (use_agent_store): a new one
   // each round this node is group rank 0, so no round reads another's keys.
-  std::unique_ptr<rendezvous::BackgroundStoreServer> worker_store_;
+  std::unique_ptr<store::BackgroundStoreServer> worker_store_;
   std::string worker_store_host_;  // what it was bound to, for renew_worker_store()
-  std::unique_ptr<rendezvous::StoreClient> client_;
+  std::unique_ptr<store::StoreClient> client_;
   std::unique_ptr<rendezvous::C10dRendezvous> rdzv_;
-  std::unique_ptr<rendezvous::StoreClient> beat_client_;
+  std::unique_ptr<store::StoreClient> beat_client_;
   int keep_alive_failures_ = 0;
   bool store_dropped_ = false;
   std::chrono::milliseconds store_delay_{0};

@@ -33,7 +33,7 @@ void C10dRendezvous::wait_all_stopped(std::chrono::milliseconds timeout) {
   if (store_.add(round_key(round_, "stopped"), 1) >= members_) return store_.set(all, "1");
   try {
     store_.wait({all}, timeout);
-  } catch (const StoreTimeout&) {
+  } catch (const store::StoreTimeout&) {
     // A member that is dead or still stopping: print what is known.
   }
 }

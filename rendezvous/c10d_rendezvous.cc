@@ -60,7 +60,7 @@ int to_int(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-C10dRendezvous::C10dRendezvous(StoreClient& store, RendezvousSettings settings, std::function<int()> pick_port,
+C10dRendezvous::C10dRendezvous(store::StoreClient& store, RendezvousSettings settings, std::function<int()> pick_port,
                                Log log)
     : store_(store), s_(std::move(settings)), pick_port_(std::move(pick_port)), log_(std::move(log)) {}
 
@@ -156,7 +156,7 @@ int C10dRendezvous::wait_for_completion(int round, Clock::time_point deadline) {
     try {
       store_.wait({round_key(round, "wake/" + std::to_string(milestone - 1))},
                   std::max(milliseconds(1), duration_cast<milliseconds>(until - now)));
-    } catch (const StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
     }
     progress("waiting for rendezvous job=" + s_.run_id + " at " + s_.endpoint + ": " + std::to_string(count) + "/" +
              std::to_string(s_.min_nodes) + " nodes" +
@@ -184,7 +184,7 @@ void C10dRendezvous::wait_for_next_round(int round, bool full) {
       if (value == "closed")
         throw RendezvousClosed("rendezvous '" + s_.run_id + "' closed while this node waited as a spare");
       return;
-    } catch (const StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
       progress("waiting as a spare for the next round of rendezvous '" + s_.run_id + "'");
     }
   }

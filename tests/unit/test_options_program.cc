@@ -108,7 +108,7 @@ TEST_CASE("standalone: fresh uuid and a free port on every parse") {
   Parsed a = run({"--standalone", "--rdzv-id=x", "--rdzv-backend=etcd", kProg});
   CHECK(std::regex_match(a.config.run_id, uuid4));
   CHECK(a.config.master_addr == "127.0.0.1");
-  CHECK_FALSE(cxxrun::rendezvous::port_in_use("127.0.0.1", a.config.master_port));
+  CHECK_FALSE(cxxrun::store::port_in_use("127.0.0.1", a.config.master_port));
 
   // Hold the first job's port, as its worker would.
   Listener held;
@@ -128,7 +128,7 @@ TEST_CASE("static backend: a master port already in use is refused, naming it") 
   // An explicit static endpoint replaces --master-addr/--master-port.
   CHECK_THAT(failure({"--rdzv-endpoint=127.0.0.1:" + port, kProg}).message, Contains("in use"));
   Parsed p = run({"--rdzv-endpoint=localhost:" +
-                      std::to_string(cxxrun::rendezvous::pick_free_port("127.0.0.1")),
+                      std::to_string(cxxrun::store::pick_free_port("127.0.0.1")),
                   kProg});
   CHECK(p.config.master_addr == "localhost");
   CHECK_THAT(failure({"--rdzv-endpoint=localhost", kProg}).message, Contains("port is missing"));

@@ -11,7 +11,7 @@ namespace boost::asio {
 class io_context;
 }
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 
 struct StoreServerOptions {
   // Empty: every interface, "::" dual-stack, or 0.0.0.0 where IPv6 is off.
@@ -40,7 +40,7 @@ class StoreServer {
   // runs `io`, or while nothing runs it.
   void close();
 
-  // Defined in store_server.cc; named here only so its helpers can see it.
+  // Defined in server.cc; named here only so its helpers can see it.
   struct Impl;
 
  private:
@@ -71,4 +71,4 @@ class BackgroundStoreServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace cxxrun::rendezvous::wire {
+namespace cxxrun::store::wire {
 
 // torch >= 2.2: a connection opens with VALIDATE + this magic.
 inline constexpr uint32_t kValidateMagic = 0x3C85F7CE;
@@ -68,4 +68,4 @@ enum class WatchResponse : uint8_t {
   callback_registered = 3,
 };
 
-}  // namespace cxxrun::rendezvous::wire
+}  // namespace cxxrun::store::wire

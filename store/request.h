@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 
 // Which opcode table a connection speaks. Decided once, on its first bytes:
 // VALIDATE + magic means modern, anything else legacy (§6.5).
@@ -73,4 +73,4 @@ struct RequestParse {
 // cannot be resynchronised and must be closed.
 RequestParse parse_request(std::string_view buffered, OpTable table);
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

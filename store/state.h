@@ -11,9 +11,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "rendezvous/store_request.h"
+#include "store/request.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 
 class StoreState {
  public:
@@ -78,4 +78,4 @@ class StoreState {
   std::unordered_map<ClientId, std::unordered_set<std::string>> watched_keys_;
 };
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store
