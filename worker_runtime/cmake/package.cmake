@@ -15,16 +15,10 @@ include(CMakePackageConfigHelpers)
 set(cxxrun_package_dir ${CMAKE_INSTALL_LIBDIR}/cmake/cxxrun)
 set(cxxrun_include_dir ${CMAKE_INSTALL_INCLUDEDIR}/cxxrun)
 
-# The libraries name their source tree as a public include directory, which
-# an installed package must not: keep those for the build tree only.
+# cxxrun_component() exports the component directories for the build tree
+# only; installed, the headers are found under include/cxxrun/.
 foreach(target cxxrun_worker cxxrun_store)
-  get_target_property(dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
-  set(build_dirs)
-  foreach(dir IN LISTS dirs)
-    list(APPEND build_dirs "$<BUILD_INTERFACE:${dir}>")
-  endforeach()
-  set_property(TARGET ${target} PROPERTY INTERFACE_INCLUDE_DIRECTORIES
-               ${build_dirs} "$<INSTALL_INTERFACE:${cxxrun_include_dir}>")
+  target_include_directories(${target} INTERFACE "$<INSTALL_INTERFACE:${cxxrun_include_dir}>")
 endforeach()
 set_target_properties(cxxrun_worker PROPERTIES EXPORT_NAME worker)
 # The worker's store client and server, for its final link.
