@@ -18,9 +18,10 @@
 #include <vector>
 
 #include "rendezvous/c10d_rendezvous.h"
-#include "rendezvous/store.h"
+#include "store/client.h"
 
 using namespace cxxrun::rendezvous;
+using namespace cxxrun::store;
 using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {

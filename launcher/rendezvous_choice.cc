@@ -10,7 +10,7 @@
 
 #include "launcher/values.h"
 #include "rendezvous/c10d_rendezvous.h"
-#include "rendezvous/endpoint.h"
+#include "store/endpoint.h"
 
 namespace cxxrun::launcher {
 namespace {
@@ -21,9 +21,9 @@ using rendezvous::Backend;
 constexpr int kC10dDefaultPort = 29400;
 constexpr const char* kLoopback = "127.0.0.1";
 
-rdzv::Endpoint endpoint_of(const RawValue& v, int default_port) {
+store::Endpoint endpoint_of(const RawValue& v, int default_port) {
   try {
-    return rdzv::parse_endpoint(v.text, default_port);
+    return store::parse_endpoint(v.text, default_port);
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("{}: {}", v.shown(), e.what()));
   }
@@ -31,7 +31,7 @@ rdzv::Endpoint endpoint_of(const RawValue& v, int default_port) {
 
 int free_port_on(const std::string& host) {
   try {
-    return rdzv::pick_free_port(host);
+    return store::pick_free_port(host);
   } catch (const std::system_error& e) {
     throw std::runtime_error(fmt::format("cannot find a free port on {}: {}", host, e.what()));
   }
@@ -55,7 +55,7 @@ void check_single_node_rank(const RawOptions& raw, int node_rank) {
                                  raw.at("node_rank").shown(), raw.at("nnodes").shown()));
 }
 
-rdzv::Endpoint c10d_endpoint(const RawOptions& raw) {
+store::Endpoint c10d_endpoint(const RawOptions& raw) {
   const RawValue& text = raw.at("rdzv_endpoint");
   if (text.text.empty())
     throw UsageError(raw.at("rdzv_backend").shown() + " needs --rdzv-endpoint=HOST[:PORT]");
@@ -64,10 +64,10 @@ rdzv::Endpoint c10d_endpoint(const RawOptions& raw) {
 
 // What every backend's rendezvous reads besides the --rdzv-conf timeouts.
 void fill_settings(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
-                   const rdzv::Endpoint& endpoint) {
+                   const store::Endpoint& endpoint) {
   rdzv::RendezvousSettings& s = c.rdzv.settings;
   s.run_id = c.run_id;
-  s.endpoint = rdzv::format_endpoint(endpoint);
+  s.endpoint = store::format_endpoint(endpoint);
   s.min_nodes = nodes.min_nodes;
   s.max_nodes = nodes.max_nodes;
   s.local_world_size = c.nproc_per_node;
@@ -94,11 +94,11 @@ void standalone(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
 
 void c10d(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
           std::vector<std::string>& warnings) {
-  rdzv::Endpoint endpoint = c10d_endpoint(raw);
+  store::Endpoint endpoint = c10d_endpoint(raw);
   if (endpoint.port == 0) {
     // torch's single-node idiom (what --standalone expands to): this agent
     // hosts the store on a port that is free now. Other nodes could not find it.
-    if (!rdzv::is_local_host(endpoint.host) || nodes.max_nodes != 1 || !c.rdzv.is_host.value_or(true))
+    if (!store::is_local_host(endpoint.host) || nodes.max_nodes != 1 || !c.rdzv.is_host.value_or(true))
       throw UsageError(raw.at("rdzv_endpoint").shown() +
                        ": port 0 only works for one node hosting its own store; give the port "
                        "the other nodes will use (default 29400)");
@@ -122,25 +122,25 @@ void c10d(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
 void static_backend(const RawOptions& raw, agent::Config& c, const Nodes& nodes) {
   const RawValue& endpoint_text = raw.at("rdzv_endpoint");
   const RawValue* origin = &raw.at("master_port");
-  rdzv::Endpoint endpoint;
+  store::Endpoint endpoint;
   if (!endpoint_text.text.empty()) {
     // torch's static backend: an explicit endpoint replaces master_addr:master_port.
     origin = &endpoint_text;
-    endpoint = endpoint_of(endpoint_text, rdzv::kNoPort);
-    if (endpoint.port == rdzv::kNoPort)
+    endpoint = endpoint_of(endpoint_text, store::kNoPort);
+    if (endpoint.port == store::kNoPort)
       throw UsageError(endpoint_text.shown() + ": port is missing; add :PORT or use --master-port");
     if (endpoint.port == 0) throw UsageError(endpoint_text.shown() + ": port must be in 1..65535");
   } else {
-    endpoint = endpoint_of(raw.at("master_addr"), rdzv::kNoPort);
-    if (endpoint.port != rdzv::kNoPort)
+    endpoint = endpoint_of(raw.at("master_addr"), store::kNoPort);
+    if (endpoint.port != store::kNoPort)
       throw UsageError(raw.at("master_addr").shown() + ": give the port with --master-port");
     endpoint.port = parse_port(raw.at("master_port"));
   }
   const int n = nodes.max_nodes;  // == min_nodes: check_rendezvous_supported
   // One node: worker rank 0 will listen here. Several: node 0's agent hosts
   // the store here. A taken port would only show up later, as a store failure.
-  bool hosts_here = nodes.node_rank == 0 && (n == 1 || rdzv::is_local_host(endpoint.host));
-  if (hosts_here && rdzv::port_in_use(endpoint.host, endpoint.port))
+  bool hosts_here = nodes.node_rank == 0 && (n == 1 || store::is_local_host(endpoint.host));
+  if (hosts_here && store::port_in_use(endpoint.host, endpoint.port))
     throw UsageError(fmt::format("{}: port {} is already in use on {}; pick another port{}",
                                  origin->shown(), endpoint.port, endpoint.host,
                                  n == 1 ? ", or use --standalone for a free one" : ""));

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "rendezvous/endpoint.h"
+#include "store/endpoint.h"
 
 namespace cxxrun::rendezvous {
 
@@ -33,7 +33,7 @@ Assignment C10dBackend::rejoin() {
   try {
     const int dead = rdzv_->current_event() == RoundEvent::dead ? std::max(1, dead_seen_) : 0;
     expected = std::max(1, rdzv_->members() - dead + rdzv_->num_nodes_waiting());
-  } catch (const StoreError&) {
+  } catch (const store::StoreError&) {
     // The next round's join reports a store that is really gone.
   }
   spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", expected);
@@ -59,7 +59,7 @@ Rendezvous::Beat C10dBackend::keep_alive() {
   const auto& s = config_.settings;
   try {
     if (fault_.delay.count() > 0) std::this_thread::sleep_for(fault_.delay);
-    if (fault_.drop) throw StoreError("connection dropped by fault injection");
+    if (fault_.drop) throw store::StoreError("connection dropped by fault injection");
     rdzv_->keep_alive();
     if (beat_failures_ > 0) spdlog::info("keep-alives reach the rendezvous store again");
     beat_failures_ = 0;
@@ -69,7 +69,7 @@ Rendezvous::Beat C10dBackend::keep_alive() {
   }
   if (!store_lost()) return Beat::failing;
   spdlog::error("lost the rendezvous store of job={} at {}: no keep-alive got through for {} ms", s.run_id,
-                format_endpoint({config_.host, config_.port}), (s.keep_alive_interval * s.keep_alive_max_attempt).count());
+                store::format_endpoint({config_.host, config_.port}), (s.keep_alive_interval * s.keep_alive_max_attempt).count());
   return Beat::lost;
 }
 

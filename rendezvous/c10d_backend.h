@@ -43,7 +43,7 @@ class C10dBackend : public Rendezvous {
   const WorkerStorePlan plan_;
   WorkerStore workers_;
   std::unique_ptr<JobStore> store_;
-  std::unique_ptr<StoreClient> beats_;
+  std::unique_ptr<store::StoreClient> beats_;
   std::unique_ptr<C10dRendezvous> rdzv_;
   int beat_failures_ = 0;
   // Members found dead in this round: the next round expects them gone.

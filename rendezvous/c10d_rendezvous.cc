@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
+#include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 namespace cxxrun::rendezvous {
@@ -60,7 +62,7 @@ int to_int(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-C10dRendezvous::C10dRendezvous(StoreClient& store, RendezvousSettings settings, std::function<int()> pick_port,
+C10dRendezvous::C10dRendezvous(store::StoreClient& store, RendezvousSettings settings, std::function<int()> pick_port,
                                Log log)
     : store_(store), s_(std::move(settings)), pick_port_(std::move(pick_port)), log_(std::move(log)) {}
 
@@ -156,7 +158,7 @@ int C10dRendezvous::wait_for_completion(int round, Clock::time_point deadline) {
     try {
       store_.wait({round_key(round, "wake/" + std::to_string(milestone - 1))},
                   std::max(milliseconds(1), duration_cast<milliseconds>(until - now)));
-    } catch (const StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
     }
     progress("waiting for rendezvous job=" + s_.run_id + " at " + s_.endpoint + ": " + std::to_string(count) + "/" +
              std::to_string(s_.min_nodes) + " nodes" +
@@ -184,7 +186,7 @@ void C10dRendezvous::wait_for_next_round(int round, bool full) {
       if (value == "closed")
         throw RendezvousClosed("rendezvous '" + s_.run_id + "' closed while this node waited as a spare");
       return;
-    } catch (const StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
       progress("waiting as a spare for the next round of rendezvous '" + s_.run_id + "'");
     }
   }
@@ -309,6 +311,53 @@ void C10dRendezvous::start_next_round() {
 void C10dRendezvous::close() {
   store_.set(key("closed"), "1");
   if (round_ >= 0) store_.set(round_key(round_, "next"), "closed");
+}
+
+// Round events: how one node tells every other that the current round is
+// over (a failure, a node waiting to join, a dead member, or success). Each
+// is one COMPARE_SET on the round's event key, so every agent that WAITs on
+// that key is woken by the server at once, and all agree on which came first.
+std::string C10dRendezvous::event_key() const { return round_key(round_, "event"); }
+
+RoundEvent C10dRendezvous::publish_event(RoundEvent what) {
+  return parse_round_event(store_.compare_set(event_key(), "", std::string(to_string(what))));
+}
+
+RoundEvent C10dRendezvous::current_event() {
+  return store_.check({event_key()}) ? parse_round_event(store_.get(event_key())) : RoundEvent::none;
+}
+
+void C10dRendezvous::publish_failure(const std::string& record) {
+  if (record.find('\n') != std::string::npos)
+    throw std::invalid_argument("a failure record must be one line");
+  store_.append(round_key(round_, "failures"), record + "\n");
+  publish_event(RoundEvent::abort);
+}
+
+RoundEvent C10dRendezvous::finish_round() {
+  const int64_t finished = store_.add(round_key(round_, "finished"), 1);
+  if (finished >= members_) return publish_event(RoundEvent::done);
+  return current_event();
+}
+
+void C10dRendezvous::wait_all_stopped(std::chrono::milliseconds timeout) {
+  const std::string all = round_key(round_, "all_stopped");
+  if (store_.add(round_key(round_, "stopped"), 1) >= members_) return store_.set(all, "1");
+  try {
+    store_.wait({all}, timeout);
+  } catch (const store::StoreTimeout&) {
+    // A member that is dead or still stopping: print what is known.
+  }
+}
+
+std::vector<std::string> C10dRendezvous::failure_records() {
+  const std::string k = round_key(round_, "failures");
+  std::vector<std::string> records;
+  if (!store_.check({k})) return records;
+  std::istringstream lines(store_.get(k));
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) records.push_back(line);
+  return records;
 }
 
 }  // namespace cxxrun::rendezvous

@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "rendezvous/rendezvous.h"
-#include "rendezvous/store.h"
+#include "store/client.h"
 
 namespace cxxrun::rendezvous {
 
@@ -60,7 +60,7 @@ class C10dRendezvous {
   using Log = std::function<void(const std::string&)>;
   // `store` must outlive this object. `pick_port` returns a free port on this
   // node (used when this node becomes group rank 0).
-  C10dRendezvous(StoreClient& store, RendezvousSettings settings, std::function<int()> pick_port, Log log);
+  C10dRendezvous(store::StoreClient& store, RendezvousSettings settings, std::function<int()> pick_port, Log log);
 
   // Joins the open round (or the next one, when this node is late or a
   // spare) and blocks until it completes. Throws RendezvousError on
@@ -71,7 +71,7 @@ class C10dRendezvous {
   // in, without the last call: re-forming a known group after a restart.
   Assignment next_rendezvous(int expected);
 
-  // Round events (c10d_events.cc). The store key that one event per round
+  // Round events. The store key that one event per round
   // is written to; agents WAIT on it with a connection of their own.
   std::string event_key() const;
   int round() const { return round_; }
@@ -96,7 +96,7 @@ class C10dRendezvous {
   // Keep-alives and dead_members() go through `beats` (a connection with a
   // short deadline, so a lost store is noticed within a beat) instead of the
   // main store. Must outlive this object.
-  void use_for_keep_alives(StoreClient& beats) { beats_ = &beats; }
+  void use_for_keep_alives(store::StoreClient& beats) { beats_ = &beats; }
   // One keep-alive beat for the current round.
   void keep_alive();
   // Group ranks of members whose keep-alive counter has not moved for about
@@ -127,8 +127,8 @@ class C10dRendezvous {
   const std::vector<int>& rank_of_slot();
   void progress(const std::string& what);
 
-  StoreClient& store_;
-  StoreClient* beats_ = &store_;
+  store::StoreClient& store_;
+  store::StoreClient* beats_ = &store_;
   RendezvousSettings s_;
   std::function<int()> pick_port_;
   Log log_;

@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/endpoint.h"
-#include "rendezvous/store_server.h"
+#include "store/endpoint.h"
+#include "store/server.h"
 
 namespace cxxrun::rendezvous {
 namespace {
@@ -19,7 +19,7 @@ milliseconds remaining(Clock::time_point deadline) {
   return std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
 }
 
-std::string where(const RendezvousConfig& r) { return format_endpoint({r.host, r.port}); }
+std::string where(const RendezvousConfig& r) { return store::format_endpoint({r.host, r.port}); }
 
 }  // namespace
 
@@ -35,10 +35,10 @@ JobStore::~JobStore() = default;
 void JobStore::host_if_needed() {
   const RendezvousConfig& r = config_;
   const bool host =
-      r.backend == Backend::static_tcp ? r.node_rank == 0 : r.is_host.value_or(is_local_host(r.host));
+      r.backend == Backend::static_tcp ? r.node_rank == 0 : r.is_host.value_or(store::is_local_host(r.host));
   if (!host) return;
   try {
-    server_ = std::make_unique<BackgroundStoreServer>(StoreServerOptions{"", r.port});
+    server_ = std::make_unique<store::BackgroundStoreServer>(store::StoreServerOptions{"", r.port});
     spdlog::info("hosting the rendezvous store on port {}", server_->port());
   } catch (const std::exception& e) {
     if (r.backend == Backend::c10d && !r.is_host)
@@ -55,13 +55,13 @@ void JobStore::connect() {
   const auto& s = r.settings;
   const milliseconds limit = r.backend == Backend::static_tcp ? s.static_timeout : s.join_timeout;
   const auto deadline = Clock::now() + limit;
-  StoreClient::Options o = options();
+  store::StoreClient::Options o = options();
   for (;;) {
     o.timeout = std::min(remaining(deadline), s.progress_interval);
     try {
-      client_ = StoreClient::connect(o);
+      client_ = store::StoreClient::connect(o);
       break;
-    } catch (const StoreError& e) {
+    } catch (const store::StoreError& e) {
       if (Clock::now() >= deadline)
         throw RendezvousError("cannot reach the rendezvous store of job=" + s.run_id + " at " + where(r) +
                               " after " + std::to_string(limit.count() / 1000) + " s: " + e.what());
@@ -72,18 +72,18 @@ void JobStore::connect() {
   client_->set_timeout(s.read_timeout);
 }
 
-StoreClient::Options JobStore::options() const {
-  StoreClient::Options o;
+store::StoreClient::Options JobStore::options() const {
+  store::StoreClient::Options o;
   o.host = config_.host;
   o.port = config_.port;
   o.timeout = config_.settings.read_timeout;
   return o;
 }
 
-std::unique_ptr<StoreClient> JobStore::connect_another(milliseconds timeout) const {
-  StoreClient::Options o = options();
+std::unique_ptr<store::StoreClient> JobStore::connect_another(milliseconds timeout) const {
+  store::StoreClient::Options o = options();
   o.timeout = timeout;
-  return StoreClient::connect(o);
+  return store::StoreClient::connect(o);
 }
 
 void JobStore::leave(bool succeeded, int members, const std::function<void()>& first) {
@@ -109,7 +109,7 @@ void JobStore::leave(bool succeeded, int members, const std::function<void()>& f
       // creates instead of polling the count.
       try {
         client_->wait({done + "/all"}, std::min(remaining(deadline), s.progress_interval));
-      } catch (const StoreTimeout&) {
+      } catch (const store::StoreTimeout&) {
       }
       finished = client_->add(done, 0);
     }

@@ -9,11 +9,13 @@
 #include <memory>
 
 #include "rendezvous/rendezvous.h"
-#include "rendezvous/store.h"
+#include "store/client.h"
+
+namespace cxxrun::store {
+class BackgroundStoreServer;
+}
 
 namespace cxxrun::rendezvous {
-
-class BackgroundStoreServer;
 
 class JobStore {
  public:
@@ -23,10 +25,10 @@ class JobStore {
   explicit JobStore(const RendezvousConfig& config);
   ~JobStore();  // not copyable: it owns a connection
 
-  StoreClient& client() { return *client_; }
+  store::StoreClient& client() { return *client_; }
   // A connection of its own (keep-alives, the event watcher), with
   // `timeout` as its calls' deadline.
-  std::unique_ptr<StoreClient> connect_another(std::chrono::milliseconds timeout) const;
+  std::unique_ptr<store::StoreClient> connect_another(std::chrono::milliseconds timeout) const;
 
   // Says this node is done. The host then waits until all `members` have
   // said so: up to close_timeout after a success, at most 5 s after a
@@ -37,11 +39,11 @@ class JobStore {
  private:
   void host_if_needed();
   void connect();
-  StoreClient::Options options() const;
+  store::StoreClient::Options options() const;
 
   const RendezvousConfig config_;
-  std::unique_ptr<BackgroundStoreServer> server_;
-  std::unique_ptr<StoreClient> client_;
+  std::unique_ptr<store::BackgroundStoreServer> server_;
+  std::unique_ptr<store::StoreClient> client_;
 };
 
 }  // namespace cxxrun::rendezvous

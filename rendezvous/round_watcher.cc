@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/store.h"
+#include "store/client.h"
 
 namespace cxxrun::rendezvous {
 namespace {
@@ -13,7 +13,7 @@ constexpr std::chrono::milliseconds kWaitSlice{500};
 
 }  // namespace
 
-RoundWatcher::RoundWatcher(std::unique_ptr<StoreClient> client, Rendezvous::OnEvent deliver)
+RoundWatcher::RoundWatcher(std::unique_ptr<store::StoreClient> client, Rendezvous::OnEvent deliver)
     : client_(std::move(client)), deliver_(std::move(deliver)), thread_([this] { loop(); }) {}
 
 RoundWatcher::~RoundWatcher() {
@@ -55,7 +55,7 @@ void RoundWatcher::loop() {
       }
       failing = false;
       deliver_(round, parse_round_event(event));
-    } catch (const StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
     } catch (const std::exception& e) {
       // The store may be restarting or gone; keep-alives report that. Back
       // off a slice so a dead store does not spin this thread.

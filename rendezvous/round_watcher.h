@@ -13,13 +13,15 @@
 
 #include "rendezvous/rendezvous.h"
 
-namespace cxxrun::rendezvous {
-
+namespace cxxrun::store {
 class StoreClient;
+}
+
+namespace cxxrun::rendezvous {
 
 class RoundWatcher {
  public:
-  RoundWatcher(std::unique_ptr<StoreClient> client, Rendezvous::OnEvent deliver);
+  RoundWatcher(std::unique_ptr<store::StoreClient> client, Rendezvous::OnEvent deliver);
   ~RoundWatcher();  // stops within one wait slice
   RoundWatcher(const RoundWatcher&) = delete;
   RoundWatcher& operator=(const RoundWatcher&) = delete;
@@ -31,7 +33,7 @@ class RoundWatcher {
  private:
   void loop();
 
-  std::unique_ptr<StoreClient> client_;
+  std::unique_ptr<store::StoreClient> client_;
   Rendezvous::OnEvent deliver_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/endpoint.h"
+#include "store/endpoint.h"
 
 namespace cxxrun::rendezvous {
 namespace {
@@ -19,8 +19,8 @@ milliseconds remaining(Clock::time_point deadline) {
 Assignment StaticBackend::join() {
   const RendezvousConfig& r = config_;
   store_ = std::make_unique<JobStore>(r);
-  StoreClient& client = store_->client();
-  const std::string where = format_endpoint({r.host, r.port});
+  store::StoreClient& client = store_->client();
+  const std::string where = store::format_endpoint({r.host, r.port});
   const std::string prefix = "cxxrun/static/" + r.settings.run_id + "/node/";
   client.set(prefix + std::to_string(r.node_rank), std::to_string(plan_.nproc_per_node));
   const auto deadline = Clock::now() + r.settings.static_timeout;
@@ -30,7 +30,7 @@ Assignment StaticBackend::join() {
     try {
       client.wait(keys, std::min(remaining(deadline), r.settings.progress_interval));
       break;
-    } catch (const StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
       int joined = 0;
       for (const auto& k : keys) joined += client.check({k});
       if (Clock::now() >= deadline)

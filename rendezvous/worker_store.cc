@@ -2,9 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/endpoint.h"
+#include "store/endpoint.h"
 #include "rendezvous/rendezvous.h"
-#include "rendezvous/store_server.h"
+#include "store/server.h"
 
 namespace cxxrun::rendezvous {
 
@@ -21,7 +21,7 @@ int WorkerStore::settle(bool agent_serves, const std::string& bind_host, const s
     drop();
     if (port != 0) return port;
     try {
-      return pick_free_port(addr);
+      return store::pick_free_port(addr);
     } catch (const std::exception& e) {
       throw RendezvousError("cannot find a free port for worker rank 0's store on " + addr + ": " + e.what());
     }
@@ -37,7 +37,7 @@ int WorkerStore::settle(bool agent_serves, const std::string& bind_host, const s
 void WorkerStore::serve(const std::string& host, int port) {
   // The old server closes first, so the same port can be bound again.
   server_.reset();
-  server_ = std::make_unique<BackgroundStoreServer>(StoreServerOptions{host, port});
+  server_ = std::make_unique<store::BackgroundStoreServer>(store::StoreServerOptions{host, port});
   host_ = host;
   spdlog::info("serving the workers' store on {}", server_->address());
 }

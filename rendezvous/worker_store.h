@@ -17,9 +17,11 @@
 #include <memory>
 #include <string>
 
-namespace cxxrun::rendezvous {
-
+namespace cxxrun::store {
 class BackgroundStoreServer;
+}
+
+namespace cxxrun::rendezvous {
 
 class WorkerStore {
  public:
@@ -42,7 +44,7 @@ class WorkerStore {
  private:
   void serve(const std::string& host, int port);
 
-  std::unique_ptr<BackgroundStoreServer> server_;
+  std::unique_ptr<store::BackgroundStoreServer> server_;
   std::string host_;
 };
 

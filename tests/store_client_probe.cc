@@ -10,9 +10,9 @@
 #include <iostream>
 #include <string>
 
-#include "rendezvous/store.h"
+#include "store/client.h"
 
-using namespace cxxrun::rendezvous;
+using namespace cxxrun::store;
 using namespace std::chrono_literals;
 
 namespace {

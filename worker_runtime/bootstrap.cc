@@ -6,7 +6,7 @@
 #include <system_error>
 #include <tuple>
 
-#include "rendezvous/store_server.h"
+#include "store/server.h"
 
 namespace cxxrun::worker {
 namespace {
@@ -16,18 +16,18 @@ std::string env_or_empty(const char* name) {
   return v ? v : "";
 }
 
-std::shared_ptr<rendezvous::BackgroundStoreServer> serve_store(int port) {
+std::shared_ptr<store::BackgroundStoreServer> serve_store(int port) {
   // Never erased: see StoreLink::hosted. Destroyed at exit, which stops the
   // server's thread before the process goes.
   static std::mutex mu;
-  static std::map<int, std::shared_ptr<rendezvous::BackgroundStoreServer>> servers;
+  static std::map<int, std::shared_ptr<store::BackgroundStoreServer>> servers;
   std::lock_guard lock(mu);
   auto& server = servers[port];
   if (!server) {
     try {
       // Every interface: peers on other hosts reach MASTER_ADDR, which names
       // this host by whatever address the launcher chose.
-      server = std::make_shared<rendezvous::BackgroundStoreServer>(rendezvous::StoreServerOptions{"", port});
+      server = std::make_shared<store::BackgroundStoreServer>(store::StoreServerOptions{"", port});
     } catch (const std::exception& e) {
       servers.erase(port);
       throw CollectiveError("rank 0 cannot serve the store on MASTER_PORT=" + std::to_string(port) + ": " +
@@ -53,14 +53,14 @@ StoreLink connect_store(const BootstrapEnv& env, std::chrono::milliseconds timeo
   StoreLink link;
   const WorkerEnv& w = env.worker;
   if (w.rank == 0 && !env.use_agent_store) link.hosted = serve_store(w.master_port);
-  rendezvous::StoreClient::Options o;
+  store::StoreClient::Options o;
   o.host = w.master_addr;
   o.port = w.master_port;
   o.timeout = timeout;
-  o.protocol = rendezvous::Protocol::modern;
+  o.protocol = store::Protocol::modern;
   try {
-    link.client = rendezvous::StoreClient::connect(o);
-  } catch (const rendezvous::StoreError& e) {
+    link.client = store::StoreClient::connect(o);
+  } catch (const store::StoreError& e) {
     throw CollectiveError("rank " + std::to_string(w.rank) + " cannot reach the store at MASTER_ADDR=" +
                           w.master_addr + " MASTER_PORT=" + std::to_string(w.master_port) + ": " + e.what());
   }
@@ -75,7 +75,7 @@ int next_instance(const WorkerEnv& w, const std::string& group) {
 }
 
 std::string choose_bind_address(const Options& options, const BootstrapEnv& env,
-                                const rendezvous::StoreClient& client, bool* is_interface) {
+                                const store::StoreClient& client, bool* is_interface) {
   *is_interface = false;
   if (!options.bind_address.empty()) return options.bind_address;
   if (!env.socket_ifname.empty()) {

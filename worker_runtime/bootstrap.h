@@ -7,11 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/store.h"
+#include "store/client.h"
 #include "worker_runtime/communicator.h"
 #include "worker_runtime/worker_env.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 class BackgroundStoreServer;
 }
 
@@ -36,8 +36,8 @@ struct StoreLink {
   // process exit: a second init() (another group, or after a communicator was
   // destroyed) must find the same server, or its peers, already connected to
   // the old one, would wait on keys that land elsewhere.
-  std::shared_ptr<rendezvous::BackgroundStoreServer> hosted;
-  std::unique_ptr<rendezvous::StoreClient> client;
+  std::shared_ptr<store::BackgroundStoreServer> hosted;
+  std::unique_ptr<store::StoreClient> client;
 };
 
 // Serves (rank 0, no agent store) and connects within `timeout`. Throws
@@ -56,6 +56,6 @@ StoreLink connect_store(const BootstrapEnv& env, std::chrono::milliseconds timeo
 int next_instance(const WorkerEnv& w, const std::string& group);
 
 std::string choose_bind_address(const Options& options, const BootstrapEnv& env,
-                                const rendezvous::StoreClient& client, bool* is_interface);
+                                const store::StoreClient& client, bool* is_interface);
 
 }  // namespace cxxrun::worker

@@ -16,7 +16,7 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "rendezvous/store_server.h"
+#include "store/server.h"
 #include "worker_runtime/gloo_dtype.h"
 #include "worker_runtime/gloo_store.h"
 
@@ -75,7 +75,7 @@ class GlooCommunicator final : public Communicator {
   int size_;
   milliseconds timeout_;
   std::string place_;  // "rank 1 of 4 (group 'default', generation 0)"
-  std::shared_ptr<rendezvous::BackgroundStoreServer> hosted_store_;
+  std::shared_ptr<store::BackgroundStoreServer> hosted_store_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   // Gloo matches messages by tag: a fresh one per operation keeps a late
   // message of one operation from being taken for the next.

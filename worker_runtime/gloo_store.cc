@@ -6,7 +6,7 @@ namespace cxxrun::worker {
 
 using std::chrono::milliseconds;
 
-GlooStore::GlooStore(rendezvous::StoreClient& client, Clock::time_point deadline)
+GlooStore::GlooStore(store::StoreClient& client, Clock::time_point deadline)
     : client_(client), deadline_(deadline) {}
 
 milliseconds GlooStore::remaining(milliseconds cap) const {

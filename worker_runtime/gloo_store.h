@@ -8,7 +8,7 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include "rendezvous/store.h"
+#include "store/client.h"
 
 namespace cxxrun::worker {
 
@@ -17,11 +17,11 @@ namespace cxxrun::worker {
 // The base class's wait(keys, timeout) ignores its timeout; this one honours
 // it. Every call ends by `deadline`, shared by the whole bootstrap so N
 // sequential gets cannot add up to N timeouts; past it a call throws
-// rendezvous::StoreTimeout.
+// store::StoreTimeout.
 class GlooStore : public gloo::rendezvous::Store {
  public:
   using Clock = std::chrono::steady_clock;
-  GlooStore(rendezvous::StoreClient& client, Clock::time_point deadline);
+  GlooStore(store::StoreClient& client, Clock::time_point deadline);
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;
@@ -31,7 +31,7 @@ class GlooStore : public gloo::rendezvous::Store {
  private:
   std::chrono::milliseconds remaining(std::chrono::milliseconds cap) const;
 
-  rendezvous::StoreClient& client_;
+  store::StoreClient& client_;
   Clock::time_point deadline_;
 };
 

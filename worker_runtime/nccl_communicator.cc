@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <thread>
 
-#include "rendezvous/store_server.h"
+#include "store/server.h"
 #include "worker_runtime/error_file.h"
 
 // Non-blocking init (ncclConfig_t::blocking), ncclAvg on every type and
@@ -131,7 +131,7 @@ class NcclCommunicator final : public Communicator {
   milliseconds timeout_;
   std::string place_;      // "rank 1 of 4 (group 'default', generation 0, cuda:1)"
   std::string comm_name_;  // ncclConfig_t::commName; shows in NCCL's logs
-  std::shared_ptr<rendezvous::BackgroundStoreServer> hosted_store_;
+  std::shared_ptr<store::BackgroundStoreServer> hosted_store_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   float* barrier_word_ = nullptr;  // device memory for barrier()'s allreduce
@@ -216,7 +216,7 @@ ncclUniqueId NcclCommunicator::exchange_unique_id(const BootstrapEnv& env, const
                               std::to_string(value.size()) + " bytes, not an ncclUniqueId");
       std::copy(value.begin(), value.end(), id.internal);
     }
-  } catch (const rendezvous::StoreError& e) {
+  } catch (const store::StoreError& e) {
     throw CollectiveError("bootstrap on " + place_ + ": the ncclUniqueId exchange through the store failed: " +
                           e.what());
   }

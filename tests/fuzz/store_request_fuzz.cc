@@ -8,11 +8,11 @@
 #include <string_view>
 #include <vector>
 
-#include "rendezvous/store_request.h"
-#include "rendezvous/store_state.h"
-#include "rendezvous/wire.h"
+#include "store/request.h"
+#include "store/state.h"
+#include "store/wire.h"
 
-using namespace cxxrun::rendezvous;
+using namespace cxxrun::store;
 
 namespace {
 

@@ -7,11 +7,11 @@
 #include <map>
 #include <mutex>
 
-#include "rendezvous/store.h"
+#include "store/client.h"
 
 class FakeStore {
  public:
-  class Client : public cxxrun::rendezvous::StoreClient {
+  class Client : public cxxrun::store::StoreClient {
    public:
     Client(FakeStore& store, std::string addr) : s_(store), addr_(std::move(addr)) {}
     void set(const std::string& k, const std::string& v) override {
@@ -58,7 +58,7 @@ class FakeStore {
           if (!s_.data_.count(k)) return false;
         return true;
       };
-      if (!s_.cv_.wait_for(l, timeout, all)) throw cxxrun::rendezvous::StoreTimeout("wait timeout: " + keys[0]);
+      if (!s_.cv_.wait_for(l, timeout, all)) throw cxxrun::store::StoreTimeout("wait timeout: " + keys[0]);
     }
     int64_t num_keys() override {
       std::lock_guard l(s_.mu_);

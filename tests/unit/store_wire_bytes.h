@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "rendezvous/wire.h"
+#include "store/wire.h"
 
 namespace store_bytes {
 
@@ -49,10 +49,10 @@ class Msg {
   std::string bytes_;
 };
 
-using cxxrun::rendezvous::wire::LegacyOp;
-using cxxrun::rendezvous::wire::Op;
+using cxxrun::store::wire::LegacyOp;
+using cxxrun::store::wire::Op;
 
-inline std::string validate() { return Msg(Op::validate).u32(cxxrun::rendezvous::wire::kValidateMagic); }
+inline std::string validate() { return Msg(Op::validate).u32(cxxrun::store::wire::kValidateMagic); }
 
 // Replies.
 inline std::string i64(int64_t v) { return Msg().i64(v); }

@@ -7,9 +7,9 @@
 #include <stdexcept>
 
 #include "listener.h"
-#include "rendezvous/endpoint.h"
+#include "store/endpoint.h"
 
-using namespace cxxrun::rendezvous;
+using namespace cxxrun::store;
 
 
 TEST_CASE("endpoint: host and port forms") {

@@ -9,9 +9,9 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 
-#include "rendezvous/listener.h"
+#include "store/listener.h"
 
-using namespace cxxrun::rendezvous;
+using namespace cxxrun::store;
 using tcp = boost::asio::ip::tcp;
 using namespace std::chrono_literals;
 

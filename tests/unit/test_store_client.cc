@@ -4,10 +4,10 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 
-#include "rendezvous/store.h"
+#include "store/client.h"
 #include "scripted_store_server.h"
 
-using namespace cxxrun::rendezvous;
+using namespace cxxrun::store;
 using namespace std::chrono_literals;
 using scripted::expect;
 using scripted::reply;

@@ -4,11 +4,11 @@
 #include <chrono>
 #include <thread>
 
-#include "rendezvous/endpoint.h"
-#include "rendezvous/store.h"
+#include "store/client.h"
+#include "store/endpoint.h"
 #include "scripted_store_server.h"
 
-using namespace cxxrun::rendezvous;
+using namespace cxxrun::store;
 using namespace std::chrono_literals;
 using scripted::expect;
 using scripted::reply;

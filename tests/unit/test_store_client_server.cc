@@ -4,10 +4,10 @@
 #include <future>
 #include <system_error>
 
-#include "rendezvous/store.h"
-#include "rendezvous/store_server.h"
+#include "store/client.h"
+#include "store/server.h"
 
-using namespace cxxrun::rendezvous;
+using namespace cxxrun::store;
 using namespace std::chrono_literals;
 
 namespace {

@@ -2,11 +2,11 @@
 #include <random>
 #include <string>
 
-#include "rendezvous/store_request.h"
-#include "rendezvous/wire.h"
+#include "store/request.h"
+#include "store/wire.h"
 #include "store_wire_bytes.h"
 
-using namespace cxxrun::rendezvous;
+using namespace cxxrun::store;
 using store_bytes::LegacyOp;
 using store_bytes::Msg;
 using store_bytes::Op;

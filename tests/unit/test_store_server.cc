@@ -10,10 +10,10 @@
 
 #include "listener.h"
 #include "raw_socket.h"
-#include "rendezvous/store_server.h"
+#include "store/server.h"
 #include "store_wire_bytes.h"
 
-using namespace cxxrun::rendezvous;
+using namespace cxxrun::store;
 using store_bytes::bytes;
 using store_bytes::i64;
 using store_bytes::LegacyOp;

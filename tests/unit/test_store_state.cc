@@ -2,11 +2,11 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/store_state.h"
-#include "rendezvous/wire.h"
+#include "store/state.h"
+#include "store/wire.h"
 #include "store_wire_bytes.h"
 
-using namespace cxxrun::rendezvous;
+using namespace cxxrun::store;
 using C = StoreCommand;
 using Outcome = StoreState::Outcome;
 using store_bytes::bytes;

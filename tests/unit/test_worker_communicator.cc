@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/endpoint.h"
-#include "rendezvous/store.h"
-#include "rendezvous/store_server.h"
+#include "store/client.h"
+#include "store/endpoint.h"
+#include "store/server.h"
 #include "worker_runtime/gloo_communicator.h"
 
 using namespace cxxrun::worker;
@@ -55,7 +55,7 @@ std::vector<std::string> run_ranks(int n, BootstrapEnv env, const Options& optio
   return errors;
 }
 
-int free_port() { return cxxrun::rendezvous::pick_free_port("127.0.0.1"); }
+int free_port() { return cxxrun::store::pick_free_port("127.0.0.1"); }
 
 }  // namespace
 
@@ -184,16 +184,16 @@ TEST_CASE("a store nobody serves is an error naming MASTER_ADDR and MASTER_PORT"
 }
 
 TEST_CASE("generations on a store that outlives them use their own keys") {
-  cxxrun::rendezvous::BackgroundStoreServer server({"127.0.0.1", 0});
+  cxxrun::store::BackgroundStoreServer server({"127.0.0.1", 0});
   auto sum_of_ranks = [](int, Communicator& c) {
     int64_t x = c.rank() + 1;
     c.allreduce(&x, 1, DType::int64, ReduceOp::sum);
     if (x != 3) throw std::runtime_error("sum " + std::to_string(x));
   };
-  cxxrun::rendezvous::StoreClient::Options o;
+  cxxrun::store::StoreClient::Options o;
   o.port = server.port();
   o.timeout = 5s;
-  auto probe = cxxrun::rendezvous::StoreClient::connect(o);
+  auto probe = cxxrun::store::StoreClient::connect(o);
   for (int generation : {0, 1}) {
     INFO("generation " << generation);
     // Twice per generation: the second communicator of a group gets the next

@@ -33,10 +33,10 @@ TEST_CASE("GlooStore calls share one deadline") {
   GlooStore store(client, Clock::now() + 300ms);
   auto start = Clock::now();
   // Gloo's own wait timeout is longer than what is left: the deadline wins.
-  CHECK_THROWS_AS(store.wait({"never"}, std::chrono::milliseconds(30000)), cxxrun::rendezvous::StoreTimeout);
+  CHECK_THROWS_AS(store.wait({"never"}, std::chrono::milliseconds(30000)), cxxrun::store::StoreTimeout);
   CHECK(Clock::now() - start < 2s);
   start = Clock::now();
-  CHECK_THROWS_AS(store.get("never"), cxxrun::rendezvous::StoreTimeout);
+  CHECK_THROWS_AS(store.get("never"), cxxrun::store::StoreTimeout);
   CHECK(Clock::now() - start < 200ms);  // nothing left of the budget
 }
 
@@ -45,7 +45,7 @@ TEST_CASE("GlooStore wait honours a timeout shorter than the deadline") {
   FakeStore::Client client(fake, "127.0.0.1");
   GlooStore store(client, Clock::now() + 60s);
   auto start = Clock::now();
-  CHECK_THROWS_AS(store.wait({"never"}, std::chrono::milliseconds(100)), cxxrun::rendezvous::StoreTimeout);
+  CHECK_THROWS_AS(store.wait({"never"}, std::chrono::milliseconds(100)), cxxrun::store::StoreTimeout);
   CHECK(Clock::now() - start < 5s);
 }
 

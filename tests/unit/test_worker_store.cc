@@ -2,16 +2,19 @@
 #include <catch2/catch.hpp>
 
 #include "listener.h"
-#include "rendezvous/endpoint.h"
 #include "rendezvous/rendezvous.h"
-#include "rendezvous/store.h"
 #include "rendezvous/worker_store.h"
+#include "store/client.h"
+#include "store/endpoint.h"
 
 using namespace cxxrun::rendezvous;
+using cxxrun::store::pick_free_port;
+using cxxrun::store::port_in_use;
+using cxxrun::store::StoreClient;
 
 TEST_CASE("worker store: the agent serves it on a port the OS picks when the plan says 0") {
-  WorkerStore store;
-  const int port = store.settle(true, "127.0.0.1", "127.0.0.1", 0);
+  WorkerStore workers;
+  const int port = workers.settle(true, "127.0.0.1", "127.0.0.1", 0);
   REQUIRE(port > 0);
   CHECK(port_in_use("127.0.0.1", port));
   // It is a real store: a worker's client can use it.
@@ -24,13 +27,13 @@ TEST_CASE("worker store: the agent serves it on a port the OS picks when the pla
 }
 
 TEST_CASE("worker store: a renewed store keeps the port and forgets every key") {
-  WorkerStore store;
-  const int port = store.settle(true, "127.0.0.1", "127.0.0.1", 0);
+  WorkerStore workers;
+  const int port = workers.settle(true, "127.0.0.1", "127.0.0.1", 0);
   StoreClient::Options o;
   o.port = port;
   o.timeout = std::chrono::seconds(5);
   StoreClient::connect(o)->set("k", "v");
-  store.renew();
+  workers.renew();
   CHECK(port_in_use("127.0.0.1", port));
   CHECK_FALSE(StoreClient::connect(o)->check({"k"}));
 }
@@ -45,8 +48,8 @@ TEST_CASE("worker store: the planned port is kept, for the agent's server and fo
 
 TEST_CASE("worker store: worker rank 0 gets a port that is free now when the plan says 0") {
   Listener held;
-  WorkerStore store;
-  const int port = store.settle(false, "", "127.0.0.1", 0);
+  WorkerStore workers;
+  const int port = workers.settle(false, "", "127.0.0.1", 0);
   CHECK(port > 0);
   CHECK(port != held.port);
   CHECK_FALSE(port_in_use("127.0.0.1", port));
@@ -54,8 +57,8 @@ TEST_CASE("worker store: worker rank 0 gets a port that is free now when the pla
 
 TEST_CASE("worker store: a taken port is one clear error") {
   Listener held;
-  WorkerStore store;
-  CHECK_THROWS_WITH(store.settle(true, "127.0.0.1", "127.0.0.1", held.port),
+  WorkerStore workers;
+  CHECK_THROWS_WITH(workers.settle(true, "127.0.0.1", "127.0.0.1", held.port),
                     Catch::Contains("cannot serve the workers' store"));
 }
 

@@ -2,12 +2,12 @@
 # with the launcher binaries beside it:
 #   cmake --install build --prefix /opt/cxxrun
 # Headers go under include/cxxrun/ so that the generic directory names
-# (worker_runtime/, rendezvous/) keep the same #include paths as in-tree
+# (worker_runtime/, store/) keep the same #include paths as in-tree
 # without crowding the prefix's include/.
-# Included from worker_runtime/, which the top level adds after rendezvous/
+# Included from worker_runtime/, which the top level adds after store/
 # and launcher/: install(TARGETS) needs the targets to exist already.
-if(NOT TARGET cxxrun_rendezvous OR NOT TARGET cxxrun)
-  message(FATAL_ERROR "worker_runtime/cmake/package.cmake: add_subdirectory(worker_runtime) must come after rendezvous and launcher")
+if(NOT TARGET cxxrun_store OR NOT TARGET cxxrun)
+  message(FATAL_ERROR "worker_runtime/cmake/package.cmake: add_subdirectory(worker_runtime) must come after store and launcher")
 endif()
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -15,22 +15,17 @@ include(CMakePackageConfigHelpers)
 set(cxxrun_package_dir ${CMAKE_INSTALL_LIBDIR}/cmake/cxxrun)
 set(cxxrun_include_dir ${CMAKE_INSTALL_INCLUDEDIR}/cxxrun)
 
-# The libraries name their source tree as a public include directory, which
-# an installed package must not: keep those for the build tree only.
-foreach(target cxxrun_worker cxxrun_rendezvous)
-  get_target_property(dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
-  set(build_dirs)
-  foreach(dir IN LISTS dirs)
-    list(APPEND build_dirs "$<BUILD_INTERFACE:${dir}>")
-  endforeach()
-  set_property(TARGET ${target} PROPERTY INTERFACE_INCLUDE_DIRECTORIES
-               ${build_dirs} "$<INSTALL_INTERFACE:${cxxrun_include_dir}>")
+# cxxrun_component() exports the component directories for the build tree
+# only; installed, the headers are found under include/cxxrun/.
+foreach(target cxxrun_worker cxxrun_store)
+  target_include_directories(${target} INTERFACE "$<INSTALL_INTERFACE:${cxxrun_include_dir}>")
 endforeach()
 set_target_properties(cxxrun_worker PROPERTIES EXPORT_NAME worker)
-set_target_properties(cxxrun_rendezvous PROPERTIES EXPORT_NAME rendezvous)
+# The worker's store client and server, for its final link.
+set_target_properties(cxxrun_store PROPERTIES EXPORT_NAME store)
 set_target_properties(cxxrun PROPERTIES EXPORT_NAME cxxrun)
 
-install(TARGETS cxxrun_worker cxxrun_rendezvous cxxrun
+install(TARGETS cxxrun_worker cxxrun_store cxxrun
         EXPORT cxxrunTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -41,8 +36,8 @@ install(FILES
           ${PROJECT_SOURCE_DIR}/worker_runtime/heartbeat.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/worker_env.h
         DESTINATION ${cxxrun_include_dir}/worker_runtime)
-install(FILES ${PROJECT_SOURCE_DIR}/rendezvous/store.h ${PROJECT_SOURCE_DIR}/rendezvous/store_server.h
-        DESTINATION ${cxxrun_include_dir}/rendezvous)
+install(FILES ${PROJECT_SOURCE_DIR}/store/client.h ${PROJECT_SOURCE_DIR}/store/server.h
+        DESTINATION ${cxxrun_include_dir}/store)
 install(EXPORT cxxrunTargets NAMESPACE cxxrun:: DESTINATION ${cxxrun_package_dir})
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/cxxrunConfig.cmake.in

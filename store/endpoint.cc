@@ -1,4 +1,4 @@
-#include "rendezvous/endpoint.h"
+#include "store/endpoint.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <system_error>
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 namespace {
 
 bool valid_host_char(char c) {
@@ -220,4 +220,4 @@ bool is_local_host(std::string_view host) {
   return is_interface_address(h);
 }
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

@@ -1,11 +1,11 @@
-#include "rendezvous/listener.h"
+#include "store/listener.h"
 
 #include <boost/asio/ip/v6_only.hpp>
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/endpoint.h"
+#include "store/endpoint.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -74,4 +74,4 @@ void AcceptLoop::close() {
   retry_.cancel();
 }
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

@@ -1,16 +1,16 @@
-// StoreClient over one TCP connection; store.h has the promises, this file
+// StoreClient over one TCP connection; client.h has the promises, this file
 // how they are kept.
 #include <optional>
 #include <string_view>
 #include <utility>
 
-#include "rendezvous/backoff.h"
-#include "rendezvous/endpoint.h"
-#include "rendezvous/store.h"
-#include "rendezvous/store_connection.h"
-#include "rendezvous/wire.h"
+#include "store/backoff.h"
+#include "store/client.h"
+#include "store/connection.h"
+#include "store/endpoint.h"
+#include "store/wire.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 namespace {
 
 using io::Clock;
@@ -355,4 +355,4 @@ std::unique_ptr<StoreClient> StoreClient::connect(const Options& options) {
   return client;
 }
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

@@ -1,4 +1,4 @@
-#include "rendezvous/store_state.h"
+#include "store/state.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "rendezvous/wire.h"
+#include "store/wire.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 namespace {
 
 template <typename T>
@@ -337,4 +337,4 @@ void StoreState::compare_set(ClientId client, const StoreRequest& r, Outcome& ou
   out.deliveries.push_back({client, bytes(it->second)});
 }
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

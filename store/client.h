@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 
 struct StoreError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -78,4 +78,4 @@ class StoreClient {
   virtual std::string local_address() const = 0;
 };
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

@@ -1,13 +1,13 @@
-#include "rendezvous/store_connection.h"
+#include "store/connection.h"
 
 #include <unistd.h>
 
 #include <bit>
 #include <cstring>
 
-#include "rendezvous/wire.h"
+#include "store/wire.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 namespace {
 
 static_assert(std::endian::native == std::endian::little,
@@ -76,4 +76,4 @@ std::string StoreConnection::read_bytes(io::Deadline deadline) {
   return value;
 }
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

@@ -1,5 +1,5 @@
 // What a TCPStore server knows: keys, queues, waiting and watching clients
-// (reference torchrun.md §6.4). Pure: requests in, bytes for clients out, so
+// (docs/store-protocol.md §3.3 and §6). Pure: requests in, bytes for clients out, so
 // every semantic can be tested without a socket. Clients are opaque ids; the
 // server maps them to connections.
 #pragma once
@@ -11,9 +11,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "rendezvous/store_request.h"
+#include "store/request.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 
 class StoreState {
  public:
@@ -78,4 +78,4 @@ class StoreState {
   std::unordered_map<ClientId, std::unordered_set<std::string>> watched_keys_;
 };
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

@@ -5,9 +5,9 @@
 #include <boost/asio/io_context.hpp>
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/store_server.h"
+#include "store/server.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 
 struct BackgroundStoreServer::Impl {
   explicit Impl(const StoreServerOptions& options) : server(io, options) {}
@@ -44,4 +44,4 @@ void BackgroundStoreServer::stop() {
   impl_->server.close();
 }
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

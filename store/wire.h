@@ -1,4 +1,4 @@
-// PyTorch's TCPStore wire protocol (reference torchrun.md §6), shared by our
+// PyTorch's TCPStore wire protocol (docs/store-protocol.md §2-§3), shared by our
 // store server and client. Integers are raw little-endian; strings and byte
 // vectors are a u64 length followed by the bytes.
 #pragma once
@@ -6,12 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace cxxrun::rendezvous::wire {
+namespace cxxrun::store::wire {
 
 // torch >= 2.2: a connection opens with VALIDATE + this magic.
 inline constexpr uint32_t kValidateMagic = 0x3C85F7CE;
 
-// Limits of torch's libuv server (§6.4): a request beyond them closes that
+// Limits of torch's libuv server (docs/store-protocol.md §5): a request beyond them closes that
 // one connection.
 inline constexpr size_t kMaxKeyBytes = 8 * 1024;
 inline constexpr size_t kMaxValueBytes = 8 * 1024 * 1024;
@@ -68,4 +68,4 @@ enum class WatchResponse : uint8_t {
   callback_registered = 3,
 };
 
-}  // namespace cxxrun::rendezvous::wire
+}  // namespace cxxrun::store::wire

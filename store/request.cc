@@ -1,4 +1,4 @@
-#include "rendezvous/store_request.h"
+#include "store/request.h"
 
 #include <array>
 #include <bit>
@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "rendezvous/wire.h"
+#include "store/wire.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 namespace {
 
 // The wire is little-endian and we copy integers straight out of it.
@@ -274,4 +274,4 @@ RequestParse parse_request(std::string_view in, OpTable table) {
   return result;
 }
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

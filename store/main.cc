@@ -10,7 +10,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/store_server.h"
+#include "store/server.h"
 
 namespace {
 
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-    cxxrun::rendezvous::BackgroundStoreServer server({host, port});
+    cxxrun::store::BackgroundStoreServer server({host, port});
     spdlog::info("listening on {}", server.address());
     // No deadline on purpose: serving until told to stop is the whole job.
     int received = 0;

@@ -1,4 +1,4 @@
-#include "rendezvous/socket_io.h"
+#include "store/socket_io.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -15,9 +15,9 @@
 #include <mutex>
 #include <thread>
 
-#include "rendezvous/endpoint.h"
+#include "store/endpoint.h"
 
-namespace cxxrun::rendezvous::io {
+namespace cxxrun::store::io {
 namespace {
 
 // With several addresses (IPv6 and IPv4 of one name) a black-holed first one
@@ -211,4 +211,4 @@ std::string local_ip(const Socket& sock) {
   return ip;
 }
 
-}  // namespace cxxrun::rendezvous::io
+}  // namespace cxxrun::store::io

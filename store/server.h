@@ -1,4 +1,4 @@
-// A TCPStore-compatible server (reference torchrun.md §6.4): torch 1.13
+// A TCPStore-compatible server (docs/store-protocol.md §1 and §4): torch 1.13
 // clients (legacy opcodes) and torch >= 2.2 clients (VALIDATE handshake) on one
 // port and one key space. Single-threaded: one Asio io_context serves every
 // connection. Asio stays out of this header so including it costs nothing.
@@ -11,7 +11,7 @@ namespace boost::asio {
 class io_context;
 }
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 
 struct StoreServerOptions {
   // Empty: every interface, "::" dual-stack, or 0.0.0.0 where IPv6 is off.
@@ -40,7 +40,7 @@ class StoreServer {
   // runs `io`, or while nothing runs it.
   void close();
 
-  // Defined in store_server.cc; named here only so its helpers can see it.
+  // Defined in server.cc; named here only so its helpers can see it.
   struct Impl;
 
  private:
@@ -71,4 +71,4 @@ class BackgroundStoreServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

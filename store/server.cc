@@ -1,4 +1,4 @@
-#include "rendezvous/store_server.h"
+#include "store/server.h"
 
 #include <array>
 #include <climits>
@@ -12,13 +12,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "rendezvous/endpoint.h"
-#include "rendezvous/listener.h"
-#include "rendezvous/store_request.h"
-#include "rendezvous/store_state.h"
-#include "rendezvous/wire.h"
+#include "store/endpoint.h"
+#include "store/listener.h"
+#include "store/request.h"
+#include "store/state.h"
+#include "store/wire.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 namespace {
 
 namespace asio = boost::asio;
@@ -307,4 +307,4 @@ int StoreServer::port() const { return port_; }
 std::string StoreServer::address() const { return address_; }
 void StoreServer::close() { impl_->close(); }
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

@@ -1,5 +1,5 @@
 // One TCP connection to a TCPStore-compatible server, speaking the framing of
-// reference §6.1: a request is built whole and leaves in one write (like
+// docs/store-protocol.md §2: a request is built whole and leaves in one write (like
 // torch's SendBuffer), a response is read field by field. Retries, deadlines
 // per call and the meaning of each op belong to the client above.
 #pragma once
@@ -9,10 +9,10 @@
 #include <string>
 #include <string_view>
 
-#include "rendezvous/socket_io.h"
-#include "rendezvous/store.h"
+#include "store/client.h"
+#include "store/socket_io.h"
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 
 // The server answered, but not the way this protocol says it would (a wrong
 // PING echo, an impossible length): retrying on a new connection would only
@@ -83,4 +83,4 @@ class StoreConnection {
   std::string local_address_;
 };
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

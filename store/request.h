@@ -1,4 +1,4 @@
-// Decoding TCPStore requests (reference torchrun.md §6) from the bytes a
+// Decoding TCPStore requests (docs/store-protocol.md §2-§4) from the bytes a
 // connection has buffered so far. Pure: no sockets, no logging, no state
 // beyond what the caller passes in, so the server, the unit tests and the
 // fuzzer all drive the same code.
@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 
 // Which opcode table a connection speaks. Decided once, on its first bytes:
-// VALIDATE + magic means modern, anything else legacy (§6.5).
+// VALIDATE + magic means modern, anything else legacy (docs/store-protocol.md §1).
 enum class OpTable : uint8_t { unknown, modern, legacy };
 
 // Both tables decoded into one vocabulary; watch_key exists only in legacy,
@@ -73,4 +73,4 @@ struct RequestParse {
 // cannot be resynchronised and must be closed.
 RequestParse parse_request(std::string_view buffered, OpTable table);
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store

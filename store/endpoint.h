@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace cxxrun::rendezvous {
+namespace cxxrun::store {
 
 // Passed as default_port when the caller insists on an explicit port; the
 // parsed Endpoint then carries it back so the caller can word the error.
@@ -39,4 +39,4 @@ bool port_in_use(const std::string& host, int port);
 // (0.0.0.0, ::) are not local: they mean "every interface", i.e. other nodes.
 bool is_local_host(std::string_view host);
 
-}  // namespace cxxrun::rendezvous
+}  // namespace cxxrun::store
