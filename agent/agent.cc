@@ -11,6 +11,7 @@
 #include "agent/log_dir.h"
 #include "agent/restart_policy.h"
 #include "agent/supervisor.h"
+#include "common/env_names.h"
 #include "rendezvous/rendezvous.h"
 
 namespace cxxrun::agent {
@@ -38,7 +39,7 @@ int run(const Config& input) {
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) spdlog::warn("cannot become a child subreaper");
   const std::string token = random_token();
   LogDir logs(config);
-  Guardian guardian("CXXRUN_JOB_TOKEN=" + token + ":", logs.removed_at_exit());
+  Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", logs.removed_at_exit());
   auto rdzv = rendezvous::make_rendezvous(config.rdzv, worker_store_plan(config));
   rendezvous::Assignment first;
   try {

@@ -14,6 +14,7 @@
 #include "agent/log_dir.h"
 #include "agent/process_tree.h"
 #include "agent/worker_group.h"
+#include "common/env_names.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -60,8 +61,8 @@ HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const Log
 HangWatchdog::~HangWatchdog() = default;
 
 void HangWatchdog::add_env(EnvMap& env, int local_rank) {
-  if (heartbeats_) env["CXXRUN_HEARTBEAT_FILE"] = heartbeats_->create(local_rank);
-  if (file_timer_) env["TORCHELASTIC_TIMER_FILE"] = file_timer_->path();
+  if (heartbeats_) env[env::kHeartbeatFile] = heartbeats_->create(local_rank);
+  if (file_timer_) env[env::kTimerFile] = file_timer_->path();
 }
 
 void HangWatchdog::new_attempt() {

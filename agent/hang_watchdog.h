@@ -16,7 +16,7 @@
 #include <spdlog/logger.h>
 
 #include "agent/config.h"
-#include "agent/worker_env.h"
+#include "agent/worker_env_writer.h"
 
 namespace cxxrun::agent {
 

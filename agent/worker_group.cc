@@ -10,6 +10,7 @@
 #include "agent/log_dir.h"
 #include "agent/process_tree.h"
 #include "agent/spawn.h"
+#include "common/env_names.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -29,7 +30,7 @@ WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& 
 WorkerGroup::~WorkerGroup() = default;
 
 std::string WorkerGroup::attempt_token() const {
-  return "CXXRUN_JOB_TOKEN=" + token_ + ":" + std::to_string(attempt_);
+  return std::string(env::kJobToken) + "=" + token_ + ":" + std::to_string(attempt_);
 }
 
 void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_hook) {

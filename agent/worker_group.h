@@ -23,7 +23,7 @@
 #include "agent/config.h"
 #include "agent/failure.h"
 #include "agent/output.h"
-#include "agent/worker_env.h"
+#include "agent/worker_env_writer.h"
 
 namespace cxxrun::agent {
 

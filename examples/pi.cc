@@ -13,7 +13,7 @@
 #include <string>
 
 #include "worker_runtime/error_file.h"
-#include "worker_runtime/worker_env.h"
+#include "worker_runtime/worker_env_reader.h"
 
 int main(int argc, char** argv) {
   long long samples = 4'000'000;

@@ -6,6 +6,7 @@
 #include <system_error>
 #include <tuple>
 
+#include "common/env_names.h"
 #include "store/server.h"
 
 namespace cxxrun::worker {
@@ -43,7 +44,7 @@ BootstrapEnv read_bootstrap_env() {
   BootstrapEnv env;
   env.worker = read_worker_env();
   // torch compares with the literal Python str(True).
-  env.use_agent_store = env_or_empty("TORCHELASTIC_USE_AGENT_STORE") == "True";
+  env.use_agent_store = env_or_empty(cxxrun::env::kUseAgentStore) == "True";
   std::string ifname = env_or_empty("GLOO_SOCKET_IFNAME");
   env.socket_ifname = ifname.substr(0, ifname.find(','));
   return env;

@@ -9,7 +9,7 @@
 
 #include "store/client.h"
 #include "worker_runtime/communicator.h"
-#include "worker_runtime/worker_env.h"
+#include "worker_runtime/worker_env_reader.h"
 
 namespace cxxrun::store {
 class BackgroundStoreServer;

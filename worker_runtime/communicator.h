@@ -31,7 +31,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "worker_runtime/worker_env.h"
+#include "worker_runtime/worker_env_reader.h"
 
 namespace cxxrun::worker {
 

@@ -1,4 +1,5 @@
 #include "worker_runtime/error_file.h"
+#include "common/env_names.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -9,7 +10,7 @@
 namespace cxxrun::worker {
 
 bool write_error_file(const std::string& message, const std::string& details) {
-  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+  const char* path = std::getenv(cxxrun::env::kErrorFile);
   if (!path || !*path) return false;
   // torch's whole-second "timestamp", plus nanoseconds: when two ranks fail
   // in the same second (one because the other died), the launcher can tell

@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "common/heartbeat_layout.h"
+#include "common/env_names.h"
 
 namespace {
 
@@ -101,7 +102,7 @@ extern "C" {
 
 int cxxrun_heartbeat_init(void) {
   if (g_page.load(std::memory_order_acquire)) return 0;
-  const char* path = std::getenv(CXXRUN_HEARTBEAT_ENV);
+  const char* path = std::getenv(cxxrun::env::kHeartbeatFile);
   if (!path || !*path) return 0;
   Page* page = map_page(path);
   if (!page) return -1;

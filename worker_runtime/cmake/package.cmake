@@ -34,7 +34,7 @@ install(FILES
           ${PROJECT_SOURCE_DIR}/worker_runtime/cxxrun_worker.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/error_file.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/heartbeat.h
-          ${PROJECT_SOURCE_DIR}/worker_runtime/worker_env.h
+          ${PROJECT_SOURCE_DIR}/worker_runtime/worker_env_reader.h
         DESTINATION ${cxxrun_include_dir}/worker_runtime)
 install(FILES ${PROJECT_SOURCE_DIR}/store/client.h ${PROJECT_SOURCE_DIR}/store/server.h
         DESTINATION ${cxxrun_include_dir}/store)

@@ -1,7 +1,9 @@
-#include "worker_runtime/worker_env.h"
+#include "worker_runtime/worker_env_reader.h"
 
 #include <charconv>
 #include <cstdlib>
+
+#include "common/env_names.h"
 
 namespace cxxrun::worker {
 namespace {
@@ -32,21 +34,21 @@ int int_var_or(const char* name, int fallback) {
 
 WorkerEnv read_worker_env() {
   WorkerEnv e;
-  e.rank = int_var("RANK");
-  e.world_size = int_var("WORLD_SIZE");
-  e.local_rank = int_var("LOCAL_RANK");
-  e.local_world_size = int_var_or("LOCAL_WORLD_SIZE", 1);
-  e.group_rank = int_var_or("GROUP_RANK", 0);
-  e.restart_count = int_var_or("TORCHELASTIC_RESTART_COUNT", 0);
-  e.max_restarts = int_var_or("TORCHELASTIC_MAX_RESTARTS", 0);
-  e.master_addr = required("MASTER_ADDR");
-  e.master_port = int_var("MASTER_PORT");
-  const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
+  e.rank = int_var(env::kRank);
+  e.world_size = int_var(env::kWorldSize);
+  e.local_rank = int_var(env::kLocalRank);
+  e.local_world_size = int_var_or(env::kLocalWorldSize, 1);
+  e.group_rank = int_var_or(env::kGroupRank, 0);
+  e.restart_count = int_var_or(env::kRestartCount, 0);
+  e.max_restarts = int_var_or(env::kMaxRestarts, 0);
+  e.master_addr = required(env::kMasterAddr);
+  e.master_port = int_var(env::kMasterPort);
+  const char* run_id = std::getenv(env::kRunId);
   e.run_id = run_id ? run_id : "none";
-  const char* error_file = std::getenv("TORCHELASTIC_ERROR_FILE");
+  const char* error_file = std::getenv(env::kErrorFile);
   e.error_file = error_file ? error_file : "";
   if (e.rank >= e.world_size)
-    throw EnvError("RANK=" + std::to_string(e.rank) + " is not below WORLD_SIZE=" + std::to_string(e.world_size));
+    throw EnvError(std::string(env::kRank) + "=" + std::to_string(e.rank) + " is not below " + env::kWorldSize + "=" + std::to_string(e.world_size));
   return e;
 }
 

@@ -1,6 +1,8 @@
-#include "agent/worker_env.h"
+#include "agent/worker_env_writer.h"
 
 #include <unistd.h>
+
+#include "common/env_names.h"
 
 extern char** environ;
 
@@ -21,25 +23,25 @@ EnvMap worker_environment(const Config& c, const WorkerPlace& p, const EnvMap& b
   EnvMap env = base;
   for (const auto& [k, v] : c.extra_env) env[k] = v;
   const int local_world = c.nproc_per_node;
-  env["LOCAL_RANK"] = std::to_string(p.local_rank);
-  env["RANK"] = std::to_string(p.rank);
-  env["GROUP_RANK"] = std::to_string(c.group_rank);
-  env["ROLE_RANK"] = std::to_string(p.rank);
-  env["ROLE_NAME"] = c.role;
-  env["LOCAL_WORLD_SIZE"] = std::to_string(local_world);
-  env["WORLD_SIZE"] = std::to_string(p.world_size);
-  env["GROUP_WORLD_SIZE"] = std::to_string(c.group_world_size);
-  env["ROLE_WORLD_SIZE"] = std::to_string(p.world_size);
-  env["MASTER_ADDR"] = c.master_addr;
-  env["MASTER_PORT"] = std::to_string(c.master_port);
-  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(p.restart_count);
-  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(c.max_restarts);
-  env["TORCHELASTIC_RUN_ID"] = c.run_id;
+  env[env::kLocalRank] = std::to_string(p.local_rank);
+  env[env::kRank] = std::to_string(p.rank);
+  env[env::kGroupRank] = std::to_string(c.group_rank);
+  env[env::kRoleRank] = std::to_string(p.rank);
+  env[env::kRoleName] = c.role;
+  env[env::kLocalWorldSize] = std::to_string(local_world);
+  env[env::kWorldSize] = std::to_string(p.world_size);
+  env[env::kGroupWorldSize] = std::to_string(c.group_world_size);
+  env[env::kRoleWorldSize] = std::to_string(p.world_size);
+  env[env::kMasterAddr] = c.master_addr;
+  env[env::kMasterPort] = std::to_string(c.master_port);
+  env[env::kRestartCount] = std::to_string(p.restart_count);
+  env[env::kMaxRestarts] = std::to_string(c.max_restarts);
+  env[env::kRunId] = c.run_id;
   // Python's str(bool): torch compares against the literal "True".
-  env["TORCHELASTIC_USE_AGENT_STORE"] = c.use_agent_store ? "True" : "False";
-  env["TORCHELASTIC_ERROR_FILE"] = p.error_file;
-  if (!env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING")) env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
-  env["CXXRUN_JOB_TOKEN"] = p.job_token;
+  env[env::kUseAgentStore] = c.use_agent_store ? "True" : "False";
+  env[env::kErrorFile] = p.error_file;
+  if (!env.count(env::kNcclAsyncErrorHandling)) env[env::kNcclAsyncErrorHandling] = "1";
+  env[env::kJobToken] = p.job_token;
   return env;
 }
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "worker_runtime/error_file.h"
-#include "worker_runtime/worker_env.h"
+#include "worker_runtime/worker_env_reader.h"
 
 using namespace cxxrun::worker;
 
