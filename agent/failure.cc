@@ -190,6 +190,22 @@ void order_by_time(std::vector<Failure>& failures) {
   failures = std::move(sorted);
 }
 
+std::vector<Failure> job_failures(const std::vector<std::string>& records, const std::vector<Failure>& local,
+                                  const std::string& host) {
+  std::vector<Failure> all;
+  for (const std::string& record : records)
+    if (auto f = from_record(record)) all.push_back(*f);
+  const size_t published = all.size();
+  for (const Failure& f : local) {
+    auto same = [&](const Failure& r) { return r.pid == f.pid && r.rank == f.rank && (r.host.empty() || r.host == host); };
+    if (std::none_of(all.begin(), all.begin() + published, same)) all.push_back(f);
+  }
+  // The first record published is the failure seen first; one that was
+  // still tearing down then may have happened earlier.
+  order_by_time(all);
+  return all;
+}
+
 std::string describe(const Failure& f) {
   std::string how = f.signal ? "was killed by " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
   if (f.stopped) how = "had failed (its error file is written) and was stopped with " + signal_name(f.signal);

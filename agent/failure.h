@@ -68,6 +68,12 @@ std::string describe(const Failure& f);
 std::string to_record(const Failure& f, const std::string& host);
 std::optional<Failure> from_record(const std::string& record);
 
+// Every failure of the job, root cause first: the records other nodes
+// published (this node's own among them, once published) and this node's
+// failures that are not in them.
+std::vector<Failure> job_failures(const std::vector<std::string>& records, const std::vector<Failure>& local,
+                                  const std::string& host);
+
 // The summary box. `failures` is non-empty; failures[0] is the root cause.
 std::string format_summary(const std::string& entrypoint, const std::string& host,
                            const std::vector<Failure>& failures);

@@ -9,12 +9,12 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
 #include "agent/fault_injector.h"
 #include "agent/guardian.h"
 #include "agent/hang_watchdog.h"
+#include "agent/keep_alive.h"
 #include "agent/rendezvous_link.h"
 #include "agent/reporter.h"
 #include "agent/restart_policy.h"
@@ -50,12 +50,15 @@ enum class Phase { running, stopping, restarting, rendezvous, barrier, reporting
 class Supervisor final : WorkerGroup::Listener {
  public:
   Supervisor(const Config& c, int round, LogDir& logs, Guardian& guardian, Rendezvous& rdzv, const std::string& token)
-      : c_(c), round_(round), guardian_(guardian), rdzv_(rdzv), signals_(io_), keep_alive_timer_(io_), host_(hostname()),
+      : c_(c), round_(round), guardian_(guardian), rdzv_(rdzv), signals_(io_), host_(hostname()),
         group_(io_, logs, token, *this),
         watchdog_(io_, c_, logs, group_, [this](const Worker& w) { reporter_.worker_unhealthy(w); }),
         faults_(io_, group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
         reporter_(io_, c_, group_, watchdog_, [this] { return group_state(); }),
-        link_(std::make_unique<RendezvousLink>(io_, rdzv_)) {
+        link_(std::make_unique<RendezvousLink>(io_, rdzv_)),
+        keep_alive_(io_, *link_, rdzv_.keep_alive_interval(),
+                    {[this] { return phase_ == Phase::rendezvous; }, [this] { return phase_ == Phase::running; },
+                     [this] { on_store_lost(); }, [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}) {
     set_logger();
   }
 
@@ -72,7 +75,6 @@ class Supervisor final : WorkerGroup::Listener {
       r.watch([this](int round, RoundEvent e) { asio::post(io_, [this, round, e] { on_round_event(round, e); }); });
       return {};
     });
-    schedule_keep_alive();
     reporter_.rendezvous_done(c_, attempt_);
     start_attempt();
     io_.run();
@@ -256,65 +258,22 @@ class Supervisor final : WorkerGroup::Listener {
   }
 
   void print_summary(const std::vector<std::string>& records) {
-    std::vector<Failure> shown;
-    for (const std::string& record : records)
-      if (auto f = from_record(record)) shown.push_back(*f);
-    const size_t published = shown.size();
-    for (const Failure& f : group_.failures()) {
-      auto same = [&](const Failure& r) { return r.pid == f.pid && r.rank == f.rank && (r.host.empty() || r.host == host_); };
-      if (std::none_of(shown.begin(), shown.begin() + published, same)) shown.push_back(f);
-    }
+    const std::vector<Failure> shown = job_failures(records, group_.failures(), host_);
     if (shown.empty()) {
       log_->error("the job failed on another node, and its failure record could not be read");
       return finish(exit_code::unknown_failure);
     }
-    // The first record published is the failure seen first; one that was
-    // still tearing down then may have happened earlier.
-    order_by_time(shown);
     const std::string summary = format_summary(c_.entrypoint_name, host_, shown);
     (void)!write(STDERR_FILENO, summary.data(), summary.size());
     finish(failure_exit_code(shown));
   }
 
-  // Ticks four times per keep-alive interval: a beat on every fourth, a
-  // check for dead members on the others, so a death is seen within the
-  // configured interval * max_attempt. A tick finding the last one's call
-  // still on the link skips it.
-  void schedule_keep_alive() {
-    if (rdzv_.keep_alive_interval().count() == 0) return;
-    keep_alive_timer_.expires_after(rdzv_.keep_alive_interval() / 4);
-    keep_alive_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec || phase_ == Phase::done) return;
-      // While the link re-forms the job, the store is that call's.
-      if (phase_ != Phase::rendezvous && !link_busy_) keep_alive_tick();
-      schedule_keep_alive();
-    });
+  void on_store_lost() {
+    if (phase_ == Phase::barrier) return finish(exit_code::lost);
+    if (phase_ == Phase::running) stop(Cause::lost, SIGTERM);
   }
 
-  void keep_alive_tick() {
-    link_busy_ = true;
-    if (keep_alive_ticks_++ % 4 != 0) {
-      if (phase_ != Phase::running) return void(link_busy_ = false);
-      return link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
-        auto liveness = r.check_members();
-        return [this, liveness] { on_liveness(liveness); };
-      });
-    }
-    link_->call([this, check = phase_ == Phase::running](Rendezvous& r) -> RendezvousLink::Then {
-      const Rendezvous::Beat beat = r.keep_alive();
-      const auto liveness = beat == Rendezvous::Beat::ok && check ? r.check_members() : Rendezvous::Liveness{};
-      return [this, beat, liveness] {
-        on_liveness(liveness);
-        if (beat != Rendezvous::Beat::lost) return;
-        if (phase_ == Phase::barrier) return finish(exit_code::lost);
-        if (phase_ == Phase::running) stop(Cause::lost, SIGTERM);
-      };
-    });
-  }
-
-  void on_liveness(const Rendezvous::Liveness& l) {
-    link_busy_ = false;
-    if (l.dead.empty() || phase_ != Phase::running) return;
+  void on_members_dead(const Rendezvous::Liveness& l) {
     alive_nodes_ = l.alive;
     const auto& s = c_.rdzv.settings;
     if (l.alive >= s.min_nodes) return;  // the round's `dead` event restarts the job
@@ -384,7 +343,7 @@ class Supervisor final : WorkerGroup::Listener {
     phase_ = Phase::done;
     boost::system::error_code ignored;
     signals_.cancel(ignored);
-    keep_alive_timer_.cancel();
+    keep_alive_.cancel();
     io_.stop();
   }
 
@@ -394,7 +353,6 @@ class Supervisor final : WorkerGroup::Listener {
   Rendezvous& rdzv_;
   asio::io_context io_;
   asio::signal_set signals_;
-  asio::steady_timer keep_alive_timer_;
   const std::string host_;
   std::shared_ptr<spdlog::logger> log_;
   WorkerGroup group_;
@@ -402,6 +360,7 @@ class Supervisor final : WorkerGroup::Listener {
   FaultInjector faults_;
   Reporter reporter_;
   std::unique_ptr<RendezvousLink> link_;
+  KeepAlive keep_alive_;
 
   Phase phase_ = Phase::running;
   Cause cause_ = Cause::success;
@@ -410,9 +369,6 @@ class Supervisor final : WorkerGroup::Listener {
   int alive_nodes_ = 1;
   int agent_signal_ = 0;
   int exit_code_ = exit_code::internal_error;
-  int keep_alive_ticks_ = 0;
-  // A keep-alive or membership check is queued or running on the link.
-  bool link_busy_ = false;
 };
 
 }  // namespace

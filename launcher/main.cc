@@ -1,5 +1,6 @@
 // cxxrun: parse, then hand the job to the agent. Every failure ends as one
-// line on stderr: usage errors exit 2 (argparse's code), anything else 1.
+// line on stderr; the codes are agent/restart_policy.h's (usage errors 2, as
+// argparse exits, anything else 1).
 #include <cstdlib>
 #include <iostream>
 
@@ -7,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
+#include "agent/restart_policy.h"
 #include "launcher/options.h"
 
 namespace {
@@ -53,12 +55,12 @@ int main(int argc, char** argv) {
     return cxxrun::agent::run(parsed.config);
   } catch (const launcher::UsageError& e) {
     std::cerr << "cxxrun: error: " << e.what() << std::endl;
-    return 2;
+    return cxxrun::agent::exit_code::usage;
   } catch (const std::exception& e) {
     std::cerr << "cxxrun: " << e.what() << std::endl;
-    return 1;
+    return cxxrun::agent::exit_code::internal_error;
   } catch (...) {
     std::cerr << "cxxrun: unexpected internal error" << std::endl;
-    return 1;
+    return cxxrun::agent::exit_code::internal_error;
   }
 }

@@ -122,3 +122,20 @@ TEST_CASE("a failure record keeps the failure's precise time and whether it was 
   CHECK(std::chrono::duration_cast<std::chrono::nanoseconds>(failure_time(*back).time_since_epoch()).count() ==
         1795361529123456789LL);
 }
+
+TEST_CASE("the job's failures: published records and this node's own, each once, root cause first") {
+  using std::chrono::system_clock;
+  const auto t0 = system_clock::now();
+  Failure here{0, 0, 100, 3, 0, t0 + std::chrono::seconds(2), "", {}, "", ""};
+  Failure remote{1, 5, 200, 7, 0, t0 + std::chrono::seconds(1), "", {}, "node-b", "boom"};
+  Failure unpublished{1, 1, 101, 0, SIGSEGV, t0 + std::chrono::seconds(3), "", {}, "", ""};
+  const std::vector<std::string> records = {to_record(here, "node-a"), to_record(remote, "node-b"), "not json"};
+  auto all = job_failures(records, {here, unpublished}, "node-a");
+  REQUIRE(all.size() == 3);
+  CHECK(all[0].pid == 200);  // the earliest, from another node
+  CHECK(all[1].pid == 100);  // published and local: listed once
+  CHECK(all[1].host == "node-a");
+  CHECK(all[2].pid == 101);  // local only
+  CHECK(failure_exit_code(all) == 7);
+  CHECK(job_failures({}, {}, "node-a").empty());
+}
