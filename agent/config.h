@@ -88,6 +88,11 @@ struct Config {
   // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; empty = "[${role_name}${local_rank}]:".
   std::string log_line_prefix_template;
 
+  // Containment (agent/cgroup.h): the job's processes in a cgroup of their
+  // own where cgroup v2 is writable; false (CXXRUN_CONTAINMENT=subreaper):
+  // only the agent's child subreaper and the environment token find them.
+  bool use_cgroup = true;
+
   // Signals forwarded to every worker's process group. Those that end a
   // job (TERM, INT, HUP, QUIT) also stop the agent after forwarding.
   std::vector<int> signals_to_handle;

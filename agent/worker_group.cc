@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/cgroup.h"
 #include "agent/log_dir.h"
 #include "agent/process_tree.h"
 #include "agent/spawn.h"
@@ -24,8 +25,10 @@ constexpr std::chrono::seconds kPipeDrainLimit{2};
 
 }  // namespace
 
-WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, Listener& listener)
-    : io_(io), logs_(logs), token_(job_token), listener_(listener), base_env_(current_environment()), timer_(io) {}
+WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
+                         pid_t guardian, Listener& listener)
+    : io_(io), logs_(logs), token_(job_token), cgroup_(cgroup), guardian_(guardian), listener_(listener),
+      base_env_(current_environment()), timer_(io) {}
 
 WorkerGroup::~WorkerGroup() = default;
 
@@ -42,11 +45,20 @@ void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_ho
   stopping_ = failing_ = escalated_ = false;
   workers_.clear();
   logs_.prepare_attempt(attempt_, c_.nproc_per_node);
+  int procs = -1;
+  if (cgroup_) {
+    try {
+      procs = cgroup_->begin_attempt(attempt_);
+    } catch (const std::exception& e) {
+      // Still contained: the subreaper and the token find what it starts.
+      log_->warn("{}; this attempt's workers run without their own cgroup", e.what());
+    }
+  }
   const int world = c_.world_size > 0 ? c_.world_size : c_.nproc_per_node * c_.group_world_size;
   log_->info("starting {} workers for entrypoint {} (attempt {}, run id {}, ranks {}..{} of {})", c_.nproc_per_node,
              c_.entrypoint_name, attempt_, c_.run_id, c_.base_rank, c_.base_rank + c_.nproc_per_node - 1, world);
   for (int r = 0; r < c_.nproc_per_node; ++r) {
-    if (!start_worker(c_, r, env_hook)) {
+    if (!start_worker(c_, r, env_hook, procs)) {
       // Reported from the loop, not inside this one: it may start the next
       // attempt.
       asio::post(io_, [this, f = failures_.back()] { listener_.on_worker_failed(f); });
@@ -55,7 +67,7 @@ void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_ho
   }
 }
 
-bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& env_hook) {
+bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& env_hook, int cgroup_procs) {
   auto w = std::make_unique<Worker>();
   w->local_rank = local_rank;
   w->rank = c.base_rank + local_rank;
@@ -66,7 +78,7 @@ bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& e
   if (env_hook) env_hook(env, local_rank);
   Spawned s;
   try {
-    s = spawn_worker(substitute_local_rank(c.command, local_rank), to_envp(env));
+    s = spawn_worker(substitute_local_rank(c.command, local_rank), to_envp(env), cgroup_procs);
   } catch (const std::exception& e) {
     log_->error("{}", e.what());
     failures_.push_back(Failure{local_rank, w->rank, 0, 127, 0, std::chrono::system_clock::now(), "", {e.what()}, "", ""});
@@ -194,7 +206,7 @@ void WorkerGroup::stop(int sig, bool failing) {
   if (int n = running(); n > 0)
     log_->info("stopping {} workers with {} (grace {} ms)", n, signal_name(sig), c_.shutdown_timeout.count());
   signal_all(sig);
-  signal_processes_with_env(attempt_token(), sig);
+  signal_strays(sig);
   if (first) {
     timer_.expires_after(c_.shutdown_timeout);
     timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -209,7 +221,7 @@ void WorkerGroup::stop(int sig, bool failing) {
 void WorkerGroup::escalate() {
   escalated_ = true;
   signal_all(SIGKILL);
-  signal_processes_with_env(attempt_token(), SIGKILL);
+  signal_strays(SIGKILL);
   arm_drain_limit();
 }
 
@@ -223,13 +235,30 @@ void WorkerGroup::arm_drain_limit() {
   });
 }
 
+int WorkerGroup::signal_strays(int sig) {
+  std::vector<pid_t> pids;
+  if (cgroup_) {
+    pids = cgroup_->attempt_pids();
+    // One write kills them all, including any forked since the read.
+    if (sig == SIGKILL) return cgroup_->kill_attempt(), static_cast<int>(pids.size());
+  } else {
+    pids = find_descendants(getpid(), guardian_);
+  }
+  int n = 0;
+  for (pid_t pid : pids) n += kill(pid, sig) == 0;
+  // Without a cgroup, a process that left the agent's tree (its parent was
+  // not reparented to us) still carries the token.
+  if (!cgroup_) n += signal_processes_with_env(attempt_token(), sig);
+  return n;
+}
+
 // The group is stopped when every worker is reaped, nothing else carrying
 // this attempt's token is alive, and the pipes are drained.
 void WorkerGroup::check_stopped() {
   if (!stopping_ || running() > 0) return;
   if (!strays_killed_) {
     strays_killed_ = true;
-    if (int n = signal_processes_with_env(attempt_token(), SIGKILL))
+    if (int n = signal_strays(SIGKILL))
       log_->warn("killed {} leftover processes of the worker group", n);
     if (!escalated_) arm_drain_limit();
   }

@@ -27,6 +27,7 @@
 
 namespace cxxrun::agent {
 
+class JobCgroup;
 class LogDir;
 
 struct Pipe {
@@ -66,7 +67,10 @@ class WorkerGroup {
   // Adds per-worker variables (hang detection's) to a worker's environment.
   using EnvHook = std::function<void(EnvMap& env, int local_rank)>;
 
-  WorkerGroup(boost::asio::io_context& io, LogDir& logs, const std::string& job_token, Listener& listener);
+  // `cgroup`: where the job's processes live (nullptr: none; then the
+  // agent's descendants are the job's, less `guardian`).
+  WorkerGroup(boost::asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
+              pid_t guardian, Listener& listener);
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
@@ -100,18 +104,23 @@ class WorkerGroup {
   std::string attempt_token() const;
 
  private:
-  bool start_worker(const Config& c, int local_rank, const EnvHook& env_hook);
+  bool start_worker(const Config& c, int local_rank, const EnvHook& env_hook, int cgroup_procs);
   void open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file);
   void read_pipe(Pipe& p);
   void drain_now(Pipe& p);
   void close_pipe(Pipe& p);
   void on_exit(Worker& w, int status);
   void arm_drain_limit();
+  // Signals every process of the attempt that is not a worker, wherever it
+  // went; returns how many.
+  int signal_strays(int sig);
   void check_stopped();
 
   boost::asio::io_context& io_;
   LogDir& logs_;
   const std::string token_;
+  JobCgroup* const cgroup_;
+  const pid_t guardian_;
   Listener& listener_;
   const EnvMap base_env_;
   boost::asio::steady_timer timer_;

@@ -135,6 +135,15 @@ void file_timer(const Env& env, agent::Config& c) {
   if (auto path = from_env(env, "TORCHELASTIC_TIMER_FILE")) c.file_timer_path = path->text;
 }
 
+// cxxrun's own: "subreaper" keeps the job's processes out of a cgroup even
+// where one could be made (a site that manages cgroups itself; tests).
+void containment(const Env& env, agent::Config& c) {
+  auto value = from_env(env, "CXXRUN_CONTAINMENT");
+  if (!value || value->text == "auto") return;
+  if (value->text != "subreaper") throw bad(*value, "must be auto (a cgroup where possible) or subreaper");
+  c.use_cgroup = false;
+}
+
 }  // namespace
 
 void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
@@ -157,6 +166,7 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
   section_timeouts(raw.list("section_timeout"), c.section_timeouts);
   if (const RawValue* v = raw.find("stack_dump_signal")) c.stack_dump_signal = stack_dump_signal(*v);
   file_timer(env, c);
+  containment(env, c);
   c.faults = parse_faults(raw, env);
 }
 
