@@ -57,9 +57,10 @@ class Supervisor final : WorkerGroup::Listener {
         faults_(io_, group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
         reporter_(io_, c_, group_, watchdog_, [this] { return group_state(); }),
         link_(std::make_unique<RendezvousLink>(io_, rdzv_)),
-        keep_alive_(io_, *link_, rdzv_.keep_alive_interval(),
+        keep_alive_(io_, *link_, rdzv_.keep_alive_interval(), c_.rdzv.settings.keep_alive_max_attempt,
                     {[this] { return phase_ == Phase::rendezvous; }, [this] { return phase_ == Phase::running; },
-                     [this] { on_store_lost(); }, [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}) {
+                     [this](std::chrono::milliseconds silent) { on_store_lost(silent); },
+                     [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}) {
     set_logger();
   }
 
@@ -86,6 +87,7 @@ class Supervisor final : WorkerGroup::Listener {
   // WorkerGroup::Listener
   void on_worker_started(const Worker& w) override { reporter_.worker_started(w); }
   void on_worker_exited(const Worker& w) override { watchdog_.forget(w.pid); }
+  void on_worker_paused(const Worker& w) override { reporter_.worker_paused(w); }
   void on_worker_failed(const Failure& f) override {
     publish(f);
     stop(Cause::failure, SIGTERM);
@@ -269,7 +271,11 @@ class Supervisor final : WorkerGroup::Listener {
     finish(failure_exit_code(shown));
   }
 
-  void on_store_lost() {
+  void on_store_lost(std::chrono::milliseconds silent) {
+    if (phase_ != Phase::barrier && phase_ != Phase::running) return;
+    const auto& s = c_.rdzv.settings;
+    log_->error("lost the rendezvous store of job={} at {}: no keep-alive got through for {} ms (limit {} ms)",
+                s.run_id, s.endpoint, silent.count(), (s.keep_alive_interval * s.keep_alive_max_attempt).count());
     if (phase_ == Phase::barrier) return finish(exit_code::lost);
     if (phase_ == Phase::running) stop(Cause::lost, SIGTERM);
   }
@@ -326,7 +332,7 @@ class Supervisor final : WorkerGroup::Listener {
 
   GroupState group_state() const {
     switch (phase_) {
-      case Phase::running: return GroupState::healthy;
+      case Phase::running: return group_.paused() ? GroupState::unhealthy : GroupState::healthy;
       case Phase::stopping:
       case Phase::restarting:
       case Phase::rendezvous:

@@ -22,13 +22,24 @@ constexpr size_t kTailLines = 10;
 // After every worker is gone and strays are SIGKILLed, pipes close at once;
 // this only bounds a process that escaped the job token and holds one open.
 constexpr std::chrono::seconds kPipeDrainLimit{2};
+// How often the agent says that only stopped workers keep the job alive.
+constexpr std::chrono::seconds kPausedReminder{30};
+
+std::string clock_time(std::chrono::system_clock::time_point tp) {
+  const time_t t = std::chrono::system_clock::to_time_t(tp);
+  tm local{};
+  localtime_r(&t, &local);
+  char buf[16];
+  strftime(buf, sizeof buf, "%H:%M:%S", &local);
+  return buf;
+}
 
 }  // namespace
 
 WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
                          pid_t guardian, Listener& listener)
     : io_(io), logs_(logs), token_(job_token), cgroup_(cgroup), guardian_(guardian), listener_(listener),
-      base_env_(current_environment()), timer_(io) {}
+      base_env_(current_environment()), timer_(io), paused_timer_(io) {}
 
 WorkerGroup::~WorkerGroup() = default;
 
@@ -137,11 +148,17 @@ void WorkerGroup::close_pipe(Pipe& p) {
 void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
   int status;
   pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+  // WUNTRACED/WCONTINUED: a worker stopped by a signal would otherwise hang
+  // the job without a word.
+  while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
+    const bool exited = WIFEXITED(status) || WIFSIGNALED(status);
     bool ours = false;
-    for (auto& w : workers_)
-      if (w->running && w->pid == pid) ours = true, on_exit(*w, status);
-    if (!ours) other(pid);
+    for (auto& w : workers_) {
+      if (!w->running || w->pid != pid) continue;
+      ours = true;
+      exited ? on_exit(*w, status) : on_pause(*w, status);
+    }
+    if (!ours && exited) other(pid);
   }
   if (stopping_) check_stopped();
 }
@@ -177,6 +194,47 @@ void WorkerGroup::on_exit(Worker& w, int status) {
   if (f.stopped) listener_.on_earlier_failure(f);
 }
 
+void WorkerGroup::on_pause(Worker& w, int status) {
+  if (WIFSTOPPED(status)) {
+    if (w.paused_since) return;
+    w.paused_since = std::chrono::system_clock::now();
+    log_->warn("rank {} (local_rank {}, pid {}) was stopped by {}; the job waits for it until it gets SIGCONT", w.rank,
+               w.local_rank, w.pid, signal_name(WSTOPSIG(status)));
+    if (!stopping_) remind_paused();
+  } else if (WIFCONTINUED(status) && w.paused_since) {
+    w.paused_since.reset();
+    log_->info("rank {} (local_rank {}, pid {}) continued", w.rank, w.local_rank, w.pid);
+  } else {
+    return;
+  }
+  listener_.on_worker_paused(w);
+}
+
+// While every worker still running is stopped, nothing but a SIGCONT (or a
+// kill) can end the job: say so, with who and since when.
+void WorkerGroup::remind_paused() {
+  paused_timer_.expires_after(kPausedReminder);
+  paused_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    std::string who;
+    for (const auto& w : workers_) {
+      if (!w->running) continue;
+      if (!w->paused_since) return remind_paused();  // someone still works
+      who += (who.empty() ? "" : ", ") + ("rank " + std::to_string(w->rank) + " (pid " + std::to_string(w->pid) +
+                                          ", since " + clock_time(*w->paused_since) + ")");
+    }
+    if (who.empty()) return;
+    log_->warn("only stopped workers keep the job alive: {}; send them SIGCONT or stop the job", who);
+    remind_paused();
+  });
+}
+
+bool WorkerGroup::paused() const {
+  for (const auto& w : workers_)
+    if (w->running && w->paused_since) return true;
+  return false;
+}
+
 int WorkerGroup::running() const {
   int n = 0;
   for (const auto& w : workers_) n += w->running;
@@ -207,6 +265,9 @@ void WorkerGroup::stop(int sig, bool failing) {
     log_->info("stopping {} workers with {} (grace {} ms)", n, signal_name(sig), c_.shutdown_timeout.count());
   signal_all(sig);
   signal_strays(sig);
+  // A stopped worker acts on the signal only once it runs again.
+  for (auto& w : workers_)
+    if (w->running && w->paused_since) killpg(w->pid, SIGCONT);
   if (first) {
     timer_.expires_after(c_.shutdown_timeout);
     timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -264,6 +325,7 @@ void WorkerGroup::check_stopped() {
   }
   if (open_pipes_ > 0) return;
   timer_.cancel();
+  paused_timer_.cancel();
   strays_killed_ = false;
   stopping_ = false;
   for (auto& w : workers_) {
