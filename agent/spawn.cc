@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -50,6 +51,10 @@ struct StartError {
   signal(SIGPIPE, SIG_DFL);
   dup2(out_w, STDOUT_FILENO);
   dup2(err_w, STDERR_FILENO);
+  // Nothing of the agent's reaches the worker: not its listening sockets
+  // (the stores, the health server), not its pipes. torchrun's workers start
+  // the same way (Python's close_fds). The report pipe closes at exec.
+  close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   execvpe(argv[0], argv, envp);
   report(report_w, 1);
 }

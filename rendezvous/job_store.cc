@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "rendezvous/worker_store.h"
 #include "store/endpoint.h"
 #include "store/server.h"
 
@@ -38,7 +39,9 @@ void JobStore::host_if_needed() {
       r.backend == Backend::static_tcp ? r.node_rank == 0 : r.is_host.value_or(store::is_local_host(r.host));
   if (!host) return;
   try {
-    server_ = std::make_unique<store::BackgroundStoreServer>(store::StoreServerOptions{"", r.port});
+    // Where the other nodes reach it, and nowhere else (loopback for a
+    // loopback endpoint).
+    server_ = std::make_unique<store::BackgroundStoreServer>(store::StoreServerOptions{bind_host_for(r.host), r.port});
     spdlog::info("hosting the rendezvous store on port {}", server_->port());
   } catch (const std::exception& e) {
     if (r.backend == Backend::c10d && !r.is_host)
