@@ -84,6 +84,7 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   parse_int(raw.at("node_rank"));
   parse_port(raw.at("master_port"));
   c.shutdown_timeout = shutdown_timeout(raw, env);
+  if (auto level = env_value(env, "LOGLEVEL")) out.log_level = parse_log_level({*level, "LOGLEVEL"});
   if (const RawValue* numa = raw.find("numa_binding"))
     check_choice(*numa, {"node", "socket", "exclusive", "core-complex"});
   apply_extensions(raw, env, c, out.warnings);

@@ -129,6 +129,10 @@ class BadInput(TempDirTest):
         self.assert_rejected([self.prog], "TORCHELASTIC_ENABLE_FILE_TIMER=yes",
                              env=clean_env(TORCHELASTIC_ENABLE_FILE_TIMER="yes"))
 
+    def test_unknown_loglevel(self):
+        self.assert_rejected([self.prog], "LOGLEVEL=garbage: not a log level",
+                             env=clean_env(LOGLEVEL="garbage"))
+
     def test_help_exits_zero(self):
         rc, out, err = run(["--help"])
         self.assertEqual(rc, 0, err)

@@ -1,0 +1,55 @@
+// Values that are well-formed but cannot work on this job or this machine:
+// local ranks and fault targets outside the job, a worker count above the
+// per-node cap or RLIMIT_NPROC, an unknown LOGLEVEL, a log directory that
+// cannot be written, a busy health port. Each is one line naming the value.
+#include <sys/resource.h>
+
+#include "options_fixture.h"
+
+namespace {
+
+std::string refusal(std::vector<std::string> args, const Env& env = base_env()) {
+  args.push_back(kProg);
+  Failure f = failure(args, env);
+  CHECK_FALSE(f.not_built_yet);
+  CHECK(f.message.find('\n') == std::string::npos);
+  return f.message;
+}
+
+Env with(std::string name, std::string value) {
+  Env env = base_env();
+  env[std::move(name)] = std::move(value);
+  return env;
+}
+
+// Lowers this process's soft RLIMIT_NPROC for one scope. parse() forks
+// nothing, so the lower limit cannot trip the test itself.
+struct ProcessLimit {
+  rlimit saved{};
+  explicit ProcessLimit(rlim_t soft) {
+    REQUIRE(getrlimit(RLIMIT_NPROC, &saved) == 0);
+    rlimit lowered = saved;
+    lowered.rlim_cur = std::min(soft, saved.rlim_max);
+    REQUIRE(setrlimit(RLIMIT_NPROC, &lowered) == 0);
+  }
+  ~ProcessLimit() { setrlimit(RLIMIT_NPROC, &saved); }
+};
+
+}  // namespace
+
+TEST_CASE("LOGLEVEL: Python's level names, upper case, or nothing") {
+  CHECK(run({kProg}).log_level == "INFO");
+  const std::map<std::string, std::string> levels = {
+      {"DEBUG", "DEBUG"}, {"INFO", "INFO"},         {"WARNING", "WARNING"}, {"WARN", "WARNING"},
+      {"ERROR", "ERROR"}, {"CRITICAL", "CRITICAL"}, {"FATAL", "CRITICAL"},  {"NOTSET", "INFO"}};
+  for (const auto& [given, level] : levels) CHECK(run({kProg}, with("LOGLEVEL", given)).log_level == level);
+  CHECK_THAT(refusal({}, with("LOGLEVEL", "garbage")),
+             Contains("LOGLEVEL=garbage: not a log level (DEBUG, INFO, WARNING, WARN, ERROR, "
+                      "CRITICAL, FATAL or NOTSET)"));
+  CHECK_THAT(refusal({}, with("LOGLEVEL", "debug")),
+             Contains("LOGLEVEL=debug: not a log level; names are upper case, as in Python's "
+                      "logging: LOGLEVEL=DEBUG"));
+  CHECK_THAT(refusal({}, with("LOGLEVEL", "")), Contains("LOGLEVEL=: not a log level"));
+  CHECK_THAT(refusal({}, with("LOGLEVEL", "10")), Contains("LOGLEVEL=10: not a log level"));
+}
+
