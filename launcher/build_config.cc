@@ -96,7 +96,7 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   // 3. How many workers, and what each runs.
   const RawValue& nproc = raw.at("nproc_per_node");
   bool wants_gpus = nproc.text == "gpu" || nproc.text == "auto";
-  DeviceCounts counts{cpu_count(), wants_gpus ? nvidia_gpu_count(env) : 0};
+  DeviceCounts counts{cpu_count(), wants_gpus ? nvidia_gpu_count(env) : 0, process_limit()};
   c.nproc_per_node = resolve_nproc(nproc, counts, out.notes);
 
   if (!raw.has_program)

@@ -1,8 +1,10 @@
 """Bad input: one clear line naming the value, exit 2, no crash or trace."""
 import os
+import resource
 import socket
+import subprocess
 
-from harness import TempDirTest, clean_env, run
+from harness import CXXRUN, TempDirTest, clean_env, run
 
 
 class BadInput(TempDirTest):
@@ -10,8 +12,19 @@ class BadInput(TempDirTest):
         super().setUp()
         self.prog = self.script("ok.sh", "exit 0\n")
 
-    def assert_rejected(self, args, needle, env=None):
-        rc, out, err = run(args, env=env, timeout=30)
+    def assert_rejected(self, args, needle, env=None, nproc_limit=None):
+        if nproc_limit is None:
+            rc, out, err = run(args, env=env, timeout=30)
+        else:
+            # A soft RLIMIT_NPROC for cxxrun alone (root is not held to it,
+            # but cxxrun reads it all the same).
+            hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+            soft = nproc_limit if hard == resource.RLIM_INFINITY else min(nproc_limit, hard)
+            p = subprocess.run([CXXRUN] + list(args), env=env or clean_env(), capture_output=True,
+                               text=True, timeout=30, stdin=subprocess.DEVNULL,
+                               preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NPROC,
+                                                                     (soft, hard)))
+            rc, out, err = p.returncode, p.stdout, p.stderr
         lines = [l for l in err.splitlines() if l.strip()]
         self.assertEqual(rc, 2, f"{args}: rc={rc} stderr={err!r}")
         self.assertEqual(len(lines), 1, f"{args}: expected one line, got {err!r}")
@@ -132,6 +145,14 @@ class BadInput(TempDirTest):
     def test_unknown_loglevel(self):
         self.assert_rejected([self.prog], "LOGLEVEL=garbage: not a log level",
                              env=clean_env(LOGLEVEL="garbage"))
+
+    def test_nproc_above_the_per_node_cap(self):
+        self.assert_rejected(["--nproc-per-node=4097", self.prog],
+                             "--nproc-per-node=4097: at most 4096 workers per node")
+
+    def test_nproc_above_rlimit_nproc(self):
+        self.assert_rejected(["--nproc-per-node=30", self.prog], "RLIMIT_NPROC",
+                             nproc_limit=20)
 
     def test_help_exits_zero(self):
         rc, out, err = run(["--help"])

@@ -37,6 +37,34 @@ struct ProcessLimit {
 
 }  // namespace
 
+TEST_CASE("nproc-per-node: at most 4096 workers per node") {
+  CHECK(run({"--nproc-per-node=4096", kProg}).config.nproc_per_node == 4096);
+  CHECK_THAT(refusal({"--nproc-per-node=4097"}),
+             Contains("--nproc-per-node=4097: at most 4096 workers per node"));
+  CHECK_THAT(refusal({"--nproc-per-node=99999"}), Contains("--nproc-per-node=99999: at most 4096"));
+  CHECK_THAT(refusal({}, with("PET_NPROC_PER_NODE", "100000")),
+             Contains("PET_NPROC_PER_NODE=100000: at most 4096"));
+  std::vector<std::string> notes;
+  CHECK_THROWS_WITH(resolve_nproc({"cpu", "--nproc-per-node"}, {5000, 0}, notes),
+                    "--nproc-per-node=cpu: at most 4096 workers per node (5000 workers here)");
+}
+
+
+TEST_CASE("nproc-per-node: no more workers than RLIMIT_NPROC lets this user start") {
+  ProcessLimit limit(10);
+  // The agent and its guardian count too: 8 workers fit in 10, 9 do not.
+  CHECK(run({"--nproc-per-node=8", kProg}).config.nproc_per_node == 8);
+  CHECK_THAT(refusal({"--nproc-per-node=9"}),
+             Contains("--nproc-per-node=9: 9 workers, the agent and its guardian are more "
+                      "processes than RLIMIT_NPROC allows this user (ulimit -u: 10)"));
+  std::vector<std::string> notes;
+  CHECK(resolve_nproc({"gpu", "--nproc-per-node"}, {64, 8, 10}, notes) == 8);
+  CHECK_THROWS_WITH(resolve_nproc({"auto", "--nproc-per-node"}, {64, 0, 10}, notes),
+                    Contains("--nproc-per-node=auto: 64 workers, the agent"));
+  CHECK(resolve_nproc({"64", "--nproc-per-node"}, {8, 0, -1}, notes) == 64);  // RLIM_INFINITY
+}
+
+
 TEST_CASE("LOGLEVEL: Python's level names, upper case, or nothing") {
   CHECK(run({kProg}).log_level == "INFO");
   const std::map<std::string, std::string> levels = {
