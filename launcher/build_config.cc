@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -48,6 +49,16 @@ milliseconds shutdown_timeout(const RawOptions& raw, const Env& env) {
   double s = parse_positive_seconds(*given);
   if (s > kMaxShutdownSeconds) throw UsageError(given->shown() + ": longer than 1e9 seconds");
   return milliseconds(std::max<long long>(1, std::llround(std::ceil(s * 1000))));
+}
+
+// torch accepts any rank here and then shows nothing for the ones this node
+// lacks; --local-ranks-filter=9 with two workers would hide all output.
+void check_local_ranks_filter(const RawValue& filter, const std::set<int>& ranks,
+                              const RawValue& nproc, int n) {
+  for (int rank : ranks)
+    if (rank >= n)
+      throw UsageError(fmt::format("{}: local rank {} is out of range: {} gives local ranks 0..{}",
+                                   filter.shown(), rank, nproc.shown(), n - 1));
 }
 
 // Accepted and valid, but not something this cxxrun can do; then the
@@ -98,6 +109,8 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   bool wants_gpus = nproc.text == "gpu" || nproc.text == "auto";
   DeviceCounts counts{cpu_count(), wants_gpus ? nvidia_gpu_count(env) : 0, process_limit()};
   c.nproc_per_node = resolve_nproc(nproc, counts, out.notes);
+  check_local_ranks_filter(raw.at("local_ranks_filter"), c.local_ranks_filter, nproc,
+                           c.nproc_per_node);
 
   if (!raw.has_program)
     throw UsageError("missing the training program: cxxrun [options] training_script [args...]");

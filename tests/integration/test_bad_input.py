@@ -154,6 +154,11 @@ class BadInput(TempDirTest):
         self.assert_rejected(["--nproc-per-node=30", self.prog], "RLIMIT_NPROC",
                              nproc_limit=20)
 
+    def test_local_ranks_filter_beyond_nproc(self):
+        # Would show no output at all.
+        self.assert_rejected(["--nproc-per-node=2", "--local-ranks-filter=9", self.prog],
+                             "--local-ranks-filter=9: local rank 9 is out of range")
+
     def test_help_exits_zero(self):
         rc, out, err = run(["--help"])
         self.assertEqual(rc, 0, err)

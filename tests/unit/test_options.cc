@@ -51,7 +51,8 @@ TEST_CASE("dashed and underscored spellings mean the same") {
   CHECK((a.run_id == "j" && b.run_id == "j"));
   std::tie(a, b) = same({"--log-dir=/tmp/x"}, {"--log_dir", "/tmp/x"});
   CHECK((a.log_dir == "/tmp/x" && b.log_dir == "/tmp/x"));
-  std::tie(a, b) = same({"--local-ranks-filter=0,2"}, {"--local_ranks_filter=0,2"});
+  std::tie(a, b) = same({"--nproc-per-node=3", "--local-ranks-filter=0,2"},
+                        {"--nproc-per-node=3", "--local_ranks_filter=0,2"});
   CHECK((a.local_ranks_filter == std::set<int>{0, 2} &&
          b.local_ranks_filter == a.local_ranks_filter));
   std::tie(a, b) = same({"--signals-to-handle=SIGUSR1"}, {"--signals_to_handle=SIGUSR1"});

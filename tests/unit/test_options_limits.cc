@@ -37,6 +37,26 @@ struct ProcessLimit {
 
 }  // namespace
 
+TEST_CASE("local ranks filter: every rank must be one of this node's") {
+  CHECK(run({"--nproc-per-node=2", "--local-ranks-filter=0,1", kProg}).config.local_ranks_filter ==
+        std::set<int>{0, 1});
+  CHECK_THAT(refusal({"--nproc-per-node=2", "--local-ranks-filter=9"}),
+             Contains("--local-ranks-filter=9: local rank 9 is out of range: "
+                      "--nproc-per-node=2 gives local ranks 0..1"));
+  CHECK_THAT(refusal({"--local-ranks-filter=0,1"}),
+             Contains("--local-ranks-filter=0,1: local rank 1 is out of range: "
+                      "--nproc-per-node=1 gives local ranks 0..0"));
+  CHECK_THAT(refusal({"--local-ranks-filter=1"}, with("PET_NPROC_PER_NODE", "1")),
+             Contains("PET_NPROC_PER_NODE=1 gives local ranks 0..0"));
+  // A device name counts as what it resolved to.
+  std::string cpus = std::to_string(cpu_count());
+  CHECK_THAT(refusal({"--nproc-per-node=cpu", "--local-ranks-filter=" + cpus}),
+             Contains("--local-ranks-filter=" + cpus + ": local rank " + cpus +
+                      " is out of range: --nproc-per-node=cpu gives local ranks 0.." +
+                      std::to_string(cpu_count() - 1)));
+}
+
+
 TEST_CASE("nproc-per-node: at most 4096 workers per node") {
   CHECK(run({"--nproc-per-node=4096", kProg}).config.nproc_per_node == 4096);
   CHECK_THAT(refusal({"--nproc-per-node=4097"}),
