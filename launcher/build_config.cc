@@ -111,6 +111,9 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   c.nproc_per_node = resolve_nproc(nproc, counts, out.notes);
   check_local_ranks_filter(raw.at("local_ranks_filter"), c.local_ranks_filter, nproc,
                            c.nproc_per_node);
+  check_fault_targets(raw, env,
+                      {c.nproc_per_node, parse_nnodes(raw.at("nnodes")).second, c.max_restarts,
+                       raw.at("max_restarts").shown()});
 
   if (!raw.has_program)
     throw UsageError("missing the training program: cxxrun [options] training_script [args...]");

@@ -25,4 +25,15 @@ agent::FaultSpec parse_fault_spec(const RawValue& value);
 // those in CXXRUN_INJECT_FAULTS.
 std::vector<agent::FaultSpec> parse_faults(const RawOptions& raw, const Env& env);
 
+// What a fault may target: worker ranks below nproc_per_node x max_nodes,
+// node ranks below max_nodes, attempts up to max_restarts.
+struct JobBounds {
+  int nproc_per_node = 1;
+  int max_nodes = 1;
+  int max_restarts = 0;
+  std::string max_restarts_value;  // "--max-restarts=0", for messages
+};
+// Throws UsageError naming the spec whose target this job can never have.
+void check_fault_targets(const RawOptions& raw, const Env& env, const JobBounds& job);
+
 }  // namespace cxxrun::launcher

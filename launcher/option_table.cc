@@ -97,7 +97,7 @@ constexpr OptionSpec kOptions[] = {
     {"--inject-fault,--inject_fault", "SPEC", nullptr, none, extensions,
      "Testing: kill:rank=R,after=MS[,signal=S][,attempt=A], stop:rank=R,after=MS[,attempt=A], "
      "drop_store:node=N,after=MS or delay_store:node=N,ms=MS (repeatable; also "
-     "$CXXRUN_INJECT_FAULTS=\"spec;spec\").",
+     "$CXXRUN_INJECT_FAULTS=\"spec;spec\"); R, N and A must exist in the job.",
      true},
 
     {"--version", "", nullptr, none, general, "show cxxrun's version and exit"},

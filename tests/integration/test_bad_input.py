@@ -159,6 +159,19 @@ class BadInput(TempDirTest):
         self.assert_rejected(["--nproc-per-node=2", "--local-ranks-filter=9", self.prog],
                              "--local-ranks-filter=9: local rank 9 is out of range")
 
+    def test_fault_rank_beyond_the_job(self):
+        # Would never fire.
+        self.assert_rejected(["--nproc-per-node=2", "--inject-fault=kill:rank=99,after=100",
+                              self.prog], "rank=99 is out of range")
+
+    def test_fault_node_beyond_the_job(self):
+        self.assert_rejected(["--inject-fault=drop_store:node=1,after=100", self.prog],
+                             "node=1 is out of range")
+
+    def test_fault_attempt_beyond_max_restarts(self):
+        self.assert_rejected(["--max-restarts=1", "--inject-fault=kill:rank=0,after=1,attempt=2",
+                              self.prog], "attempt=2 never comes")
+
     def test_help_exits_zero(self):
         rc, out, err = run(["--help"])
         self.assertEqual(rc, 0, err)

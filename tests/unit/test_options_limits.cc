@@ -57,6 +57,44 @@ TEST_CASE("local ranks filter: every rank must be one of this node's") {
 }
 
 
+TEST_CASE("fault targets must exist in the largest job --nnodes allows") {
+  auto faults = [](std::vector<std::string> args) {
+    args.push_back(kProg);
+    return run(args).config.faults.size();
+  };
+  CHECK(faults({"--nproc-per-node=2", "--inject-fault=kill:rank=1,after=1"}) == 1);
+  // c10d: up to 3 nodes of 2 workers, so ranks 0..5 and nodes 0..2.
+  std::vector<std::string> c10d{"--nproc-per-node=2", "--rdzv-backend=c10d",
+                                "--rdzv-endpoint=node-17.cluster:29400", "--nnodes=1:3"};
+  auto with_fault = [&](const std::string& spec) {
+    std::vector<std::string> args = c10d;
+    args.push_back("--inject-fault=" + spec);
+    return args;
+  };
+  CHECK(faults(with_fault("kill:rank=5,after=1")) == 1);
+  CHECK(faults(with_fault("drop_store:node=2,after=1")) == 1);
+  CHECK(faults({"--max-restarts=2", "--inject-fault=stop:rank=0,after=1,attempt=2"}) == 1);
+
+  CHECK_THAT(refusal({"--nproc-per-node=2", "--inject-fault=kill:rank=99,after=100"}),
+             Contains("--inject-fault=kill:rank=99,after=100: rank=99 is out of range: the job "
+                      "has at most 2 workers (2 per node x 1 node), ranks 0..1"));
+  CHECK_THAT(refusal(with_fault("kill:rank=6,after=1")),
+             Contains("rank=6 is out of range: the job has at most 6 workers (2 per node x 3 "
+                      "nodes), ranks 0..5"));
+  CHECK_THAT(refusal({"--inject-fault=stop:rank=1,after=1"}), Contains("rank=1 is out of range"));
+  CHECK_THAT(refusal(with_fault("delay_store:node=3,ms=5")),
+             Contains("--inject-fault=delay_store:node=3,ms=5: node=3 is out of range: the job "
+                      "has at most 3 nodes, node ranks 0..2"));
+  CHECK_THAT(refusal({"--inject-fault=drop_store:node=1,after=1"}),
+             Contains("node=1 is out of range: the job has at most 1 node, node ranks 0..0"));
+  CHECK_THAT(refusal({"--inject-fault=kill:rank=0,after=1,attempt=1"}),
+             Contains("--inject-fault=kill:rank=0,after=1,attempt=1: attempt=1 never comes: "
+                      "--max-restarts=0 allows attempts 0..0"));
+  CHECK_THAT(refusal({}, with("CXXRUN_INJECT_FAULTS", "kill:rank=0,after=1;kill:rank=3,after=1")),
+             Contains("CXXRUN_INJECT_FAULTS=kill:rank=3,after=1: rank=3 is out of range"));
+}
+
+
 TEST_CASE("nproc-per-node: at most 4096 workers per node") {
   CHECK(run({"--nproc-per-node=4096", kProg}).config.nproc_per_node == 4096);
   CHECK_THAT(refusal({"--nproc-per-node=4097"}),
