@@ -24,6 +24,9 @@ using std::chrono::milliseconds;
 namespace fs = std::filesystem;
 
 constexpr double kMaxSeconds = 1e9;
+// Least exposure: /healthz names the job, its workers' pids and states, so
+// only this machine may read it unless --health-host says otherwise.
+constexpr const char* kDefaultHealthHost = "127.0.0.1";
 constexpr std::size_t kMaxSectionName = 31;
 
 UsageError bad(const RawValue& value, const std::string& rule) {
@@ -147,6 +150,7 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
   else
     port = from_env(env, "TORCHELASTIC_HEALTH_CHECK_PORT");
   if (port) c.health_port = health_port(*port);
+  c.health_host = kDefaultHealthHost;
   if (const RawValue* v = raw.find("health_host")) {
     c.health_host = health_host(*v);
     if (!port)

@@ -33,7 +33,7 @@ TEST_CASE("extensions are off by default") {
   auto c = config_of({});
   CHECK(c.event_log.empty());
   CHECK(c.health_port == -1);
-  CHECK(c.health_host.empty());
+  CHECK(c.health_host == "127.0.0.1");  // where the server would listen once a port is given
   CHECK(c.heartbeat_timeout == milliseconds(0));
   CHECK(c.section_timeouts.empty());
   CHECK(c.stack_dump_signal == 0);

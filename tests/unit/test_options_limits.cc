@@ -139,3 +139,10 @@ TEST_CASE("LOGLEVEL: Python's level names, upper case, or nothing") {
   CHECK_THAT(refusal({}, with("LOGLEVEL", "10")), Contains("LOGLEVEL=10: not a log level"));
 }
 
+TEST_CASE("health server: loopback unless --health-host says otherwise") {
+  CHECK(run({"--health-port=0", kProg}).config.health_host == "127.0.0.1");
+  CHECK(run({kProg}, with("TORCHELASTIC_HEALTH_CHECK_PORT", "0")).config.health_host == "127.0.0.1");
+  CHECK(run({"--health-port=0", "--health-host=", kProg}).config.health_host.empty());
+  CHECK(run({"--health-port=0", "--health-host=::1", kProg}).config.health_host == "::1");
+  CHECK_THAT(help_text(), Contains("(default: 127.0.0.1"));
+}
