@@ -1,7 +1,7 @@
 // Interprets the raw options in a fixed order so that the first error a user
 // sees is the most basic one: value syntax, then features cxxrun lacks and
 // rendezvous options that do not fit together, then the program, then the
-// ports.
+// ports (the rendezvous's, the health server's).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -125,6 +125,7 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
 
   // 4. Where the nodes and workers meet.
   choose_rendezvous(raw, c, out.warnings, out.notes);
+  check_health_endpoint(raw, env, c);
   // As torch >= 2.4 does, the agent serves the workers' store (MASTER_PORT)
   // itself unless TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: it outlives a worker
   // restart and no worker races another process for the port. The static

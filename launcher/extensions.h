@@ -19,6 +19,11 @@ namespace cxxrun::launcher {
 void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& config,
                       std::vector<std::string>& warnings);
 
+// The health server binds when the agent starts, and a failure there would be
+// exit 1 after the job's store is up: check here that config.health_host is
+// an address of this machine and config.health_port (unless 0) is free on it.
+void check_health_endpoint(const RawOptions& raw, const Env& env, const agent::Config& config);
+
 // One fault spec ("kill:rank=1,after=500"), the syntax above agent::FaultSpec.
 agent::FaultSpec parse_fault_spec(const RawValue& value);
 // Every spec from --inject-fault (each may hold several, ';'-separated), then

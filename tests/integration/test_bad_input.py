@@ -172,6 +172,21 @@ class BadInput(TempDirTest):
         self.assert_rejected(["--max-restarts=1", "--inject-fault=kill:rank=0,after=1,attempt=2",
                               self.prog], "attempt=2 never comes")
 
+    def test_health_port_in_use(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        try:
+            self.assert_rejected([f"--health-port={port}", self.prog],
+                                 f"--health-port={port}: port {port} is already in use")
+        finally:
+            s.close()
+
+    def test_health_host_not_on_this_machine(self):
+        self.assert_rejected(["--health-port=0", "--health-host=192.0.2.1", self.prog],
+                             "--health-host=192.0.2.1: not an address of this machine")
+
     def test_help_exits_zero(self):
         rc, out, err = run(["--help"])
         self.assertEqual(rc, 0, err)

@@ -139,6 +139,26 @@ TEST_CASE("LOGLEVEL: Python's level names, upper case, or nothing") {
   CHECK_THAT(refusal({}, with("LOGLEVEL", "10")), Contains("LOGLEVEL=10: not a log level"));
 }
 
+TEST_CASE("health port: a busy port is refused before anything starts") {
+  Listener held;
+  std::string port = std::to_string(held.port);
+  CHECK_THAT(refusal({"--health-port=" + port, "--health-host=127.0.0.1"}),
+             Contains("--health-port=" + port + ": port " + port +
+                      " is already in use on 127.0.0.1; pick another port, or 0 for any free one"));
+  CHECK_THAT(refusal({"--health-port=" + port, "--health-host=localhost"}),
+             Contains("is already in use on localhost"));
+  CHECK_THAT(refusal({"--health-port=" + port, "--health-host="}),
+             Contains("is already in use on every interface"));
+  CHECK_THAT(refusal({}, with("TORCHELASTIC_HEALTH_CHECK_PORT", port)),
+             Contains("TORCHELASTIC_HEALTH_CHECK_PORT=" + port + ": port " + port +
+                      " is already in use"));
+  // 0 asks for any free port; nothing to check.
+  CHECK(run({"--health-port=0", kProg}).config.health_port == 0);
+  CHECK_THAT(refusal({"--health-port=0", "--health-host=192.0.2.1"}),
+             Contains("--health-host=192.0.2.1: not an address of this machine"));
+}
+
+
 TEST_CASE("health server: loopback unless --health-host says otherwise") {
   CHECK(run({"--health-port=0", kProg}).config.health_host == "127.0.0.1");
   CHECK(run({kProg}, with("TORCHELASTIC_HEALTH_CHECK_PORT", "0")).config.health_host == "127.0.0.1");
