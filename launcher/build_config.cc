@@ -2,12 +2,18 @@
 // sees is the most basic one: value syntax, then features cxxrun lacks and
 // rendezvous options that do not fit together, then the program, then the
 // ports (the rendezvous's, the health server's).
+#include <errno.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -59,6 +65,28 @@ void check_local_ranks_filter(const RawValue& filter, const std::set<int>& ranks
     if (rank >= n)
       throw UsageError(fmt::format("{}: local rank {} is out of range: {} gives local ranks 0..{}",
                                    filter.shown(), rank, nproc.shown(), n - 1));
+}
+
+// The agent creates <log-dir>/<run_id>_<random>/ (agent/log_dir.cc), and a
+// failure there is exit 1 after the store is up. Doing first what it will do
+// (create the directory, then one inside it) catches every reason, root's
+// included: a read-only file system, a file in the way, /proc.
+void check_log_dir(const RawValue& value) {
+  namespace fs = std::filesystem;
+  const std::string& dir = value.text;
+  if (dir.empty() || dir == "/dev/null") return;  // a fresh temporary one; none
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw UsageError(fmt::format("{}: {} is not a directory", value.shown(), dir));
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw UsageError(
+        fmt::format("{}: cannot create directory {}: {}", value.shown(), dir, ec.message()));
+  std::string probe = (fs::path(dir) / ".cxxrun_probe_XXXXXX").string();
+  if (mkdtemp(probe.data()) == nullptr)
+    throw UsageError(fmt::format("{}: cannot create files in directory {}: {}", value.shown(), dir,
+                                 std::strerror(errno)));
+  fs::remove(probe, ec);
 }
 
 // Accepted and valid, but not something this cxxrun can do; then the
@@ -144,6 +172,9 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   c.extra_env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] =
       env_value(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING").value_or("1");
   c.extra_env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = signals.text;
+
+  // 6. Last, since it creates the log directory: nothing may refuse after it.
+  if (const RawValue* dir = raw.find("log_dir")) check_log_dir(*dir);
   return out;
 }
 

@@ -187,6 +187,11 @@ class BadInput(TempDirTest):
         self.assert_rejected(["--health-port=0", "--health-host=192.0.2.1", self.prog],
                              "--health-host=192.0.2.1: not an address of this machine")
 
+    def test_log_dir_cannot_be_created(self):
+        blocker = self.script("file", "")
+        self.assert_rejected([f"--log-dir={blocker}/logs", self.prog],
+                             f"--log-dir={blocker}/logs: cannot create directory")
+
     def test_help_exits_zero(self):
         rc, out, err = run(["--help"])
         self.assertEqual(rc, 0, err)

@@ -56,7 +56,6 @@ TEST_CASE("local ranks filter: every rank must be one of this node's") {
                       std::to_string(cpu_count() - 1)));
 }
 
-
 TEST_CASE("fault targets must exist in the largest job --nnodes allows") {
   auto faults = [](std::vector<std::string> args) {
     args.push_back(kProg);
@@ -94,7 +93,6 @@ TEST_CASE("fault targets must exist in the largest job --nnodes allows") {
              Contains("CXXRUN_INJECT_FAULTS=kill:rank=3,after=1: rank=3 is out of range"));
 }
 
-
 TEST_CASE("nproc-per-node: at most 4096 workers per node") {
   CHECK(run({"--nproc-per-node=4096", kProg}).config.nproc_per_node == 4096);
   CHECK_THAT(refusal({"--nproc-per-node=4097"}),
@@ -106,7 +104,6 @@ TEST_CASE("nproc-per-node: at most 4096 workers per node") {
   CHECK_THROWS_WITH(resolve_nproc({"cpu", "--nproc-per-node"}, {5000, 0}, notes),
                     "--nproc-per-node=cpu: at most 4096 workers per node (5000 workers here)");
 }
-
 
 TEST_CASE("nproc-per-node: no more workers than RLIMIT_NPROC lets this user start") {
   ProcessLimit limit(10);
@@ -122,7 +119,6 @@ TEST_CASE("nproc-per-node: no more workers than RLIMIT_NPROC lets this user star
   CHECK(resolve_nproc({"64", "--nproc-per-node"}, {8, 0, -1}, notes) == 64);  // RLIM_INFINITY
 }
 
-
 TEST_CASE("LOGLEVEL: Python's level names, upper case, or nothing") {
   CHECK(run({kProg}).log_level == "INFO");
   const std::map<std::string, std::string> levels = {
@@ -137,6 +133,26 @@ TEST_CASE("LOGLEVEL: Python's level names, upper case, or nothing") {
                       "logging: LOGLEVEL=DEBUG"));
   CHECK_THAT(refusal({}, with("LOGLEVEL", "")), Contains("LOGLEVEL=: not a log level"));
   CHECK_THAT(refusal({}, with("LOGLEVEL", "10")), Contains("LOGLEVEL=10: not a log level"));
+}
+
+TEST_CASE("log dir: created if missing, refused when it cannot be written") {
+  TempDir dir;
+  std::string fresh = (dir.path / "a" / "b").string();
+  CHECK(run({"--log-dir=" + fresh, kProg}).config.log_dir == fresh);
+  CHECK(fs::is_directory(fresh));
+  CHECK(run({"--log-dir=/dev/null", kProg}).config.log_dir == "/dev/null");
+
+  std::string file = dir.file("plain", "x", 0644);
+  CHECK_THAT(refusal({"--log-dir=" + file + "/logs"}),
+             Contains("--log-dir=" + file + "/logs: cannot create directory " + file +
+                      "/logs: Not a directory"));
+  CHECK_THAT(refusal({"--log-dir=" + file}),
+             Contains("--log-dir=" + file + ": " + file + " is not a directory"));
+  CHECK_THAT(refusal({}, with("PET_LOG_DIR", "/proc/cxxrun-logs")),
+             Contains("PET_LOG_DIR=/proc/cxxrun-logs: cannot create directory /proc/cxxrun-logs"));
+  // Exists, but nothing can be created in it (root would not see a 0500 directory this way).
+  CHECK_THAT(refusal({"--log-dir=/proc/self"}),
+             Contains("--log-dir=/proc/self: cannot create files in directory /proc/self"));
 }
 
 TEST_CASE("health port: a busy port is refused before anything starts") {
@@ -157,7 +173,6 @@ TEST_CASE("health port: a busy port is refused before anything starts") {
   CHECK_THAT(refusal({"--health-port=0", "--health-host=192.0.2.1"}),
              Contains("--health-host=192.0.2.1: not an address of this machine"));
 }
-
 
 TEST_CASE("health server: loopback unless --health-host says otherwise") {
   CHECK(run({"--health-port=0", kProg}).config.health_host == "127.0.0.1");
