@@ -105,9 +105,10 @@ struct Config {
   // Observability. --event-log FILE: one JSON event per line ("" = off).
   std::string event_log;
   // --health-port P (or TORCHELASTIC_HEALTH_CHECK_PORT): HTTP /healthz and
-  // /metrics; -1 = off, 0 = any free port (logged). health_host "" = all.
+  // /metrics; -1 = off, 0 = any free port (logged). health_host "" = all
+  // interfaces; loopback unless --health-host says otherwise.
   int health_port = -1;
-  std::string health_host;
+  std::string health_host = "127.0.0.1";
 
   // Hang detection. --heartbeat-timeout SECONDS: a worker that has beaten
   // once (worker_runtime/heartbeat.h) and then stays silent this long is
