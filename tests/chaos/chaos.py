@@ -33,9 +33,19 @@ ESCAPES = [
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range (32768 up): a port the OS hands
+    out may be taken again at once as some connection's local port, and the
+    agent that should host the store then finds it in use."""
+    rng = random.Random()
+    for _ in range(100):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port in 20000..32000")
 
 
 def with_marker(marker):
@@ -219,19 +229,23 @@ KINDS = ["exit", "signal", "inject", "success", "restart", "agent-sigterm", "age
          "store-lost"]
 
 
-def run_faults(count, seed, cxxrun, log=None):
+def run_faults(count, seed, cxxrun, log=None, kinds=None):
     rng = random.Random(seed)
     workdir = tempfile.mkdtemp(prefix="cxxrun_chaos_")
     results = []
     try:
         for i in range(count):
-            kind = KINDS[i % len(KINDS)] if i < len(KINDS) else rng.choice(KINDS)
+            pool = kinds or KINDS
+            kind = pool[i % len(pool)] if i < len(pool) else rng.choice(pool)
             r = Fault(kind, rng, cxxrun, workdir).run()
             results.append(r)
             if log:
                 bad = r["orphans"] or r["wrong"] or r["hung"]
                 log(f"{i + 1:4d} {kind:14s} rc={r['rcs']} expected={r['expected']} orphans={r['orphans']} "
                     f"{r['seconds']:.2f}s{'  <-- BAD' if bad else ''}")
+                if bad:
+                    for n, err in enumerate(r["stderr"]):
+                        log(f"--- agent {n} stderr (end) ---\n{err[-3000:]}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return results
@@ -248,8 +262,9 @@ def main():
     ap.add_argument("--faults", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cxxrun", default=os.path.join(BUILD, "bin", "cxxrun"))
+    ap.add_argument("--kind", action="append", choices=KINDS, help="only these kinds (repeatable)")
     args = ap.parse_args()
-    results = run_faults(args.faults, args.seed, os.path.abspath(args.cxxrun), log=print)
+    results = run_faults(args.faults, args.seed, os.path.abspath(args.cxxrun), log=print, kinds=args.kind)
     s = summary(results)
     print(" ".join(f"{k}={v}" for k, v in s.items()))
     return 0 if s["orphans"] == s["wrong statuses"] == s["hangs"] == 0 else 1
