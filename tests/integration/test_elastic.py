@@ -4,6 +4,7 @@ Every test ends by checking /proc: no worker of the job is left alive.
 """
 import os
 import signal
+import socket
 import subprocess
 import time
 import uuid
@@ -218,6 +219,21 @@ while :; do sleep 0.05; done
             self.assertEqual(joined.count("fewer than the minimum of 3"), 2, joined)
         finally:
             stopped.kill()
+
+    def test_a_port_taken_at_the_start_is_hosted_once_free(self):
+        # Both agents find the endpoint's port taken (two agents binding at one
+        # moment can both lose that way) and join as clients; once it is free
+        # again, one of them must host the store, not both wait out join_timeout.
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", self.port))
+        holder.listen()
+        worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK\n")
+        procs = [self.agent(worker, 2, nproc=1, conf="join_timeout=60") for _ in range(2)]
+        time.sleep(1)
+        holder.close()
+        for rc, err in self.finish(procs, timeout=30):
+            self.assertEqual(rc, 0, err)
+            self.assertIn("joining its store as a client", err)
 
     def test_too_few_nodes_left_stops_with_a_clear_message(self):
         worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK\nexec sleep 60\n")
