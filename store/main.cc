@@ -39,14 +39,16 @@ int main(int argc, char** argv) {
   CLI::App app("A TCPStore-compatible key-value server for torch and cxxrun rendezvous.",
                "cxxrun-rdzv");
   int port = -1;
-  std::string host;
+  // Loopback unless asked: a store anyone on the network can write to is a
+  // choice to make, not a default.
+  std::string host = "127.0.0.1";
   size_t memory_limit_mib = cxxrun::store::wire::kDefaultMemoryLimit >> 20;
   size_t max_value_bytes = cxxrun::store::wire::kMaxValueBytes;
   app.add_option("--port", port, "port to listen on; 0 picks a free one")
       ->required()
       ->check(CLI::Range(0, 65535));
   app.add_option("--host", host,
-                 "address or name to listen on (default: every interface)");
+                 "address or name to listen on (default: 127.0.0.1; 0.0.0.0 or :: for every interface)");
   app.add_option("--memory-limit", memory_limit_mib,
                  "MiB that all connections together may hold in unfinished requests and unsent replies; "
                  "past it the connection holding the most is closed (default 256)")

@@ -1,8 +1,9 @@
-"""cxxrun-rdzv under hostile clients: the server-wide memory budget and the value limit
-(docs/store-protocol.md §5, README "cxxrun-rdzv").
+"""cxxrun-rdzv under hostile clients: the server-wide memory budget, the value limit, and where it
+listens (docs/store-protocol.md §5, README "cxxrun-rdzv").
 
 Every wait here has a deadline, and each test kills only the server it started.
 """
+import ipaddress
 import socket
 import struct
 import subprocess
@@ -174,6 +175,68 @@ class ValueLimitTest(unittest.TestCase):
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
             self.assertTrue(p.stderr.startswith("cxxrun-rdzv: error: "), p.stderr)
+
+
+def listening_sockets(port):
+    """(family, address) of every socket listening on `port`, from /proc/net/tcp and tcp6."""
+    found = []
+    for family, path in (("ipv4", "/proc/net/tcp"), ("ipv6", "/proc/net/tcp6")):
+        try:
+            with open(path) as f:
+                rows = f.read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            local, state = row.split()[1], row.split()[3]
+            address, port_hex = local.split(":")
+            if state != "0A" or int(port_hex, 16) != port:
+                continue
+            raw = bytes.fromhex(address)
+            if family == "ipv4":
+                found.append((family, str(ipaddress.IPv4Address(raw[::-1]))))
+            else:  # four little-endian 32-bit words
+                words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+                found.append((family, str(ipaddress.IPv6Address(words))))
+    return found
+
+
+def non_loopback_address():
+    """An IPv4 address of this host other than loopback, or None (no route needed: UDP connect
+    sends nothing)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1
+            address = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if address.startswith("127.") else address
+
+
+class ListenAddressTest(unittest.TestCase):
+    def test_loopback_unless_host_is_given(self):
+        server = RdzvServer("--port", "0")
+        self.addCleanup(server.kill)
+        self.assertRegex(server.first_line.strip(), rf"listening on 127\.0\.0\.1:{server.port}$")
+        self.assertEqual(listening_sockets(server.port), [("ipv4", "127.0.0.1")])
+        other = non_loopback_address()
+        if other is not None:
+            with self.assertRaises(ConnectionRefusedError):
+                socket.create_connection((other, server.port), timeout=5).close()
+        self.assertTrue(answers(server.port))
+        code, err = server.stop()
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("without a token", err)
+
+    def test_host_all_interfaces(self):
+        server = RdzvServer("--port", "0", "--host", "0.0.0.0")
+        self.addCleanup(server.kill)
+        self.assertRegex(server.first_line.strip(), rf"listening on 0\.0\.0\.0:{server.port}$")
+        self.assertEqual(listening_sockets(server.port), [("ipv4", "0.0.0.0")])
+        other = non_loopback_address()
+        if other is not None:
+            socket.create_connection((other, server.port), timeout=5).close()
+        code, err = server.stop()
+        self.assertEqual(code, 0, err)
 
 
 if __name__ == "__main__":
