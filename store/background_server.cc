@@ -34,6 +34,8 @@ BackgroundStoreServer::~BackgroundStoreServer() { stop(); }
 
 int BackgroundStoreServer::port() const { return impl_->server.port(); }
 std::string BackgroundStoreServer::address() const { return impl_->server.address(); }
+bool BackgroundStoreServer::loopback_only() const { return impl_->server.loopback_only(); }
+size_t BackgroundStoreServer::memory_held() const { return impl_->server.memory_held(); }
 
 // Stopping the loop first and closing afterwards, on this thread, keeps every
 // socket touched by one thread at a time without a handshake with the loop.

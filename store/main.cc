@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "store/server.h"
+#include "store/wire.h"
 
 namespace {
 
@@ -38,11 +39,23 @@ int main(int argc, char** argv) {
   CLI::App app("A TCPStore-compatible key-value server for torch and cxxrun rendezvous.",
                "cxxrun-rdzv");
   int port = -1;
-  std::string host;
+  // Loopback unless asked: a store anyone on the network can write to is a
+  // choice to make, not a default.
+  std::string host = "127.0.0.1";
+  size_t memory_limit_mib = cxxrun::store::wire::kDefaultMemoryLimit >> 20;
+  size_t max_value_bytes = cxxrun::store::wire::kMaxValueBytes;
   app.add_option("--port", port, "port to listen on; 0 picks a free one")
       ->required()
       ->check(CLI::Range(0, 65535));
-  app.add_option("--host", host, "address or name to listen on (default: every interface)");
+  app.add_option("--host", host,
+                 "address or name to listen on (default: 127.0.0.1; 0.0.0.0 or :: for every interface)");
+  app.add_option("--memory-limit", memory_limit_mib,
+                 "MiB that all connections together may hold in unfinished requests and unsent replies; "
+                 "past it the connection holding the most is closed (default 256)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24));
+  app.add_option("--max-value-bytes", max_value_bytes,
+                 "longest value a request may carry, in bytes (default 8388608, torch's limit)")
+      ->check(CLI::Range(size_t{1}, cxxrun::store::wire::kMaxRequestBytes));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -63,7 +76,12 @@ int main(int argc, char** argv) {
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-    cxxrun::store::BackgroundStoreServer server({host, port});
+    cxxrun::store::StoreServerOptions options;
+    options.host = host;
+    options.port = port;
+    options.memory_limit = memory_limit_mib << 20;
+    options.max_value_bytes = max_value_bytes;
+    cxxrun::store::BackgroundStoreServer server(options);
     spdlog::info("listening on {}", server.address());
     // No deadline on purpose: serving until told to stop is the whole job.
     int received = 0;

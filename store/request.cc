@@ -100,7 +100,7 @@ class Reader {
     uint64_t length = 0;
     if (!scalar(&length)) return false;
     if (length > limit) {
-      error_ = fmt::format("{} of {} bytes exceeds the {}-byte limit", what, length, limit);
+      error_ = fmt::format("{} of {} bytes exceeds the limit of {} bytes", what, length, limit);
       return false;
     }
     const char* data = nullptr;
@@ -120,7 +120,8 @@ class Reader {
 
   bool take(uint64_t n, const char** data) {
     if (n > wire::kMaxRequestBytes - pos_) {
-      error_ = fmt::format("request larger than {} bytes", wire::kMaxRequestBytes);
+      error_ = fmt::format("request of at least {} bytes exceeds the limit of {} bytes", pos_ + n,
+                           wire::kMaxRequestBytes);
       return false;
     }
     if (in_.size() - pos_ < n) {
@@ -138,7 +139,8 @@ class Reader {
   std::string error_;
 };
 
-bool read_field(Reader& r, Field field, StoreCommand command, StoreRequest* out) {
+bool read_field(Reader& r, Field field, StoreCommand command, const RequestLimits& limits,
+                StoreRequest* out) {
   std::string* key = nullptr;
   std::string* value = nullptr;
   if (out != nullptr && field == Field::key) key = &out->keys.emplace_back();
@@ -150,7 +152,7 @@ bool read_field(Reader& r, Field field, StoreCommand command, StoreRequest* out)
     case Field::key:
       return r.bytes("key", wire::kMaxKeyBytes, key);
     case Field::value:
-      return r.bytes("value", wire::kMaxValueBytes, value);
+      return r.bytes("value", limits.max_value_bytes, value);
     case Field::i64: {
       int64_t scratch = 0;
       return r.i64(out != nullptr ? &out->delta : &scratch);
@@ -169,7 +171,7 @@ bool read_field(Reader& r, Field field, StoreCommand command, StoreRequest* out)
         if (!r.bytes("key", wire::kMaxKeyBytes, out ? &out->keys.emplace_back() : nullptr))
           return false;
         if (field == Field::pair_list &&
-            !r.bytes("value", wire::kMaxValueBytes, out ? &out->values.emplace_back() : nullptr))
+            !r.bytes("value", limits.max_value_bytes, out ? &out->values.emplace_back() : nullptr))
           return false;
       }
       return true;
@@ -178,9 +180,9 @@ bool read_field(Reader& r, Field field, StoreCommand command, StoreRequest* out)
 }
 
 // Walks one request's fields; fills `out` when given.
-bool read_fields(Reader& r, const Layout& layout, StoreRequest* out) {
+bool read_fields(Reader& r, const Layout& layout, const RequestLimits& limits, StoreRequest* out) {
   for (Field field : layout.fields)
-    if (!read_field(r, field, layout.command, out)) return false;
+    if (!read_field(r, field, layout.command, limits, out)) return false;
   return true;
 }
 
@@ -236,7 +238,7 @@ const char* store_command_name(StoreCommand command) {
   return "?";
 }
 
-RequestParse parse_request(std::string_view in, OpTable table) {
+RequestParse parse_request(std::string_view in, OpTable table, const RequestLimits& limits) {
   if (in.empty()) return need(1, table);
   if (table == OpTable::unknown) {
     table = detect(in);
@@ -253,7 +255,7 @@ RequestParse parse_request(std::string_view in, OpTable table) {
                 table);
 
   Reader measure(in, 1);
-  if (!read_fields(measure, *layout, nullptr)) {
+  if (!read_fields(measure, *layout, limits, nullptr)) {
     if (!measure.error().empty())
       return fail(fmt::format("{}: {}", store_command_name(layout->command), measure.error()), table);
     return need(measure.needed(), table);
@@ -265,7 +267,7 @@ RequestParse parse_request(std::string_view in, OpTable table) {
   result.consumed = measure.pos();
   result.request.command = layout->command;
   Reader extract(in, 1);
-  read_fields(extract, *layout, &result.request);
+  read_fields(extract, *layout, limits, &result.request);
 
   if (layout->command == StoreCommand::validate && result.request.nonce != wire::kValidateMagic)
     return fail(fmt::format("VALIDATE magic {:#010x} is not {:#010x}", result.request.nonce,

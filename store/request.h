@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "store/wire.h"
+
 namespace cxxrun::store {
 
 // Which opcode table a connection speaks. Decided once, on its first bytes:
@@ -68,9 +70,17 @@ struct RequestParse {
   std::string error;  // error: one line for the log
 };
 
+// The limits a server may set (docs/store-protocol.md §5); the key limit,
+// the keys per request and the request size are fixed (wire.h).
+struct RequestLimits {
+  // Longest value in SET, APPEND, COMPARE_SET, MULTI_SET and QUEUE_PUSH; at
+  // most wire::kMaxRequestBytes, which bounds the request around it anyway.
+  size_t max_value_bytes = wire::kMaxValueBytes;
+};
+
 // Parses the request at the front of `buffered`. An error (unknown opcode,
-// bad VALIDATE magic, a field over the wire:: limits) means the connection
-// cannot be resynchronised and must be closed.
-RequestParse parse_request(std::string_view buffered, OpTable table);
+// bad VALIDATE magic, a field over a limit) means the connection cannot be
+// resynchronised and must be closed.
+RequestParse parse_request(std::string_view buffered, OpTable table, const RequestLimits& limits = {});
 
 }  // namespace cxxrun::store

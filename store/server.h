@@ -4,8 +4,11 @@
 // connection. Asio stays out of this header so including it costs nothing.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
+
+#include "store/wire.h"
 
 namespace boost::asio {
 class io_context;
@@ -20,12 +23,19 @@ struct StoreServerOptions {
   std::string host;
   // 0: any free port (port() says which).
   int port = 0;
+  // The memory budget (docs/store-protocol.md §5): what all connections
+  // together may hold in requests still arriving and replies not yet sent.
+  // An allocation that would pass it closes the connection holding the most.
+  size_t memory_limit = wire::kDefaultMemoryLimit;
+  // The longest value a request may carry (§5): 1..wire::kMaxRequestBytes.
+  size_t max_value_bytes = wire::kMaxValueBytes;
 };
 
 class StoreServer {
  public:
   // Binds and listens before returning, so a taken port fails here:
-  // std::system_error whose what() names host:port. Serves once `io` runs.
+  // std::system_error whose what() names host:port; a limit out of range is
+  // std::invalid_argument. Serves once `io` runs.
   StoreServer(boost::asio::io_context& io, const StoreServerOptions& options);
   // Closes every connection; same thread rule as close().
   ~StoreServer();
@@ -35,6 +45,11 @@ class StoreServer {
   // The bound port and "host:port" (e.g. "[::]:29500"); any thread.
   int port() const;
   std::string address() const;
+  // Whether it listens on a loopback address only; any thread.
+  bool loopback_only() const;
+  // Bytes held for clients right now, as the memory budget counts them; any
+  // thread (a snapshot).
+  size_t memory_held() const;
 
   // Stops accepting and closes every connection. Call it on the thread that
   // runs `io`, or while nothing runs it.
@@ -47,6 +62,7 @@ class StoreServer {
   std::shared_ptr<Impl> impl_;
   int port_;
   std::string address_;
+  bool loopback_only_ = false;
 };
 
 // A StoreServer on its own io_context and thread, for a caller whose own
@@ -61,6 +77,8 @@ class BackgroundStoreServer {
 
   int port() const;
   std::string address() const;
+  bool loopback_only() const;
+  size_t memory_held() const;
 
   // Stops the loop, joins the thread, closes every connection. Idempotent;
   // any thread but the server's own.

@@ -22,6 +22,10 @@ inline constexpr size_t kMaxKeysPerOp = 131072;
 // without limit (the per-field limits alone allow terabytes in one MULTI_SET).
 inline constexpr size_t kMaxRequestBytes = 64 * 1024 * 1024;
 
+// Our own bound on what one server holds for all its connections together:
+// requests still arriving plus replies not yet sent (StoreServerOptions).
+inline constexpr size_t kDefaultMemoryLimit = 256 * 1024 * 1024;
+
 inline constexpr int kDefaultPort = 29500;
 
 // The modern table (torch >= 2.2).

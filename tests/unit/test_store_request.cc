@@ -221,7 +221,37 @@ TEST_CASE("store request: one request may not exceed the total limit") {
   for (int i = 0; i < 8; ++i) m.str("/k").str(value);
   RequestParse p = parse(m, OpTable::modern);
   CHECK(p.status == Status::error);
-  CHECK_THAT(p.error, Catch::Contains("request larger than"));
+  // The message names the limit and how large the request is known to be.
+  CHECK_THAT(p.error, Catch::Contains("MULTI_SET: request of at least "));
+  CHECK_THAT(p.error, Catch::Contains("exceeds the limit of 67108864 bytes"));
+}
+
+TEST_CASE("store request: a server may set its own value limit") {
+  const OpTable modern = OpTable::modern;
+  auto with_limit = [](size_t limit, const std::string& bytes, OpTable table = OpTable::modern) {
+    return parse_request(bytes, table, RequestLimits{limit});
+  };
+  CHECK(with_limit(16, Msg(Op::set).str("/k").str(std::string(16, 'v'))).status == Status::complete);
+  RequestParse p = with_limit(16, Msg(Op::set).str("/k").u64(17));  // refused from the length alone
+  CHECK(p.status == Status::error);
+  CHECK(p.error == "SET: value of 17 bytes exceeds the limit of 16 bytes");
+  // Every value field: COMPARE_SET's two, MULTI_SET's, APPEND, QUEUE_PUSH.
+  CHECK(with_limit(16, Msg(Op::compare_set).str("/k").str("").u64(17)).status == Status::error);
+  CHECK(with_limit(16, Msg(Op::multi_set).u64(2).str("/a").str("1").str("/b").u64(17)).status ==
+        Status::error);
+  CHECK(with_limit(16, Msg(Op::append).str("/k").u64(17)).status == Status::error);
+  CHECK(with_limit(16, Msg(Op::queue_push).str("/q").u64(17)).status == Status::error);
+  CHECK(with_limit(16, Msg(LegacyOp::set).str("/k").u64(17), OpTable::legacy).status == Status::error);
+
+  // Raised past torch's 8 MiB: a 9 MiB value is only waited for.
+  const size_t nine_mib = 9 * 1024 * 1024;
+  std::string nine = Msg(Op::set).str("/k").u64(nine_mib);
+  CHECK(parse(nine, modern).status == Status::error);
+  p = with_limit(16 * 1024 * 1024, nine);
+  CHECK(p.status == Status::need_more);
+  CHECK(p.needed == nine.size() + nine_mib);
+  // The keys keep theirs.
+  CHECK(with_limit(16 * 1024 * 1024, Msg(Op::set).u64(wire::kMaxKeyBytes + 1)).status == Status::error);
 }
 
 TEST_CASE("store request: garbage never reads out of bounds or loops") {

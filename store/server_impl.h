@@ -1,0 +1,66 @@
+// StoreServer's insides, shared by server.cc (the listener, the connection
+// table, the memory budget) and server_connection.cc (one client). Private
+// to store/: it brings in Asio, so nothing outside those two includes it.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "store/listener.h"
+#include "store/request.h"
+#include "store/server.h"
+#include "store/state.h"
+
+namespace cxxrun::store {
+
+class ServerConnection;
+
+// The most a connection reads per turn of the loop beyond its own small
+// buffer, through the server's shared scratch buffer.
+inline constexpr size_t kServerReadChunk = 64 * 1024;
+
+struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
+  Impl(boost::asio::io_context& io, const StoreServerOptions& options);
+
+  void adopt(boost::asio::ip::tcp::socket socket);
+  void deliver(StoreState::Outcome& outcome);
+  void forget(StoreState::ClientId id);
+  void close();
+
+  // The memory budget (docs/store-protocol.md §5). `asking` is about to
+  // allocate `bytes` more for its buffers (while the ones they replace still
+  // exist). Until that fits under the limit, the connection holding the most
+  // (`asking` counted with `bytes`) is closed with one log line. False when
+  // `asking` itself was closed.
+  bool make_room(ServerConnection& asking, size_t bytes) {
+    return held.load(std::memory_order_relaxed) + bytes <= memory_limit || evict_for(asking, bytes);
+  }
+  bool evict_for(ServerConnection& asking, size_t bytes);
+  // A connection's buffers now hold `after` bytes instead of `before`.
+  void held_changed(size_t before, size_t after) {
+    // Only the loop thread writes; the atomic lets memory_held() read it from
+    // any thread, and relaxed loads and stores cost what plain ones do.
+    held.store(held.load(std::memory_order_relaxed) - before + after, std::memory_order_relaxed);
+  }
+
+  AcceptLoop listener;
+  const RequestLimits limits;
+  const size_t memory_limit;
+  std::atomic<size_t> held{0};
+  bool closed = false;
+  StoreState state;
+  std::unordered_map<StoreState::ClientId, std::shared_ptr<ServerConnection>> connections;
+  StoreState::ClientId next_id = 1;
+  // Every connection reads through this one buffer: the loop is
+  // single-threaded, and an idle connection then holds no read buffer at all.
+  std::array<char, kServerReadChunk> scratch;
+};
+
+}  // namespace cxxrun::store
