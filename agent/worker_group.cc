@@ -215,7 +215,7 @@ void WorkerGroup::on_pause(Worker& w, int status) {
 void WorkerGroup::remind_paused() {
   paused_timer_.expires_after(kPausedReminder);
   paused_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || stopping_) return;
+    if (ec || stopping_ || !paused()) return;
     std::string who;
     for (const auto& w : workers_) {
       if (!w->running) continue;
