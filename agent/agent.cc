@@ -7,6 +7,7 @@
 #include <random>
 #include <spdlog/spdlog.h>
 
+#include "agent/cgroup.h"
 #include "agent/guardian.h"
 #include "agent/log_dir.h"
 #include "agent/restart_policy.h"
@@ -28,6 +29,18 @@ rendezvous::WorkerStorePlan worker_store_plan(const Config& c) {
   return {c.use_agent_store, c.master_addr, c.master_port, c.nproc_per_node};
 }
 
+// Logged once: which way this agent keeps every process of the job inside it.
+std::unique_ptr<JobCgroup> contain(const Config& config, const std::string& token) {
+  std::string why_not = "turned off (CXXRUN_CONTAINMENT=subreaper)";
+  std::unique_ptr<JobCgroup> cgroup = config.use_cgroup ? JobCgroup::create(token, why_not) : nullptr;
+  if (cgroup)
+    spdlog::info("containment: the job's processes live in cgroup {}", cgroup->path());
+  else
+    spdlog::info("containment: no cgroup ({}); the agent finds the job's processes as their child subreaper",
+                 why_not);
+  return cgroup;
+}
+
 }  // namespace
 
 int run(const Config& input) {
@@ -39,7 +52,9 @@ int run(const Config& input) {
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) spdlog::warn("cannot become a child subreaper");
   const std::string token = random_token();
   LogDir logs(config);
-  Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", logs.removed_at_exit());
+  std::unique_ptr<JobCgroup> cgroup = contain(config, token);
+  Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", logs.removed_at_exit(),
+                    cgroup ? cgroup->path() : "");
   auto rdzv = rendezvous::make_rendezvous(config.rdzv, worker_store_plan(config));
   rendezvous::Assignment first;
   try {
@@ -52,7 +67,7 @@ int run(const Config& input) {
     return exit_code::rendezvous_failed;
   }
   apply_assignment(config, first);
-  const int code = supervise(config, first.round, logs, guardian, *rdzv, token);
+  const int code = supervise(config, first.round, logs, guardian, cgroup.get(), *rdzv, token);
   if (code != 0) logs.keep();
   rdzv->leave(code == 0);
   return code;

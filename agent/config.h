@@ -88,6 +88,11 @@ struct Config {
   // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; empty = "[${role_name}${local_rank}]:".
   std::string log_line_prefix_template;
 
+  // Containment (agent/cgroup.h): the job's processes in a cgroup of their
+  // own where cgroup v2 is writable; false (CXXRUN_CONTAINMENT=subreaper):
+  // only the agent's child subreaper and the environment token find them.
+  bool use_cgroup = true;
+
   // Signals forwarded to every worker's process group. Those that end a
   // job (TERM, INT, HUP, QUIT) also stop the agent after forwarding.
   std::vector<int> signals_to_handle;
@@ -100,9 +105,10 @@ struct Config {
   // Observability. --event-log FILE: one JSON event per line ("" = off).
   std::string event_log;
   // --health-port P (or TORCHELASTIC_HEALTH_CHECK_PORT): HTTP /healthz and
-  // /metrics; -1 = off, 0 = any free port (logged). health_host "" = all.
+  // /metrics; -1 = off, 0 = any free port (logged). health_host "" = all
+  // interfaces; loopback unless --health-host says otherwise.
   int health_port = -1;
-  std::string health_host;
+  std::string health_host = "127.0.0.1";
 
   // Hang detection. --heartbeat-timeout SECONDS: a worker that has beaten
   // once (worker_runtime/heartbeat.h) and then stays silent this long is

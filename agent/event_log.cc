@@ -53,6 +53,7 @@ std::string_view event_name(WorkerStatus status) {
     case WorkerStatus::succeeded: return "torchelastic.worker.status.SUCCEEDED";
     case WorkerStatus::failed: return "torchelastic.worker.status.FAILED";
     case WorkerStatus::terminated: return "torchelastic.worker.status.TERMINATED";
+    case WorkerStatus::healthy: return "torchelastic.worker.status.HEALTHY";
     case WorkerStatus::unhealthy: break;
   }
   return "torchelastic.worker.status.UNHEALTHY";

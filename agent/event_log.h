@@ -52,7 +52,7 @@ namespace cxxrun::agent {
 struct Config;
 struct Failure;
 
-enum class WorkerStatus { start, succeeded, failed, terminated, unhealthy };
+enum class WorkerStatus { start, succeeded, failed, terminated, unhealthy, healthy };
 enum class AgentEvent { rendezvous, assign_worker_ranks, succeeded, failed, restart };
 
 // The full event name, e.g. "torchelastic.worker.status.START".

@@ -58,6 +58,10 @@ std::chrono::system_clock::time_point time_of(const Failure& f, const std::optio
   return m && m->written ? *m->written : f.time;
 }
 
+// A worker whose exec failed never had a process: its pid is 0, which would
+// read as a real (and alarming) pid. The JSON record keeps the number.
+std::string pid_text(const Failure& f) { return f.pid > 0 ? std::to_string(f.pid) : "not started"; }
+
 std::string exit_text(const Failure& f) {
   if (f.stopped) return std::to_string(-f.signal) + " (" + signal_name(f.signal) + " from cxxrun, after this failure)";
   if (f.signal) return std::to_string(-f.signal) + " (" + signal_name(f.signal) + ")";
@@ -80,7 +84,7 @@ void append_failure(std::ostringstream& os, size_t idx, const std::string& local
      << "  time      : " << format_time(message && message->time ? *message->time : f.time) << "\n"
      << "  host      : " << host << "\n"
      << "  rank      : " << f.rank << " (local_rank: " << f.local_rank << ")\n"
-     << "  exitcode  : " << exit_text(f) << " (pid: " << f.pid << ")\n"
+     << "  exitcode  : " << exit_text(f) << " (pid: " << pid_text(f) << ")\n"
      << "  error_file: " << (message ? f.error_file : std::string("<N/A>")) << "\n"
      << "  traceback : " << indent_continuation(traceback) << "\n";
   if (!f.stderr_tail.empty()) {
@@ -209,8 +213,9 @@ std::vector<Failure> job_failures(const std::vector<std::string>& records, const
 std::string describe(const Failure& f) {
   std::string how = f.signal ? "was killed by " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
   if (f.stopped) how = "had failed (its error file is written) and was stopped with " + signal_name(f.signal);
-  return (f.host.empty() ? "" : f.host + ": ") + "rank " + std::to_string(f.rank) + " (local_rank " + std::to_string(f.local_rank) + ", pid " +
-         std::to_string(f.pid) + ") " + how;
+  const std::string pid = f.pid > 0 ? "pid " + pid_text(f) : pid_text(f);
+  return (f.host.empty() ? "" : f.host + ": ") + "rank " + std::to_string(f.rank) + " (local_rank " + std::to_string(f.local_rank) + ", " +
+         pid + ") " + how;
 }
 
 std::string format_summary(const std::string& entrypoint, const std::string& host,

@@ -14,7 +14,7 @@ namespace cxxrun::agent {
 struct Failure {
   int local_rank = 0;
   int rank = 0;
-  pid_t pid = 0;
+  pid_t pid = 0;       // 0: never started (its exec failed)
   int exit_code = 0;  // valid when signal == 0
   int signal = 0;     // killed by this signal
   std::chrono::system_clock::time_point time;
@@ -60,7 +60,8 @@ std::chrono::system_clock::time_point failure_time(const Failure& f);
 // victims were reaped before it.
 void order_by_time(std::vector<Failure>& failures);
 
-// One line for the log: "rank 1 (local_rank 1, pid 42) exited with code 3".
+// One line for the log: "rank 1 (local_rank 1, pid 42) exited with code 3";
+// "(local_rank 1, not started)" for a worker that never had a pid.
 std::string describe(const Failure& f);
 
 // A failure as a JSON record other nodes can read (the rendezvous store), and
@@ -75,6 +76,7 @@ std::vector<Failure> job_failures(const std::vector<std::string>& records, const
                                   const std::string& host);
 
 // The summary box. `failures` is non-empty; failures[0] is the root cause.
+// A worker that never started shows "(pid: not started)".
 std::string format_summary(const std::string& entrypoint, const std::string& host,
                            const std::vector<Failure>& failures);
 

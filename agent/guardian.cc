@@ -12,12 +12,14 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "agent/cgroup.h"
 #include "agent/process_tree.h"
 
 namespace cxxrun::agent {
 namespace {
 
-[[noreturn]] void guardian_main(int pipe_r, const std::string& token_prefix, const std::string& cleanup_dir) {
+[[noreturn]] void guardian_main(int pipe_r, const std::string& token_prefix, const std::string& cleanup_dir,
+                                const std::string& cgroup) {
   // Terminal signals are for the agent to handle and forward; the guardian
   // must stay alive until the agent is gone.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGUSR1, SIGUSR2, SIGPIPE})
@@ -30,6 +32,7 @@ namespace {
   while ((n = read(pipe_r, &byte, 1)) < 0 && errno == EINTR) {
   }
   const bool agent_died = n <= 0;
+  if (agent_died && !cgroup.empty()) kill_and_remove_cgroup(cgroup);
   // Repeat: a process may fork while we sweep.
   for (int round = 0; round < 5; ++round) {
     if (signal_processes_with_env(token_prefix, SIGKILL) == 0) break;
@@ -42,7 +45,7 @@ namespace {
 
 }  // namespace
 
-Guardian::Guardian(const std::string& token_prefix, const std::string& cleanup_dir) {
+Guardian::Guardian(const std::string& token_prefix, const std::string& cleanup_dir, const std::string& cgroup) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
   pid_ = fork();
@@ -56,7 +59,7 @@ Guardian::Guardian(const std::string& token_prefix, const std::string& cleanup_d
     // or socket of the agent open.
     int keep = fds[0] == 3 ? 3 : dup2(fds[0], 3);
     close_range(4, ~0U, 0);
-    guardian_main(keep, token_prefix, cleanup_dir);
+    guardian_main(keep, token_prefix, cleanup_dir, cgroup);
   }
   close(fds[0]);
   pipe_w_ = fds[1];

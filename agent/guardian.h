@@ -1,8 +1,8 @@
 // A small process forked at agent start whose only job is to outlive the
 // agent: when the agent dies for any reason, SIGKILL included, the kernel
 // closes the agent's end of a pipe, and the guardian then kills every process
-// of the job (found by its environment token). PR_SET_PDEATHSIG alone covers
-// only direct children. It also removes the agent's temporary log directory,
+// of the job: everything in the job's cgroup, and everything that carries the
+// job's environment token. PR_SET_PDEATHSIG alone covers only direct children. It also removes the agent's temporary log directory,
 // which the agent cannot do for itself after a SIGKILL.
 #pragma once
 
@@ -16,7 +16,9 @@ class Guardian {
  public:
   // Forks the guardian. Call before any thread is started.
   // cleanup_dir: removed once the agent is gone ("" = nothing to remove).
-  Guardian(const std::string& job_token_prefix, const std::string& cleanup_dir);
+  // cgroup: the job's cgroup (agent/cgroup.h), killed and removed once the
+  // agent is gone ("" = none: the token finds the job's processes).
+  Guardian(const std::string& job_token_prefix, const std::string& cleanup_dir, const std::string& cgroup);
   ~Guardian();
   Guardian(const Guardian&) = delete;
   Guardian& operator=(const Guardian&) = delete;

@@ -33,12 +33,14 @@ inline std::string_view group_state_name(GroupState s) {
   return "UNKNOWN";
 }
 
-// One worker process as the agent last saw it.
-enum class WorkerRunState { running, succeeded, failed, stopped };
+// One worker process as the agent last saw it. paused: stopped by a signal
+// (SIGSTOP, SIGTSTP, ...) until a SIGCONT; stopped: stopped by the agent.
+enum class WorkerRunState { running, paused, succeeded, failed, stopped };
 
 inline std::string_view worker_run_state_name(WorkerRunState s) {
   switch (s) {
     case WorkerRunState::running: return "running";
+    case WorkerRunState::paused: return "paused";
     case WorkerRunState::succeeded: return "succeeded";
     case WorkerRunState::failed: return "failed";
     case WorkerRunState::stopped: break;

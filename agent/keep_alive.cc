@@ -1,55 +1,72 @@
 #include "agent/keep_alive.h"
 
+#include <algorithm>
+
 #include "agent/rendezvous_link.h"
 
 namespace cxxrun::agent {
 
 using rendezvous::Rendezvous;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
 
-KeepAlive::KeepAlive(boost::asio::io_context& io, RendezvousLink& link, std::chrono::milliseconds interval,
+namespace {
+
+// The longest tick: how late past the bound a lost store may be declared.
+constexpr milliseconds kMaxTick{250};
+
+}  // namespace
+
+KeepAlive::KeepAlive(boost::asio::io_context& io, RendezvousLink& link, milliseconds interval, int max_attempt,
                      Hooks hooks)
-    : link_(link), interval_(interval), hooks_(std::move(hooks)), timer_(io) {
+    : link_(link), interval_(interval), limit_(interval * max_attempt), hooks_(std::move(hooks)), timer_(io) {
   if (interval_.count() > 0) schedule();
 }
 
 void KeepAlive::cancel() {
-  cancelled_ = true;
+  done_ = true;
   timer_.cancel();
 }
 
 void KeepAlive::schedule() {
-  timer_.expires_after(interval_ / 4);
+  timer_.expires_after(std::min(kMaxTick, interval_ / 4));
   timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || cancelled_) return;
-    if (!hooks_.paused() && !in_flight_) tick();
-    schedule();
+    if (ec || done_) return;
+    tick();
+    if (!done_) schedule();
   });
 }
 
 void KeepAlive::tick() {
-  const bool judging = hooks_.judging();
-  if (ticks_++ % 4 != 0) {
-    if (!judging) return;
-    in_flight_ = true;
-    return link_.call([this](Rendezvous& r) -> RendezvousLink::Then {
-      auto liveness = r.check_members();
-      return [this, liveness] { answered(liveness); };
-    });
+  const auto now = Clock::now();
+  if (hooks_.paused()) {
+    // A re-formed job starts its beats afresh: the rendezvous itself proved
+    // the store alive.
+    last_ok_ = now;
+    return;
   }
+  if (now - last_ok_ >= limit_) hooks_.lost(duration_cast<milliseconds>(now - last_ok_));
+  if (in_flight_ || done_) return;
+  const bool judging = hooks_.judging();
+  const bool beat = now - last_beat_ >= interval_;
+  const bool check = judging && now - last_check_ >= interval_ / 4;
+  if (!beat && !check) return;
   in_flight_ = true;
-  link_.call([this, judging](Rendezvous& r) -> RendezvousLink::Then {
-    const Rendezvous::Beat beat = r.keep_alive();
-    const auto liveness = beat == Rendezvous::Beat::ok && judging ? r.check_members() : Rendezvous::Liveness{};
-    return [this, beat, liveness] {
+  if (beat) last_beat_ = now;
+  if (check) last_check_ = now;
+  link_.call([this, beat, check](Rendezvous& r) -> RendezvousLink::Then {
+    const bool ok = beat ? r.keep_alive() == Rendezvous::Beat::ok : true;
+    const auto liveness = ok && check ? r.check_members() : Rendezvous::Liveness{};
+    return [this, beat, ok, liveness] {
+      if (beat && ok) last_ok_ = Clock::now();
       answered(liveness);
-      if (beat == Rendezvous::Beat::lost && !cancelled_) hooks_.lost();
     };
   });
 }
 
 void KeepAlive::answered(const Rendezvous::Liveness& l) {
   in_flight_ = false;
-  if (!l.dead.empty() && !cancelled_ && hooks_.judging()) hooks_.dead(l);
+  if (!l.dead.empty() && !done_ && hooks_.judging()) hooks_.dead(l);
 }
 
 }  // namespace cxxrun::agent

@@ -1,11 +1,16 @@
 // Paces what this node owes the rendezvous while the job runs: a keep-alive
-// beat every keep_alive_interval and, four times per interval, a check for
-// members whose beats stopped, so a death is seen within
-// keep_alive_interval * keep_alive_max_attempt. Every call goes through the
-// rendezvous link (off the loop); a tick that finds the last one's call still
-// there skips.
+// beat every keep_alive_interval, and four checks per interval for members
+// whose beats stopped, so a death is seen within keep_alive_interval *
+// keep_alive_max_attempt. Every call goes through the rendezvous link (off
+// the loop); one still there when the next is due makes that one wait.
+//
+// The store counts as lost when no beat got through for interval *
+// max_attempt, judged here on the loop by the clock, not by counting failed
+// calls: a call stuck on a dead host cannot stretch the verdict, which comes
+// at most one tick (a quarter interval, 250 ms at most) after the bound.
 #pragma once
 
+#include <chrono>
 #include <functional>
 
 #include <boost/asio/io_context.hpp>
@@ -24,27 +29,33 @@ class KeepAlive {
     std::function<bool()> paused;
     // Members are judged only while this says so (the workers run).
     std::function<bool()> judging;
-    // The store has been unreachable for interval * max_attempt.
-    std::function<void()> lost;
+    // No beat got through for interval * max_attempt; called on every tick
+    // from then on, until a beat gets through again.
+    std::function<void(std::chrono::milliseconds silent)> lost;
     // Some members stopped their keep-alives.
     std::function<void(const rendezvous::Rendezvous::Liveness&)> dead;
   };
-  // Starts ticking when the backend has keep-alives; stops with the loop.
-  KeepAlive(boost::asio::io_context& io, RendezvousLink& link, std::chrono::milliseconds interval, Hooks hooks);
+  // Starts ticking when `interval` > 0; stops with cancel() or the loop.
+  KeepAlive(boost::asio::io_context& io, RendezvousLink& link, std::chrono::milliseconds interval,
+            int max_attempt, Hooks hooks);
   void cancel();
 
  private:
+  using Clock = std::chrono::steady_clock;
   void schedule();
   void tick();
   void answered(const rendezvous::Rendezvous::Liveness& l);
 
   RendezvousLink& link_;
   const std::chrono::milliseconds interval_;
+  const std::chrono::milliseconds limit_;
   Hooks hooks_;
   boost::asio::steady_timer timer_;
-  int ticks_ = 0;
+  Clock::time_point last_ok_ = Clock::now();
+  Clock::time_point last_beat_{};
+  Clock::time_point last_check_{};
   bool in_flight_ = false;
-  bool cancelled_ = false;
+  bool done_ = false;
 };
 
 }  // namespace cxxrun::agent

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <map>
 
 namespace cxxrun::agent {
 namespace {
@@ -65,6 +66,38 @@ int signal_processes_with_env(const std::string& token_prefix, int sig) {
   for (pid_t pid : find_processes_with_env(token_prefix))
     if (kill(pid, sig) == 0) ++n;
   return n;
+}
+
+std::vector<pid_t> find_descendants(pid_t root, pid_t except) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  DIR* proc = opendir("/proc");
+  if (!proc) return {};
+  std::string stat;
+  while (dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    const std::string dir = std::string("/proc/") + e->d_name;
+    if (!read_file(dir + "/stat", stat)) continue;
+    // "pid (comm) state ppid ...": the command name may hold anything.
+    const auto close_paren = stat.rfind(')');
+    if (close_paren == std::string::npos || close_paren + 2 >= stat.size() || stat[close_paren + 2] == 'Z') continue;
+    const long ppid = strtol(stat.c_str() + close_paren + 4, nullptr, 10);
+    children[static_cast<pid_t>(ppid)].push_back(static_cast<pid_t>(pid));
+  }
+  closedir(proc);
+  std::vector<pid_t> found;
+  std::vector<pid_t> todo{root};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    for (pid_t c : children[p]) {
+      if (c == except) continue;
+      found.push_back(c);
+      todo.push_back(c);
+    }
+  }
+  return found;
 }
 
 }  // namespace cxxrun::agent

@@ -35,6 +35,13 @@ void Reporter::worker_unhealthy(const Worker& w) {
   events_.worker_status(WorkerStatus::unhealthy, WorkerRef{w.local_rank, w.rank, w.pid});
 }
 
+void Reporter::worker_paused(const Worker& w) {
+  EventDetails details;
+  details.extra["reason"] = w.paused_since ? "stopped by a signal" : "continued";
+  events_.worker_status(w.paused_since ? WorkerStatus::unhealthy : WorkerStatus::healthy,
+                        WorkerRef{w.local_rank, w.rank, w.pid}, details);
+}
+
 void Reporter::attempt_ended(bool succeeded) {
   if (!events_.enabled()) return;
   for (const auto& w : group_.workers()) {
@@ -78,11 +85,13 @@ HealthSnapshot Reporter::snapshot() const {
     wh.rank = w->rank;
     wh.pid = w->pid > 0 ? w->pid : 0;
     if (w->running)
-      wh.state = WorkerRunState::running;
+      wh.state = w->paused_since ? WorkerRunState::paused : WorkerRunState::running;
     else if (w->pid > 0 && WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0)
       wh.state = WorkerRunState::succeeded;
     else
-      wh.state = h.state == GroupState::healthy || w->pid <= 0 ? WorkerRunState::failed : WorkerRunState::stopped;
+      wh.state = h.state == GroupState::healthy || h.state == GroupState::unhealthy || w->pid <= 0
+                     ? WorkerRunState::failed
+                     : WorkerRunState::stopped;
     wh.seconds_since_heartbeat = watchdog_.seconds_since_beat(w->local_rank);
     h.workers.push_back(wh);
   }

@@ -35,6 +35,8 @@ class Reporter {
   void rendezvous_done(const Config& config, int attempt);
   void worker_started(const Worker& w);
   void worker_unhealthy(const Worker& w);
+  // Stopped by a signal (UNHEALTHY), or resumed (HEALTHY).
+  void worker_paused(const Worker& w);
   // Per worker: FAILED (with its error) for this attempt's failures,
   // SUCCEEDED when the group succeeded, TERMINATED for those stopped.
   void attempt_ended(bool succeeded);

@@ -18,6 +18,9 @@ struct Spawned {
 
 // Throws std::runtime_error naming the program when it cannot be started
 // (fork failure, or exec failure reported back by the child).
-Spawned spawn_worker(const std::vector<std::string>& argv, const std::vector<std::string>& envp);
+// `cgroup_procs` >= 0: the child moves itself into that cgroup
+// (agent/cgroup.h) before anything else, so nothing it starts escapes it.
+Spawned spawn_worker(const std::vector<std::string>& argv, const std::vector<std::string>& envp,
+                     int cgroup_procs = -1);
 
 }  // namespace cxxrun::agent

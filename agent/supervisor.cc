@@ -49,16 +49,18 @@ enum class Phase { running, stopping, restarting, rendezvous, barrier, reporting
 
 class Supervisor final : WorkerGroup::Listener {
  public:
-  Supervisor(const Config& c, int round, LogDir& logs, Guardian& guardian, Rendezvous& rdzv, const std::string& token)
+  Supervisor(const Config& c, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup, Rendezvous& rdzv,
+             const std::string& token)
       : c_(c), round_(round), guardian_(guardian), rdzv_(rdzv), signals_(io_), host_(hostname()),
-        group_(io_, logs, token, *this),
+        group_(io_, logs, token, cgroup, guardian.pid(), *this),
         watchdog_(io_, c_, logs, group_, [this](const Worker& w) { reporter_.worker_unhealthy(w); }),
         faults_(io_, group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
         reporter_(io_, c_, group_, watchdog_, [this] { return group_state(); }),
         link_(std::make_unique<RendezvousLink>(io_, rdzv_)),
-        keep_alive_(io_, *link_, rdzv_.keep_alive_interval(),
+        keep_alive_(io_, *link_, rdzv_.keep_alive_interval(), c_.rdzv.settings.keep_alive_max_attempt,
                     {[this] { return phase_ == Phase::rendezvous; }, [this] { return phase_ == Phase::running; },
-                     [this] { on_store_lost(); }, [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}) {
+                     [this](std::chrono::milliseconds silent) { on_store_lost(silent); },
+                     [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}) {
     set_logger();
   }
 
@@ -85,6 +87,7 @@ class Supervisor final : WorkerGroup::Listener {
   // WorkerGroup::Listener
   void on_worker_started(const Worker& w) override { reporter_.worker_started(w); }
   void on_worker_exited(const Worker& w) override { watchdog_.forget(w.pid); }
+  void on_worker_paused(const Worker& w) override { reporter_.worker_paused(w); }
   void on_worker_failed(const Failure& f) override {
     publish(f);
     stop(Cause::failure, SIGTERM);
@@ -268,7 +271,11 @@ class Supervisor final : WorkerGroup::Listener {
     finish(failure_exit_code(shown));
   }
 
-  void on_store_lost() {
+  void on_store_lost(std::chrono::milliseconds silent) {
+    if (phase_ != Phase::barrier && phase_ != Phase::running) return;
+    const auto& s = c_.rdzv.settings;
+    log_->error("lost the rendezvous store of job={} at {}: no keep-alive got through for {} ms (limit {} ms)",
+                s.run_id, s.endpoint, silent.count(), (s.keep_alive_interval * s.keep_alive_max_attempt).count());
     if (phase_ == Phase::barrier) return finish(exit_code::lost);
     if (phase_ == Phase::running) stop(Cause::lost, SIGTERM);
   }
@@ -325,7 +332,7 @@ class Supervisor final : WorkerGroup::Listener {
 
   GroupState group_state() const {
     switch (phase_) {
-      case Phase::running: return GroupState::healthy;
+      case Phase::running: return group_.paused() ? GroupState::unhealthy : GroupState::healthy;
       case Phase::stopping:
       case Phase::restarting:
       case Phase::rendezvous:
@@ -382,9 +389,9 @@ void apply_assignment(Config& config, const rendezvous::Assignment& a) {
   config.master_port = a.master_port;
 }
 
-int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, Rendezvous& rdzv,
+int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup, Rendezvous& rdzv,
               const std::string& job_token) {
-  Supervisor s(config, round, logs, guardian, rdzv, job_token);
+  Supervisor s(config, round, logs, guardian, cgroup, rdzv, job_token);
   return s.run();
 }
 

@@ -18,13 +18,15 @@ struct Assignment;
 namespace cxxrun::agent {
 
 class Guardian;
+class JobCgroup;
 class LogDir;
 
 // Runs attempts until success, a final failure or a stop signal; returns the
 // exit code (agent/restart_policy.h). `config` holds this node's place in
-// `round` after rdzv.join(); `job_token` is unique to this agent run.
-int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, rendezvous::Rendezvous& rdzv,
-              const std::string& job_token);
+// `round` after rdzv.join(); `job_token` is unique to this agent run;
+// `cgroup` holds the job's processes (nullptr: none, agent/cgroup.h).
+int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup,
+              rendezvous::Rendezvous& rdzv, const std::string& job_token);
 
 // Copies this node's place in a round into `config`.
 void apply_assignment(Config& config, const rendezvous::Assignment& a);

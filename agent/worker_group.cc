@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/cgroup.h"
 #include "agent/log_dir.h"
 #include "agent/process_tree.h"
 #include "agent/spawn.h"
@@ -21,11 +22,24 @@ constexpr size_t kTailLines = 10;
 // After every worker is gone and strays are SIGKILLed, pipes close at once;
 // this only bounds a process that escaped the job token and holds one open.
 constexpr std::chrono::seconds kPipeDrainLimit{2};
+// How often the agent says that only stopped workers keep the job alive.
+constexpr std::chrono::seconds kPausedReminder{30};
+
+std::string clock_time(std::chrono::system_clock::time_point tp) {
+  const time_t t = std::chrono::system_clock::to_time_t(tp);
+  tm local{};
+  localtime_r(&t, &local);
+  char buf[16];
+  strftime(buf, sizeof buf, "%H:%M:%S", &local);
+  return buf;
+}
 
 }  // namespace
 
-WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, Listener& listener)
-    : io_(io), logs_(logs), token_(job_token), listener_(listener), base_env_(current_environment()), timer_(io) {}
+WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
+                         pid_t guardian, Listener& listener)
+    : io_(io), logs_(logs), token_(job_token), cgroup_(cgroup), guardian_(guardian), listener_(listener),
+      base_env_(current_environment()), timer_(io), paused_timer_(io) {}
 
 WorkerGroup::~WorkerGroup() = default;
 
@@ -42,11 +56,20 @@ void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_ho
   stopping_ = failing_ = escalated_ = false;
   workers_.clear();
   logs_.prepare_attempt(attempt_, c_.nproc_per_node);
+  int procs = -1;
+  if (cgroup_) {
+    try {
+      procs = cgroup_->begin_attempt(attempt_);
+    } catch (const std::exception& e) {
+      // Still contained: the subreaper and the token find what it starts.
+      log_->warn("{}; this attempt's workers run without their own cgroup", e.what());
+    }
+  }
   const int world = c_.world_size > 0 ? c_.world_size : c_.nproc_per_node * c_.group_world_size;
   log_->info("starting {} workers for entrypoint {} (attempt {}, run id {}, ranks {}..{} of {})", c_.nproc_per_node,
              c_.entrypoint_name, attempt_, c_.run_id, c_.base_rank, c_.base_rank + c_.nproc_per_node - 1, world);
   for (int r = 0; r < c_.nproc_per_node; ++r) {
-    if (!start_worker(c_, r, env_hook)) {
+    if (!start_worker(c_, r, env_hook, procs)) {
       // Reported from the loop, not inside this one: it may start the next
       // attempt.
       asio::post(io_, [this, f = failures_.back()] { listener_.on_worker_failed(f); });
@@ -55,7 +78,7 @@ void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_ho
   }
 }
 
-bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& env_hook) {
+bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& env_hook, int cgroup_procs) {
   auto w = std::make_unique<Worker>();
   w->local_rank = local_rank;
   w->rank = c.base_rank + local_rank;
@@ -66,7 +89,7 @@ bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& e
   if (env_hook) env_hook(env, local_rank);
   Spawned s;
   try {
-    s = spawn_worker(substitute_local_rank(c.command, local_rank), to_envp(env));
+    s = spawn_worker(substitute_local_rank(c.command, local_rank), to_envp(env), cgroup_procs);
   } catch (const std::exception& e) {
     log_->error("{}", e.what());
     failures_.push_back(Failure{local_rank, w->rank, 0, 127, 0, std::chrono::system_clock::now(), "", {e.what()}, "", ""});
@@ -125,11 +148,17 @@ void WorkerGroup::close_pipe(Pipe& p) {
 void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
   int status;
   pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+  // WUNTRACED/WCONTINUED: a worker stopped by a signal would otherwise hang
+  // the job without a word.
+  while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
+    const bool exited = WIFEXITED(status) || WIFSIGNALED(status);
     bool ours = false;
-    for (auto& w : workers_)
-      if (w->running && w->pid == pid) ours = true, on_exit(*w, status);
-    if (!ours) other(pid);
+    for (auto& w : workers_) {
+      if (!w->running || w->pid != pid) continue;
+      ours = true;
+      exited ? on_exit(*w, status) : on_pause(*w, status);
+    }
+    if (!ours && exited) other(pid);
   }
   if (stopping_) check_stopped();
 }
@@ -165,6 +194,47 @@ void WorkerGroup::on_exit(Worker& w, int status) {
   if (f.stopped) listener_.on_earlier_failure(f);
 }
 
+void WorkerGroup::on_pause(Worker& w, int status) {
+  if (WIFSTOPPED(status)) {
+    if (w.paused_since) return;
+    w.paused_since = std::chrono::system_clock::now();
+    log_->warn("rank {} (local_rank {}, pid {}) was stopped by {}; the job waits for it until it gets SIGCONT", w.rank,
+               w.local_rank, w.pid, signal_name(WSTOPSIG(status)));
+    if (!stopping_) remind_paused();
+  } else if (WIFCONTINUED(status) && w.paused_since) {
+    w.paused_since.reset();
+    log_->info("rank {} (local_rank {}, pid {}) continued", w.rank, w.local_rank, w.pid);
+  } else {
+    return;
+  }
+  listener_.on_worker_paused(w);
+}
+
+// While every worker still running is stopped, nothing but a SIGCONT (or a
+// kill) can end the job: say so, with who and since when.
+void WorkerGroup::remind_paused() {
+  paused_timer_.expires_after(kPausedReminder);
+  paused_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    std::string who;
+    for (const auto& w : workers_) {
+      if (!w->running) continue;
+      if (!w->paused_since) return remind_paused();  // someone still works
+      who += (who.empty() ? "" : ", ") + ("rank " + std::to_string(w->rank) + " (pid " + std::to_string(w->pid) +
+                                          ", since " + clock_time(*w->paused_since) + ")");
+    }
+    if (who.empty()) return;
+    log_->warn("only stopped workers keep the job alive: {}; send them SIGCONT or stop the job", who);
+    remind_paused();
+  });
+}
+
+bool WorkerGroup::paused() const {
+  for (const auto& w : workers_)
+    if (w->running && w->paused_since) return true;
+  return false;
+}
+
 int WorkerGroup::running() const {
   int n = 0;
   for (const auto& w : workers_) n += w->running;
@@ -194,7 +264,10 @@ void WorkerGroup::stop(int sig, bool failing) {
   if (int n = running(); n > 0)
     log_->info("stopping {} workers with {} (grace {} ms)", n, signal_name(sig), c_.shutdown_timeout.count());
   signal_all(sig);
-  signal_processes_with_env(attempt_token(), sig);
+  signal_strays(sig);
+  // A stopped worker acts on the signal only once it runs again.
+  for (auto& w : workers_)
+    if (w->running && w->paused_since) killpg(w->pid, SIGCONT);
   if (first) {
     timer_.expires_after(c_.shutdown_timeout);
     timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -209,7 +282,7 @@ void WorkerGroup::stop(int sig, bool failing) {
 void WorkerGroup::escalate() {
   escalated_ = true;
   signal_all(SIGKILL);
-  signal_processes_with_env(attempt_token(), SIGKILL);
+  signal_strays(SIGKILL);
   arm_drain_limit();
 }
 
@@ -223,18 +296,36 @@ void WorkerGroup::arm_drain_limit() {
   });
 }
 
+int WorkerGroup::signal_strays(int sig) {
+  std::vector<pid_t> pids;
+  if (cgroup_) {
+    pids = cgroup_->attempt_pids();
+    // One write kills them all, including any forked since the read.
+    if (sig == SIGKILL) return cgroup_->kill_attempt(), static_cast<int>(pids.size());
+  } else {
+    pids = find_descendants(getpid(), guardian_);
+  }
+  int n = 0;
+  for (pid_t pid : pids) n += kill(pid, sig) == 0;
+  // Without a cgroup, a process that left the agent's tree (its parent was
+  // not reparented to us) still carries the token.
+  if (!cgroup_) n += signal_processes_with_env(attempt_token(), sig);
+  return n;
+}
+
 // The group is stopped when every worker is reaped, nothing else carrying
 // this attempt's token is alive, and the pipes are drained.
 void WorkerGroup::check_stopped() {
   if (!stopping_ || running() > 0) return;
   if (!strays_killed_) {
     strays_killed_ = true;
-    if (int n = signal_processes_with_env(attempt_token(), SIGKILL))
+    if (int n = signal_strays(SIGKILL))
       log_->warn("killed {} leftover processes of the worker group", n);
     if (!escalated_) arm_drain_limit();
   }
   if (open_pipes_ > 0) return;
   timer_.cancel();
+  paused_timer_.cancel();
   strays_killed_ = false;
   stopping_ = false;
   for (auto& w : workers_) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 
 namespace cxxrun::agent {
 
+class JobCgroup;
 class LogDir;
 
 struct Pipe {
@@ -40,6 +42,8 @@ struct Worker {
   int rank = 0;
   pid_t pid = -1;  // -1: it could not be started
   bool running = false;
+  // Set while a signal has it stopped (SIGSTOP, SIGTSTP, ...), until SIGCONT.
+  std::optional<std::chrono::system_clock::time_point> paused_since;
   int status = 0;  // waitpid status once it exited
   Pipe out, err;
 };
@@ -50,6 +54,8 @@ class WorkerGroup {
    public:
     virtual void on_worker_started(const Worker& w) = 0;
     virtual void on_worker_exited(const Worker& w) = 0;
+    // A signal stopped the worker, or SIGCONT resumed it (w.paused_since).
+    virtual void on_worker_paused(const Worker& w) = 0;
     // A worker failed on its own while the group ran.
     virtual void on_worker_failed(const Failure& f) = 0;
     // While stopping after a failure: a worker that had failed before the
@@ -66,7 +72,10 @@ class WorkerGroup {
   // Adds per-worker variables (hang detection's) to a worker's environment.
   using EnvHook = std::function<void(EnvMap& env, int local_rank)>;
 
-  WorkerGroup(boost::asio::io_context& io, LogDir& logs, const std::string& job_token, Listener& listener);
+  // `cgroup`: where the job's processes live (nullptr: none; then the
+  // agent's descendants are the job's, less `guardian`).
+  WorkerGroup(boost::asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
+              pid_t guardian, Listener& listener);
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
@@ -92,6 +101,8 @@ class WorkerGroup {
   bool hung(int local_rank) const { return hung_.count(local_rank) > 0; }
 
   int running() const;
+  // Whether a running worker is stopped by a signal.
+  bool paused() const;
   bool stopping() const { return stopping_; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
   // This attempt's failures; ordered root cause first once it stopped.
@@ -100,21 +111,29 @@ class WorkerGroup {
   std::string attempt_token() const;
 
  private:
-  bool start_worker(const Config& c, int local_rank, const EnvHook& env_hook);
+  bool start_worker(const Config& c, int local_rank, const EnvHook& env_hook, int cgroup_procs);
   void open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file);
   void read_pipe(Pipe& p);
   void drain_now(Pipe& p);
   void close_pipe(Pipe& p);
   void on_exit(Worker& w, int status);
+  void on_pause(Worker& w, int status);
+  void remind_paused();
   void arm_drain_limit();
+  // Signals every process of the attempt that is not a worker, wherever it
+  // went; returns how many.
+  int signal_strays(int sig);
   void check_stopped();
 
   boost::asio::io_context& io_;
   LogDir& logs_;
   const std::string token_;
+  JobCgroup* const cgroup_;
+  const pid_t guardian_;
   Listener& listener_;
   const EnvMap base_env_;
   boost::asio::steady_timer timer_;
+  boost::asio::steady_timer paused_timer_;
   std::shared_ptr<spdlog::logger> log_;
   Config c_;
   int attempt_ = 0;

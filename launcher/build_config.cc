@@ -1,12 +1,19 @@
 // Interprets the raw options in a fixed order so that the first error a user
 // sees is the most basic one: value syntax, then features cxxrun lacks and
 // rendezvous options that do not fit together, then the program, then the
-// ports.
+// ports (the rendezvous's, the health server's).
+#include <errno.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <optional>
+#include <set>
 #include <stdexcept>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -50,6 +57,38 @@ milliseconds shutdown_timeout(const RawOptions& raw, const Env& env) {
   return milliseconds(std::max<long long>(1, std::llround(std::ceil(s * 1000))));
 }
 
+// torch accepts any rank here and then shows nothing for the ones this node
+// lacks; --local-ranks-filter=9 with two workers would hide all output.
+void check_local_ranks_filter(const RawValue& filter, const std::set<int>& ranks,
+                              const RawValue& nproc, int n) {
+  for (int rank : ranks)
+    if (rank >= n)
+      throw UsageError(fmt::format("{}: local rank {} is out of range: {} gives local ranks 0..{}",
+                                   filter.shown(), rank, nproc.shown(), n - 1));
+}
+
+// The agent creates <log-dir>/<run_id>_<random>/ (agent/log_dir.cc), and a
+// failure there is exit 1 after the store is up. Doing first what it will do
+// (create the directory, then one inside it) catches every reason, root's
+// included: a read-only file system, a file in the way, /proc.
+void check_log_dir(const RawValue& value) {
+  namespace fs = std::filesystem;
+  const std::string& dir = value.text;
+  if (dir.empty() || dir == "/dev/null") return;  // a fresh temporary one; none
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw UsageError(fmt::format("{}: {} is not a directory", value.shown(), dir));
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw UsageError(
+        fmt::format("{}: cannot create directory {}: {}", value.shown(), dir, ec.message()));
+  std::string probe = (fs::path(dir) / ".cxxrun_probe_XXXXXX").string();
+  if (mkdtemp(probe.data()) == nullptr)
+    throw UsageError(fmt::format("{}: cannot create files in directory {}: {}", value.shown(), dir,
+                                 std::strerror(errno)));
+  fs::remove(probe, ec);
+}
+
 // Accepted and valid, but not something this cxxrun can do; then the
 // rendezvous options that do not fit together.
 void refuse_missing_features(const RawOptions& raw) {
@@ -84,6 +123,7 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   parse_int(raw.at("node_rank"));
   parse_port(raw.at("master_port"));
   c.shutdown_timeout = shutdown_timeout(raw, env);
+  if (auto level = env_value(env, "LOGLEVEL")) out.log_level = parse_log_level({*level, "LOGLEVEL"});
   if (const RawValue* numa = raw.find("numa_binding"))
     check_choice(*numa, {"node", "socket", "exclusive", "core-complex"});
   apply_extensions(raw, env, c, out.warnings);
@@ -95,8 +135,13 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   // 3. How many workers, and what each runs.
   const RawValue& nproc = raw.at("nproc_per_node");
   bool wants_gpus = nproc.text == "gpu" || nproc.text == "auto";
-  DeviceCounts counts{cpu_count(), wants_gpus ? nvidia_gpu_count(env) : 0};
+  DeviceCounts counts{cpu_count(), wants_gpus ? nvidia_gpu_count(env) : 0, process_limit()};
   c.nproc_per_node = resolve_nproc(nproc, counts, out.notes);
+  check_local_ranks_filter(raw.at("local_ranks_filter"), c.local_ranks_filter, nproc,
+                           c.nproc_per_node);
+  check_fault_targets(raw, env,
+                      {c.nproc_per_node, parse_nnodes(raw.at("nnodes")).second, c.max_restarts,
+                       raw.at("max_restarts").shown()});
 
   if (!raw.has_program)
     throw UsageError("missing the training program: cxxrun [options] training_script [args...]");
@@ -108,6 +153,7 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
 
   // 4. Where the nodes and workers meet.
   choose_rendezvous(raw, c, out.warnings, out.notes);
+  check_health_endpoint(raw, env, c);
   // As torch >= 2.4 does, the agent serves the workers' store (MASTER_PORT)
   // itself unless TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: it outlives a worker
   // restart and no worker races another process for the port. The static
@@ -126,6 +172,9 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   c.extra_env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] =
       env_value(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING").value_or("1");
   c.extra_env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = signals.text;
+
+  // 6. Last, since it creates the log directory: nothing may refuse after it.
+  if (const RawValue* dir = raw.find("log_dir")) check_log_dir(*dir);
   return out;
 }
 

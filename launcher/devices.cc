@@ -1,5 +1,6 @@
 #include "launcher/devices.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,8 +59,15 @@ int nvidia_gpu_count(const Env& env, const std::string& proc_dir) {
   return physical;
 }
 
-int resolve_nproc(const RawValue& value, const DeviceCounts& counts,
-                  std::vector<std::string>& notes) {
+long long process_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NPROC, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return -1;
+  return static_cast<long long>(limit.rlim_cur);
+}
+
+namespace {
+
+int count_of(const RawValue& value, const DeviceCounts& counts, std::vector<std::string>& notes) {
   const std::string& text = value.text;
   auto resolved = [&](int n, std::string_view device) {
     notes.push_back(fmt::format(
@@ -84,6 +92,27 @@ int resolve_nproc(const RawValue& value, const DeviceCounts& counts,
     n = 0;
   }
   if (n <= 0) throw UsageError(value.shown() + ": must be a positive integer, auto, cpu or gpu");
+  return n;
+}
+
+}  // namespace
+
+int resolve_nproc(const RawValue& value, const DeviceCounts& counts,
+                  std::vector<std::string>& notes) {
+  const int n = count_of(value, counts, notes);
+  const bool named = value.text == "cpu" || value.text == "gpu" || value.text == "auto";
+  const std::string means = named ? fmt::format(" ({} workers here)", n) : "";
+  if (n > kMaxNprocPerNode)
+    throw UsageError(
+        fmt::format("{}: at most {} workers per node{}", value.shown(), kMaxNprocPerNode, means));
+  // The user's other processes count against the limit too, so this is the
+  // least it takes: the workers, the agent and its guardian. Above it, fork()
+  // certainly fails part way through the group.
+  if (counts.max_processes >= 0 && n + 2LL > counts.max_processes)
+    throw UsageError(fmt::format(
+        "{}: {} workers, the agent and its guardian are more processes than RLIMIT_NPROC allows "
+        "this user (ulimit -u: {})",
+        value.shown(), n, counts.max_processes));
   return n;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "launcher/options.h"
 #include "launcher/raw_options.h"
@@ -21,13 +22,26 @@ int nvidia_gpu_count(const Env& env, const std::string& proc_dir = "/proc/driver
 // "GPU-"/"MIG-" UUIDs count as valid.
 int visible_gpu_count(const std::string& cuda_visible_devices, int physical);
 
+// The most workers one node may run. Real jobs run one worker per GPU (8 or
+// 16 a node) or at most one per CPU (a few hundred on the largest machines);
+// 4096 leaves room above both. Beyond it a value is a typo (99999), and
+// taking it would mean seconds of forking, two pipes per worker and a failure
+// box for every worker that fork() refused.
+inline constexpr int kMaxNprocPerNode = 4096;
+
+// This user's soft RLIMIT_NPROC (what `ulimit -u` shows); -1 when it is
+// RLIM_INFINITY.
+long long process_limit();
+
 struct DeviceCounts {
   int cpus = 0;
   int gpus = 0;
+  long long max_processes = -1;  // process_limit(); -1: no limit
 };
 
-// --nproc-per-node: a positive integer, cpu, gpu or auto. Adds a note saying
-// what a device name resolved to.
+// --nproc-per-node: a positive integer, cpu, gpu or auto, resolving to at
+// most kMaxNprocPerNode workers and fewer than max_processes allows. Adds a
+// note saying what a device name resolved to.
 int resolve_nproc(const RawValue& value, const DeviceCounts& counts,
                   std::vector<std::string>& notes);
 

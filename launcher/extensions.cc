@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "launcher/values.h"
+#include "store/endpoint.h"
 
 namespace cxxrun::launcher {
 namespace {
@@ -24,6 +25,9 @@ using std::chrono::milliseconds;
 namespace fs = std::filesystem;
 
 constexpr double kMaxSeconds = 1e9;
+// Least exposure: /healthz names the job, its workers' pids and states, so
+// only this machine may read it unless --health-host says otherwise.
+constexpr const char* kDefaultHealthHost = "127.0.0.1";
 constexpr std::size_t kMaxSectionName = 31;
 
 UsageError bad(const RawValue& value, const std::string& rule) {
@@ -34,6 +38,12 @@ std::optional<RawValue> from_env(const Env& env, std::string_view name) {
   auto it = env.find(name);
   if (it == env.end()) return std::nullopt;
   return RawValue{it->second, it->first};
+}
+
+// --health-port, else PET_HEALTH_PORT, else torch's TORCHELASTIC_HEALTH_CHECK_PORT.
+std::optional<RawValue> health_port_value(const RawOptions& raw, const Env& env) {
+  if (const RawValue* v = raw.find("health_port")) return *v;
+  return from_env(env, "TORCHELASTIC_HEALTH_CHECK_PORT");
 }
 
 // Rounded up to whole milliseconds, so a positive time never becomes 0 (off).
@@ -135,18 +145,24 @@ void file_timer(const Env& env, agent::Config& c) {
   if (auto path = from_env(env, "TORCHELASTIC_TIMER_FILE")) c.file_timer_path = path->text;
 }
 
+// cxxrun's own: "subreaper" keeps the job's processes out of a cgroup even
+// where one could be made (a site that manages cgroups itself; tests).
+void containment(const Env& env, agent::Config& c) {
+  auto value = from_env(env, "CXXRUN_CONTAINMENT");
+  if (!value || value->text == "auto") return;
+  if (value->text != "subreaper") throw bad(*value, "must be auto (a cgroup where possible) or subreaper");
+  c.use_cgroup = false;
+}
+
 }  // namespace
 
 void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
                       std::vector<std::string>& warnings) {
   if (const RawValue* v = raw.find("event_log")) c.event_log = event_log(*v);
 
-  std::optional<RawValue> port;
-  if (const RawValue* v = raw.find("health_port"))
-    port = *v;
-  else
-    port = from_env(env, "TORCHELASTIC_HEALTH_CHECK_PORT");
+  std::optional<RawValue> port = health_port_value(raw, env);
   if (port) c.health_port = health_port(*port);
+  c.health_host = kDefaultHealthHost;
   if (const RawValue* v = raw.find("health_host")) {
     c.health_host = health_host(*v);
     if (!port)
@@ -157,7 +173,31 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
   section_timeouts(raw.list("section_timeout"), c.section_timeouts);
   if (const RawValue* v = raw.find("stack_dump_signal")) c.stack_dump_signal = stack_dump_signal(*v);
   file_timer(env, c);
+  containment(env, c);
   c.faults = parse_faults(raw, env);
+}
+
+void check_health_endpoint(const RawOptions& raw, const Env& env, const agent::Config& c) {
+  std::optional<RawValue> port = health_port_value(raw, env);
+  if (!port) return;
+  const std::string& host = c.health_host;
+  const bool every_interface = host.empty() || host == "0.0.0.0" || host == "::";
+  if (!every_interface && !store::is_local_host(host)) {
+    const RawValue* given = raw.find("health_host");
+    throw bad(given != nullptr ? *given : RawValue{host, "--health-host"},
+              "not an address of this machine, so the health server cannot listen on it");
+  }
+  if (c.health_port == 0) return;  // any free port
+  // Where the server will bind (agent/health_server.cc): "" is [::] or else
+  // 0.0.0.0, "localhost" is 127.0.0.1.
+  std::vector<std::string> binds{host};
+  if (host.empty()) binds = {"::", "0.0.0.0"};
+  if (host == "localhost") binds = {"127.0.0.1"};
+  for (const std::string& address : binds)
+    if (store::port_in_use(address, c.health_port))
+      throw bad(*port, fmt::format("port {} is already in use on {}; pick another port, or 0 for "
+                                   "any free one",
+                                   c.health_port, host.empty() ? "every interface" : host));
 }
 
 }  // namespace cxxrun::launcher

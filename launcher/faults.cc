@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -107,21 +108,63 @@ agent::FaultSpec parse_fault_spec(const RawValue& value) {
   return fault;
 }
 
-std::vector<agent::FaultSpec> parse_faults(const RawOptions& raw, const Env& env) {
-  std::vector<agent::FaultSpec> faults;
+namespace {
+
+// Every spec with the value it came from, so that a later check can name it.
+std::vector<std::pair<RawValue, agent::FaultSpec>> given_faults(const RawOptions& raw,
+                                                                const Env& env) {
+  std::vector<std::pair<RawValue, agent::FaultSpec>> faults;
+  auto add = [&](std::string_view spec, const std::string& origin) {
+    RawValue value{std::string(trim(spec)), origin};
+    agent::FaultSpec fault = parse_fault_spec(value);
+    faults.emplace_back(std::move(value), fault);
+  };
   for (const RawValue& given : raw.list("inject_fault")) {
-    for (std::string_view spec : split(given.text, ';')) {
-      // "--inject-fault=" is a mistake; so is "a;;b" on the command line.
-      faults.push_back(parse_fault_spec({std::string(trim(spec)), given.origin}));
-    }
+    // "--inject-fault=" is a mistake; so is "a;;b" on the command line.
+    for (std::string_view spec : split(given.text, ';')) add(spec, given.origin);
   }
   if (auto it = env.find("CXXRUN_INJECT_FAULTS"); it != env.end()) {
-    for (std::string_view spec : split(it->second, ';')) {
-      if (trim(spec).empty()) continue;  // "", "a;" and the like
-      faults.push_back(parse_fault_spec({std::string(trim(spec)), it->first}));
-    }
+    for (std::string_view spec : split(it->second, ';'))
+      if (!trim(spec).empty()) add(spec, it->first);  // "", "a;" and the like
   }
   return faults;
+}
+
+std::string plural(long long n, std::string_view word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+std::vector<agent::FaultSpec> parse_faults(const RawOptions& raw, const Env& env) {
+  std::vector<agent::FaultSpec> faults;
+  for (auto& [value, fault] : given_faults(raw, env)) faults.push_back(fault);
+  return faults;
+}
+
+void check_fault_targets(const RawOptions& raw, const Env& env, const JobBounds& job) {
+  // A target outside the job is never found, so the fault silently never
+  // fires. Ranks are bounded by the largest world the job can have: another
+  // node may join later and hold the rank, so this node's own ranks are no bound.
+  const long long world = static_cast<long long>(job.nproc_per_node) * job.max_nodes;
+  for (const auto& [value, f] : given_faults(raw, env)) {
+    using Kind = agent::FaultSpec::Kind;
+    const bool worker_fault = f.kind == Kind::kill || f.kind == Kind::stop;
+    if (worker_fault && f.rank >= world)
+      throw bad(value, fmt::format("rank={} is out of range: the job has at most {} ({} per node x "
+                                   "{}), ranks 0..{}",
+                                   f.rank, plural(world, "worker"), job.nproc_per_node,
+                                   plural(job.max_nodes, "node"), world - 1));
+    if (!worker_fault && f.node >= job.max_nodes)
+      throw bad(value, fmt::format("node={} is out of range: the job has at most {}, node ranks "
+                                   "0..{}",
+                                   f.node, plural(job.max_nodes, "node"), job.max_nodes - 1));
+    // Attempts count restarts (TORCHELASTIC_RESTART_COUNT); a membership
+    // change does not use one, so the last attempt is --max-restarts.
+    if (worker_fault && f.attempt > job.max_restarts)
+      throw bad(value, fmt::format("attempt={} never comes: {} allows attempts 0..{}", f.attempt,
+                                   job.max_restarts_value, job.max_restarts));
+  }
 }
 
 }  // namespace cxxrun::launcher

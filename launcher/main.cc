@@ -1,7 +1,6 @@
 // cxxrun: parse, then hand the job to the agent. Every failure ends as one
 // line on stderr; the codes are agent/restart_policy.h's (usage errors 2, as
 // argparse exits, anything else 1).
-#include <cstdlib>
 #include <iostream>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -13,14 +12,10 @@
 
 namespace {
 
-// INFO by default: the agent's lifecycle lines (forwarded signals, restarts)
-// are what a user reads when a job misbehaves. LOGLEVEL, as torch reads it,
-// changes that.
-spdlog::level::level_enum log_level() {
-  const char* env = std::getenv("LOGLEVEL");
-  std::string level = env == nullptr ? "INFO" : env;
+// The launcher has checked LOGLEVEL (launcher::Parsed::log_level).
+spdlog::level::level_enum spdlog_level(const std::string& level) {
   if (level == "DEBUG") return spdlog::level::debug;
-  if (level == "WARNING" || level == "WARN") return spdlog::level::warn;
+  if (level == "WARNING") return spdlog::level::warn;
   if (level == "ERROR") return spdlog::level::err;
   if (level == "CRITICAL") return spdlog::level::critical;
   return spdlog::level::info;
@@ -29,7 +24,6 @@ spdlog::level::level_enum log_level() {
 void setup_logging() {
   auto logger = spdlog::stderr_color_mt("cxxrun");
   logger->set_pattern("[%H:%M:%S.%e] [%n] %l: %v");
-  logger->set_level(log_level());
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
 }
@@ -50,6 +44,10 @@ int main(int argc, char** argv) {
       std::cout << launcher::version_text() << "\n";
       return 0;
     }
+    // INFO by default: the agent's lifecycle lines (forwarded signals,
+    // restarts) are what a user reads when a job misbehaves. The agent's
+    // loggers are clones of this one.
+    spdlog::default_logger()->set_level(spdlog_level(parsed.log_level));
     for (const std::string& note : parsed.notes) spdlog::info("{}", note);
     for (const std::string& warning : parsed.warnings) spdlog::warn("{}", warning);
     return cxxrun::agent::run(parsed.config);

@@ -86,7 +86,8 @@ constexpr OptionSpec kOptions[] = {
      "Serve HTTP /healthz and /metrics on PORT (0: any free port; default "
      "$TORCHELASTIC_HEALTH_CHECK_PORT, else off)."},
     {"--health-host,--health_host", "HOST", nullptr, value, extensions,
-     "Address the health server listens on: an IP address or localhost (default: all)."},
+     "Address the health server listens on: an IP address or localhost (default: 127.0.0.1, "
+     "this machine only; empty: every interface)."},
     {"--heartbeat-timeout,--heartbeat_timeout", "SECONDS", nullptr, value, extensions,
      "A worker that has sent a heartbeat and then stays silent this long is hung (0: off)."},
     {"--section-timeout,--section_timeout", "NAME=SECONDS", nullptr, value, extensions,
@@ -97,7 +98,7 @@ constexpr OptionSpec kOptions[] = {
     {"--inject-fault,--inject_fault", "SPEC", nullptr, none, extensions,
      "Testing: kill:rank=R,after=MS[,signal=S][,attempt=A], stop:rank=R,after=MS[,attempt=A], "
      "drop_store:node=N,after=MS or delay_store:node=N,ms=MS (repeatable; also "
-     "$CXXRUN_INJECT_FAULTS=\"spec;spec\").",
+     "$CXXRUN_INJECT_FAULTS=\"spec;spec\"); R, N and A must exist in the job.",
      true},
 
     {"--version", "", nullptr, none, general, "show cxxrun's version and exit"},

@@ -28,6 +28,9 @@ struct Parsed {
   std::vector<std::string> warnings;
   // For the INFO log (what nproc resolved to, the standalone rendezvous).
   std::vector<std::string> notes;
+  // cxxrun's own log level from LOGLEVEL: DEBUG, INFO (default), WARNING,
+  // ERROR or CRITICAL.
+  std::string log_level = "INFO";
 };
 
 // `args` excludes argv[0]. Throws UsageError (NotBuiltYet for features that

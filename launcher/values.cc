@@ -202,6 +202,23 @@ std::vector<int> parse_signals(const RawValue& value) {
   return signals;
 }
 
+std::string parse_log_level(const RawValue& value) {
+  // Every name Python's logging knows, so that any LOGLEVEL torchrun accepts
+  // works here too. NOTSET makes torch's logger defer to its parent, i.e. the
+  // default: cxxrun's is INFO.
+  static const std::vector<std::pair<std::string_view, std::string_view>> levels = {
+      {"DEBUG", "DEBUG"}, {"INFO", "INFO"},         {"WARNING", "WARNING"}, {"WARN", "WARNING"},
+      {"ERROR", "ERROR"}, {"CRITICAL", "CRITICAL"}, {"FATAL", "CRITICAL"},  {"NOTSET", "INFO"}};
+  for (auto [name, level] : levels)
+    if (value.text == name) return std::string(level);
+  for (auto [name, level] : levels)
+    if (upper(value.text) == name)
+      throw bad(value, fmt::format("not a log level; names are upper case, as in Python's "
+                                   "logging: LOGLEVEL={}",
+                                   name));
+  throw bad(value, "not a log level (DEBUG, INFO, WARNING, WARN, ERROR, CRITICAL, FATAL or NOTSET)");
+}
+
 void check_choice(const RawValue& value, const std::vector<std::string>& choices) {
   if (std::find(choices.begin(), choices.end(), value.text) != choices.end()) return;
   throw bad(value, fmt::format("invalid choice (choose from {})", fmt::join(choices, ", ")));

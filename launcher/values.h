@@ -43,6 +43,11 @@ std::map<std::string, std::string> parse_rdzv_conf(const RawValue& value);
 // "SIGTERM,INT,..." -> signal numbers, in order, without duplicates.
 std::vector<int> parse_signals(const RawValue& value);
 
+// LOGLEVEL as torch hands it to Python's logging.Logger.setLevel(): one of
+// Python's level names, upper case only (setLevel("debug") raises there too).
+// Returns the level cxxrun logs at: DEBUG, INFO, WARNING, ERROR or CRITICAL.
+std::string parse_log_level(const RawValue& value);
+
 // Throws unless value.text is one of `choices`.
 void check_choice(const RawValue& value, const std::vector<std::string>& choices);
 

@@ -20,7 +20,7 @@ Assignment C10dBackend::join() {
   const std::string local = s.local_addr.empty() ? store_->client().local_address() : s.local_addr;
   // Asked only when this node becomes group rank 0: where its workers'
   // store will be (the MASTER_PORT rule, worker_store.h).
-  auto pick = [this, local] { return workers_.settle(plan_.agent_serves, "", local, 0); };
+  auto pick = [this, local] { return workers_.settle(plan_.agent_serves, bind_host_for(local), local, 0); };
   rdzv_ = std::make_unique<C10dRendezvous>(store_->client(), s, pick,
                                            [](const std::string& line) { spdlog::info("{}", line); });
   beats_ = store_->connect_another(std::max(std::chrono::milliseconds(500), s.keep_alive_interval));
@@ -30,12 +30,22 @@ Assignment C10dBackend::join() {
 
 Assignment C10dBackend::rejoin() {
   int expected = std::max(1, rdzv_->members());
+  const auto& settings = config_.settings;
   try {
-    const int dead = rdzv_->current_event() == RoundEvent::dead ? std::max(1, dead_seen_) : 0;
+    // Whoever found members dead counted them: every survivor expects the
+    // same number back, and too few is an error now, not after join_timeout.
+    const int dead = rdzv_->current_event() == RoundEvent::dead
+                         ? std::max({1, dead_seen_, rdzv_->dead_count()})
+                         : 0;
     expected = std::max(1, rdzv_->members() - dead + rdzv_->num_nodes_waiting());
   } catch (const store::StoreError&) {
     // The next round's join reports a store that is really gone.
   }
+  if (expected < settings.min_nodes)
+    throw RendezvousError("only " + std::to_string(expected) + " nodes of job " + settings.run_id +
+                          " are alive, fewer than the minimum of " + std::to_string(settings.min_nodes) +
+                          " (--nnodes=" + std::to_string(settings.min_nodes) + ":" +
+                          std::to_string(settings.max_nodes) + "); stopping");
   spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", expected);
   rdzv_->start_next_round();
   return joined(rdzv_->next_rendezvous(expected));
@@ -43,6 +53,7 @@ Assignment C10dBackend::rejoin() {
 
 Assignment C10dBackend::joined(const Assignment& a) {
   dead_seen_ = 0;
+  last_beat_ok_ = std::chrono::steady_clock::now();  // the round just proved the store alive
   if (watcher_) watcher_->watch(a.round, rdzv_->event_key());
   return a;
 }
@@ -55,22 +66,26 @@ void C10dBackend::watch(OnEvent on_event) {
   watcher_->watch(rdzv_->round(), rdzv_->event_key());
 }
 
+// Failures are logged, never thrown: a store hiccup must not kill a healthy
+// job. Whether the store is lost is judged by time (store_lost()).
 Rendezvous::Beat C10dBackend::keep_alive() {
-  const auto& s = config_.settings;
   try {
     if (fault_.delay.count() > 0) std::this_thread::sleep_for(fault_.delay);
     if (fault_.drop) throw store::StoreError("connection dropped by fault injection");
     rdzv_->keep_alive();
     if (beat_failures_ > 0) spdlog::info("keep-alives reach the rendezvous store again");
     beat_failures_ = 0;
+    last_beat_ok_ = std::chrono::steady_clock::now();
     return Beat::ok;
   } catch (const std::exception& e) {
     if (beat_failures_++ == 0) spdlog::warn("keep-alive to the rendezvous store failed: {}", e.what());
   }
-  if (!store_lost()) return Beat::failing;
-  spdlog::error("lost the rendezvous store of job={} at {}: no keep-alive got through for {} ms", s.run_id,
-                store::format_endpoint({config_.host, config_.port}), (s.keep_alive_interval * s.keep_alive_max_attempt).count());
-  return Beat::lost;
+  return store_lost() ? Beat::lost : Beat::failing;
+}
+
+bool C10dBackend::store_lost() const {
+  const auto& s = config_.settings;
+  return std::chrono::steady_clock::now() - last_beat_ok_ >= s.keep_alive_interval * s.keep_alive_max_attempt;
 }
 
 Rendezvous::Liveness C10dBackend::check_members() {
@@ -91,7 +106,7 @@ Rendezvous::Liveness C10dBackend::check_members() {
                (s.keep_alive_interval * s.keep_alive_max_attempt).count());
   dead_seen_ = static_cast<int>(out.dead.size());
   try {
-    rdzv_->publish_event(RoundEvent::dead);
+    rdzv_->publish_dead(dead_seen_);
   } catch (const std::exception& e) {
     spdlog::warn("cannot tell the other nodes: {}", e.what());
   }

@@ -37,7 +37,8 @@ class C10dBackend : public Rendezvous {
 
  private:
   Assignment joined(const Assignment& a);
-  bool store_lost() const { return beat_failures_ >= config_.settings.keep_alive_max_attempt; }
+  // No beat got through for keep_alive_interval * keep_alive_max_attempt.
+  bool store_lost() const;
 
   const RendezvousConfig config_;
   const WorkerStorePlan plan_;
@@ -46,6 +47,7 @@ class C10dBackend : public Rendezvous {
   std::unique_ptr<store::StoreClient> beats_;
   std::unique_ptr<C10dRendezvous> rdzv_;
   int beat_failures_ = 0;
+  std::chrono::steady_clock::time_point last_beat_ok_ = std::chrono::steady_clock::now();
   // Members found dead in this round: the next round expects them gone.
   int dead_seen_ = 0;
   StoreFault fault_;

@@ -303,6 +303,16 @@ int C10dRendezvous::num_nodes_waiting() {
   return std::max(0, std::min(count, s_.max_nodes) - members_);
 }
 
+RoundEvent C10dRendezvous::publish_dead(int count) {
+  store_.compare_set(round_key(round_, "dead"), "", std::to_string(count));
+  return publish_event(RoundEvent::dead);
+}
+
+int C10dRendezvous::dead_count() {
+  const std::string k = round_key(round_, "dead");
+  return store_.check({k}) ? to_int(store_.get(k), "dead count") : 0;
+}
+
 void C10dRendezvous::start_next_round() {
   store_.compare_set(key("round"), std::to_string(round_), std::to_string(round_ + 1));
   store_.set(round_key(round_, "next"), std::to_string(round_ + 1));

@@ -23,6 +23,7 @@
 //   r<k>/master        "addr:port" chosen by group rank 0
 //   r<k>/next          "<k+1>" when the next round opens, "closed" at the end
 //   r<k>/alive/<slot>  keep-alive counter
+//   r<k>/dead          how many members the `dead` event found dead
 //   r<k>/event         what ended round k for everyone, first writer wins:
 //                      "abort" (a worker failed), "join" (a node is waiting
 //                      to join), "dead" (a member stopped its keep-alives),
@@ -107,6 +108,11 @@ class C10dRendezvous {
   std::vector<int> dead_members();
   // Nodes that joined the current round after it completed.
   int num_nodes_waiting();
+  // Ends the round with `dead`, saying how many members were found dead
+  // (the first count written stands); returns the event that won.
+  RoundEvent publish_dead(int count);
+  // How many members the round's `dead` event counted (0 if none).
+  int dead_count();
   // Opens round+1 for everyone (a restart or a membership change).
   void start_next_round();
   // The job is over: every later join fails and spares are released.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "rendezvous/worker_store.h"
 #include "store/endpoint.h"
 #include "store/server.h"
 
@@ -14,6 +15,8 @@ using std::chrono::milliseconds;
 
 // The deadline of a non-host node's calls while it leaves.
 constexpr milliseconds kLeaveCallTimeout{5000};
+// How long a candidate host tries to connect before trying to host again.
+constexpr milliseconds kRehostInterval{500};
 
 milliseconds remaining(Clock::time_point deadline) {
   return std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
@@ -23,22 +26,23 @@ std::string where(const RendezvousConfig& r) { return store::format_endpoint({r.
 
 }  // namespace
 
-JobStore::JobStore(const RendezvousConfig& config) : config_(config) {
-  host_if_needed();
-  connect();
-}
+JobStore::JobStore(const RendezvousConfig& config) : config_(config) { connect(host_if_needed(true)); }
 
 JobStore::~JobStore() = default;
 
 // A second agent on the host finds the port taken and joins as a client, as
-// torchrun does, unless is_host was given explicitly.
-void JobStore::host_if_needed() {
+// torchrun does, unless is_host was given explicitly. Returns whether this
+// node may still become the host (it is a candidate, not told to).
+bool JobStore::host_if_needed(bool first) {
   const RendezvousConfig& r = config_;
   const bool host =
       r.backend == Backend::static_tcp ? r.node_rank == 0 : r.is_host.value_or(store::is_local_host(r.host));
-  if (!host) return;
+  if (!host) return false;
   try {
+    // Where the other nodes reach it, and nowhere else (loopback for a
+    // loopback endpoint).
     store::StoreServerOptions options;
+    options.host = bind_host_for(r.host);
     options.port = r.port;
     options.token = r.settings.token;
     server_ = std::make_unique<store::BackgroundStoreServer>(options);
@@ -49,24 +53,29 @@ void JobStore::host_if_needed() {
       spdlog::warn("no token on the rendezvous store, which listens on {}: anyone who can reach it can "
                    "join or disturb the job (--rdzv-conf token_file=PATH sets a shared secret)",
                    server_->address());
+    return false;
   } catch (const std::exception& e) {
-    if (r.backend == Backend::c10d && !r.is_host)
-      spdlog::info("port {} is taken on this host ({}); joining its store as a client", r.port, e.what());
-    else
+    if (r.backend != Backend::c10d || r.is_host)
       throw RendezvousError("cannot host the rendezvous store on port " + std::to_string(r.port) + ": " + e.what());
+    if (first) spdlog::info("port {} is taken on this host ({}); joining its store as a client", r.port, e.what());
+    return true;
   }
 }
 
 // Retries until the backend's deadline, saying every few seconds what it
-// waits for: the server may simply not be up yet.
-void JobStore::connect() {
+// waits for: the server may simply not be up yet. A candidate host that found
+// the port taken tries to host again between attempts: two agents binding at
+// the same moment can both lose (neither may listen while the other is
+// bound), and then no one else will.
+void JobStore::connect(bool may_host) {
   const RendezvousConfig& r = config_;
   const auto& s = r.settings;
   const milliseconds limit = r.backend == Backend::static_tcp ? s.static_timeout : s.join_timeout;
   const auto deadline = Clock::now() + limit;
+  auto next_progress = Clock::now() + s.progress_interval;
   store::StoreClient::Options o = options();
   for (;;) {
-    o.timeout = std::min(remaining(deadline), s.progress_interval);
+    o.timeout = std::min({remaining(deadline), s.progress_interval, may_host ? kRehostInterval : s.progress_interval});
     try {
       client_ = store::StoreClient::connect(o);
       break;
@@ -78,7 +87,11 @@ void JobStore::connect() {
       if (Clock::now() >= deadline)
         throw RendezvousError("cannot reach the rendezvous store of job=" + s.run_id + " at " + where(r) +
                               " after " + std::to_string(limit.count() / 1000) + " s: " + e.what());
-      spdlog::info("waiting for rendezvous job={} at {}: store not reachable yet", s.run_id, where(r));
+      if (may_host) may_host = host_if_needed(false);
+      if (Clock::now() >= next_progress) {
+        spdlog::info("waiting for rendezvous job={} at {}: store not reachable yet", s.run_id, where(r));
+        next_progress = Clock::now() + s.progress_interval;
+      }
     }
   }
   // Later calls get the per-operation deadline.

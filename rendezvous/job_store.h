@@ -37,8 +37,8 @@ class JobStore {
   void leave(bool succeeded, int members, const std::function<void()>& first = {});
 
  private:
-  void host_if_needed();
-  void connect();
+  bool host_if_needed(bool first);
+  void connect(bool may_host);
   store::StoreClient::Options options() const;
 
   const RendezvousConfig config_;

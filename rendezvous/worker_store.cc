@@ -1,5 +1,7 @@
 #include "rendezvous/worker_store.h"
 
+#include <arpa/inet.h>
+
 #include <spdlog/spdlog.h>
 
 #include "store/endpoint.h"
@@ -12,8 +14,9 @@ WorkerStore::WorkerStore() = default;
 WorkerStore::~WorkerStore() = default;
 
 std::string bind_host_for(const std::string& addr) {
-  const bool loopback = addr.rfind("127.", 0) == 0 || addr == "::1" || addr == "localhost";
-  return loopback ? addr : "";
+  unsigned char buf[sizeof(in6_addr)];
+  const bool literal = inet_pton(AF_INET, addr.c_str(), buf) == 1 || inet_pton(AF_INET6, addr.c_str(), buf) == 1;
+  return literal || addr == "localhost" ? addr : "";
 }
 
 int WorkerStore::settle(bool agent_serves, const std::string& bind_host, const std::string& addr, int port) {

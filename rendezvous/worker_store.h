@@ -48,8 +48,9 @@ class WorkerStore {
   std::string host_;
 };
 
-// Where the agent's server for workers reachable at `addr` should listen: a
-// loopback address stays on loopback, anything else on every interface.
+// Where a server that peers reach at `addr` should listen, and nowhere
+// else: an address (loopback included) is bound as it is; a name other than
+// localhost may stand for any of this machine's interfaces, so every one.
 std::string bind_host_for(const std::string& addr);
 
 }  // namespace cxxrun::rendezvous

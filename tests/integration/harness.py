@@ -4,6 +4,7 @@ Every wait here has a deadline: a hang fails the test instead of CI.
 """
 import atexit
 import os
+import random
 import shutil
 import signal
 import socket
@@ -17,10 +18,19 @@ EXAMPLES = os.environ.get("CXXRUN_EXAMPLES", os.path.join(os.path.dirname(__file
 
 
 def free_port():
-    """A loopback port free right now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free right now, below the ephemeral range (32768 up):
+    a port the OS hands out may be taken again at once as some connection's
+    local port, and the agent that should listen there then cannot."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port in 20000..32000")
 
 
 RDZV_SERVER = os.path.join(os.path.dirname(CXXRUN), "cxxrun-rdzv")

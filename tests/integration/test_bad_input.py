@@ -1,8 +1,10 @@
 """Bad input: one clear line naming the value, exit 2, no crash or trace."""
 import os
+import resource
 import socket
+import subprocess
 
-from harness import TempDirTest, clean_env, run
+from harness import CXXRUN, TempDirTest, clean_env, run
 
 
 class BadInput(TempDirTest):
@@ -10,8 +12,19 @@ class BadInput(TempDirTest):
         super().setUp()
         self.prog = self.script("ok.sh", "exit 0\n")
 
-    def assert_rejected(self, args, needle, env=None):
-        rc, out, err = run(args, env=env, timeout=30)
+    def assert_rejected(self, args, needle, env=None, nproc_limit=None):
+        if nproc_limit is None:
+            rc, out, err = run(args, env=env, timeout=30)
+        else:
+            # A soft RLIMIT_NPROC for cxxrun alone (root is not held to it,
+            # but cxxrun reads it all the same).
+            hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+            soft = nproc_limit if hard == resource.RLIM_INFINITY else min(nproc_limit, hard)
+            p = subprocess.run([CXXRUN] + list(args), env=env or clean_env(), capture_output=True,
+                               text=True, timeout=30, stdin=subprocess.DEVNULL,
+                               preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NPROC,
+                                                                     (soft, hard)))
+            rc, out, err = p.returncode, p.stdout, p.stderr
         lines = [l for l in err.splitlines() if l.strip()]
         self.assertEqual(rc, 2, f"{args}: rc={rc} stderr={err!r}")
         self.assertEqual(len(lines), 1, f"{args}: expected one line, got {err!r}")
@@ -128,6 +141,56 @@ class BadInput(TempDirTest):
     def test_bad_file_timer_switch(self):
         self.assert_rejected([self.prog], "TORCHELASTIC_ENABLE_FILE_TIMER=yes",
                              env=clean_env(TORCHELASTIC_ENABLE_FILE_TIMER="yes"))
+
+    def test_unknown_loglevel(self):
+        self.assert_rejected([self.prog], "LOGLEVEL=garbage: not a log level",
+                             env=clean_env(LOGLEVEL="garbage"))
+
+    def test_nproc_above_the_per_node_cap(self):
+        self.assert_rejected(["--nproc-per-node=4097", self.prog],
+                             "--nproc-per-node=4097: at most 4096 workers per node")
+
+    def test_nproc_above_rlimit_nproc(self):
+        self.assert_rejected(["--nproc-per-node=30", self.prog], "RLIMIT_NPROC",
+                             nproc_limit=20)
+
+    def test_local_ranks_filter_beyond_nproc(self):
+        # Would show no output at all.
+        self.assert_rejected(["--nproc-per-node=2", "--local-ranks-filter=9", self.prog],
+                             "--local-ranks-filter=9: local rank 9 is out of range")
+
+    def test_fault_rank_beyond_the_job(self):
+        # Would never fire.
+        self.assert_rejected(["--nproc-per-node=2", "--inject-fault=kill:rank=99,after=100",
+                              self.prog], "rank=99 is out of range")
+
+    def test_fault_node_beyond_the_job(self):
+        self.assert_rejected(["--inject-fault=drop_store:node=1,after=100", self.prog],
+                             "node=1 is out of range")
+
+    def test_fault_attempt_beyond_max_restarts(self):
+        self.assert_rejected(["--max-restarts=1", "--inject-fault=kill:rank=0,after=1,attempt=2",
+                              self.prog], "attempt=2 never comes")
+
+    def test_health_port_in_use(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        try:
+            self.assert_rejected([f"--health-port={port}", self.prog],
+                                 f"--health-port={port}: port {port} is already in use")
+        finally:
+            s.close()
+
+    def test_health_host_not_on_this_machine(self):
+        self.assert_rejected(["--health-port=0", "--health-host=192.0.2.1", self.prog],
+                             "--health-host=192.0.2.1: not an address of this machine")
+
+    def test_log_dir_cannot_be_created(self):
+        blocker = self.script("file", "")
+        self.assert_rejected([f"--log-dir={blocker}/logs", self.prog],
+                             f"--log-dir={blocker}/logs: cannot create directory")
 
     def test_help_exits_zero(self):
         rc, out, err = run(["--help"])

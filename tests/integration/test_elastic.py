@@ -4,6 +4,7 @@ Every test ends by checking /proc: no worker of the job is left alive.
 """
 import os
 import signal
+import socket
 import subprocess
 import time
 import uuid
@@ -11,6 +12,17 @@ import uuid
 from harness import CXXRUN, RDZV_SERVER, TempDirTest, alive, finish_all, free_port, read_pids, start, summary_blocks, wait_for
 
 
+
+
+def seconds_after(err, text, since):
+    """Seconds from `since` (time.time()) to the agent's log line holding
+    `text`, by the line's own [HH:MM:SS.mmm] stamp (local time)."""
+    line = next(l for l in err.splitlines() if text in l)
+    stamp = line[1:line.index("]")]
+    day = time.localtime(since)
+    h, m, s = stamp.split(":")
+    logged = time.mktime(day[:3] + (int(h), int(m), 0) + day[6:]) + float(s)
+    return logged - since
 
 
 class Elastic(TempDirTest):
@@ -153,11 +165,14 @@ exec sleep 60
             conf = "is_host=false,keep_alive_interval=0.3,keep_alive_max_attempt=3"
             procs = [self.agent(worker, 2, conf=conf) for _ in range(2)]
             wait_for(lambda: len(read_pids(self.dir, "pid.")) == 4, timeout=30, what="four workers")
+            killed = time.time()
             server.kill()
             server.communicate(timeout=10)
             for rc, err in self.finish(procs, timeout=30):
                 self.assertEqual(rc, 1, err)
                 self.assertIn("lost the rendezvous store", err)
+                # The promised bound: interval x attempts (0.9 s) + 1 s.
+                self.assertLess(seconds_after(err, "lost the rendezvous store", killed), 1.9, err)
         finally:
             server.kill()
 
@@ -179,6 +194,46 @@ while :; do sleep 0.05; done
                  what="both workers to get SIGTERM while the slow keep-alive is still in progress")
         (rc, err), = self.finish([p], timeout=30)
         self.assertEqual(rc, 143, err)
+
+    def test_stopped_agent_below_the_minimum_stops_every_survivor(self):
+        # --nnodes=3:3 and one agent (not group rank 0) stops: rank 0 sees it
+        # dead and stops; the other survivor learns of it through the round's
+        # `dead` event and must stop too, not wait out join_timeout.
+        # The store outlives every agent here (cxxrun-rdzv), as on a cluster.
+        server = subprocess.Popen([RDZV_SERVER, f"--port={self.port}"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: (server.kill(), server.wait(timeout=10)))
+        worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK\nexec sleep 60\n")
+        conf = "is_host=false,keep_alive_interval=0.3,keep_alive_max_attempt=3,join_timeout=120"
+        procs = [self.agent(worker, "3:3", nproc=1, conf=conf) for _ in range(3)]
+        wait_for(lambda: len(read_pids(self.dir, "pid.")) == 3, timeout=30, what="three workers")
+        # Group ranks follow the agents' pids on one host: the largest is rank 2.
+        stopped = max(procs, key=lambda p: p.pid)
+        os.kill(stopped.pid, signal.SIGSTOP)
+        try:
+            survivors = [p for p in procs if p is not stopped]
+            results = self.finish(survivors, timeout=30)
+            for rc, err in results:
+                self.assertEqual(rc, 1, err)
+            joined = "\n".join(err for _, err in results)
+            self.assertEqual(joined.count("fewer than the minimum of 3"), 2, joined)
+        finally:
+            stopped.kill()
+
+    def test_a_port_taken_at_the_start_is_hosted_once_free(self):
+        # Both agents find the endpoint's port taken (two agents binding at one
+        # moment can both lose that way) and join as clients; once it is free
+        # again, one of them must host the store, not both wait out join_timeout.
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", self.port))
+        holder.listen()
+        worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK\n")
+        procs = [self.agent(worker, 2, nproc=1, conf="join_timeout=60") for _ in range(2)]
+        time.sleep(1)
+        holder.close()
+        for rc, err in self.finish(procs, timeout=30):
+            self.assertEqual(rc, 0, err)
+            self.assertIn("joining its store as a client", err)
 
     def test_too_few_nodes_left_stops_with_a_clear_message(self):
         worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK\nexec sleep 60\n")

@@ -98,3 +98,6 @@ exit 3
         rc, out, err = run(["--nproc-per-node=2", worker], timeout=30)
         self.assertEqual(rc, 127, err)
         self.assertIn("cannot execute", err)
+        # It never had a pid: the summary says so rather than "pid: 0".
+        self.assertIn("exitcode  : 127 (pid: not started)", err)
+        self.assertNotIn("pid: 0", err)

@@ -101,6 +101,16 @@ PY
         with open(f"{self.dir}/metrics") as f:
             self.assertIn("cxxrun_restart_count 0", f.read())
 
+    def test_health_server_listens_on_loopback_by_default(self):
+        # Least exposure: /healthz says which pids run, so no other host may read it
+        # unless --health-host asks for that. TORCHELASTIC_HEALTH_CHECK_PORT alike.
+        ok = self.script("ok.sh", "exit 0\n")
+        for args, env in ((["--health-port=0"], clean_env()),
+                          ([], clean_env(TORCHELASTIC_HEALTH_CHECK_PORT="0"))):
+            rc, out, err = run(args + [ok], env=env, timeout=30)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("health endpoint on http://127.0.0.1:", err)
+
 
 class FileTimer(TempDirTest):
     def test_torch_file_timer_client_gets_a_hung_worker_killed(self):

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "agent/failure.h"
 #include "agent/restart_policy.h"
@@ -138,4 +139,21 @@ TEST_CASE("the job's failures: published records and this node's own, each once,
   CHECK(all[2].pid == 101);  // local only
   CHECK(failure_exit_code(all) == 7);
   CHECK(job_failures({}, {}, "node-a").empty());
+}
+
+TEST_CASE("a worker that was never started has no pid to show") {
+  // What WorkerGroup records when exec fails: pid 0, exit code 127.
+  Failure never{1, 1, 0, 127, 0, std::chrono::system_clock::now(), "", {"cannot execute"}, "", ""};
+  auto s = format_summary("train", "h", {never});
+  CHECK(s.find("exitcode  : 127 (pid: not started)") != std::string::npos);
+  CHECK(s.find("pid: 0") == std::string::npos);
+  CHECK(describe(never) == "rank 1 (local_rank 1, not started) exited with code 127");
+  CHECK(describe(Failure{1, 1, 42, 3, 0, {}, "", {}, "", ""}) == "rank 1 (local_rank 1, pid 42) exited with code 3");
+  // The record other nodes read keeps a number, and reads back the same way.
+  auto record = nlohmann::json::parse(to_record(never, "node-a"));
+  CHECK(record["pid"].is_number_integer());
+  CHECK(record["pid"] == 0);
+  auto back = from_record(to_record(never, "node-a"));
+  REQUIRE(back);
+  CHECK(format_summary("train", "h", {*back}).find("(pid: not started)") != std::string::npos);
 }

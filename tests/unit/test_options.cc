@@ -49,9 +49,12 @@ TEST_CASE("dashed and underscored spellings mean the same") {
   CHECK((a.max_restarts == 2 && b.max_restarts == 2));
   std::tie(a, b) = same({"--rdzv-id=j"}, {"--rdzv_id=j"});
   CHECK((a.run_id == "j" && b.run_id == "j"));
-  std::tie(a, b) = same({"--log-dir=/tmp/x"}, {"--log_dir", "/tmp/x"});
-  CHECK((a.log_dir == "/tmp/x" && b.log_dir == "/tmp/x"));
-  std::tie(a, b) = same({"--local-ranks-filter=0,2"}, {"--local_ranks_filter=0,2"});
+  TempDir logs;  // the launcher creates the log directory
+  const std::string x = (logs.path / "x").string();
+  std::tie(a, b) = same({"--log-dir=" + x}, {"--log_dir", x});
+  CHECK((a.log_dir == x && b.log_dir == x));
+  std::tie(a, b) = same({"--nproc-per-node=3", "--local-ranks-filter=0,2"},
+                        {"--nproc-per-node=3", "--local_ranks_filter=0,2"});
   CHECK((a.local_ranks_filter == std::set<int>{0, 2} &&
          b.local_ranks_filter == a.local_ranks_filter));
   std::tie(a, b) = same({"--signals-to-handle=SIGUSR1"}, {"--signals_to_handle=SIGUSR1"});
@@ -78,14 +81,16 @@ TEST_CASE("PET_ variables: command line beats environment beats default") {
   env["PET_MAX_RESTARTS"] = "4";
   env["PET_ROLE"] = "trainer";
   env["PET_RDZV_ID"] = "from-env";
-  env["PET_LOG_DIR"] = "/tmp/env-logs";
+  TempDir logs;  // the launcher creates the log directory
+  const std::string env_logs = (logs.path / "env-logs").string();
+  env["PET_LOG_DIR"] = env_logs;
   env["PET_REDIRECTS"] = "1";
   Parsed p = run({kProg}, env);
   CHECK(p.config.nproc_per_node == 3);
   CHECK(p.config.max_restarts == 4);
   CHECK(p.config.role == "trainer");
   CHECK(p.config.run_id == "from-env");
-  CHECK(p.config.log_dir == "/tmp/env-logs");
+  CHECK(p.config.log_dir == env_logs);
   CHECK(p.config.redirects.all == Std::out);
 
   p = run({"--nproc-per-node=2", "--max_restarts=0", "--role=r", "--rdzv-id=cli", kProg}, env);

@@ -33,7 +33,7 @@ TEST_CASE("extensions are off by default") {
   auto c = config_of({});
   CHECK(c.event_log.empty());
   CHECK(c.health_port == -1);
-  CHECK(c.health_host.empty());
+  CHECK(c.health_host == "127.0.0.1");  // where the server would listen once a port is given
   CHECK(c.heartbeat_timeout == milliseconds(0));
   CHECK(c.section_timeouts.empty());
   CHECK(c.stack_dump_signal == 0);
@@ -167,7 +167,12 @@ TEST_CASE("file timer from torchrun's variables") {
 
 TEST_CASE("fault specs") {
   auto one = [](const std::string& spec) {
-    auto faults = config_of({"--inject-fault=" + spec}).faults;
+    // A job with every rank, node and attempt targeted below (the bounds:
+    // test_options_limits.cc).
+    auto faults = config_of({"--nproc-per-node=4", "--max-restarts=2", "--rdzv-backend=c10d",
+                             "--rdzv-endpoint=node-17.cluster:29400", "--nnodes=1:2",
+                             "--inject-fault=" + spec})
+                      .faults;
     REQUIRE(faults.size() == 1);
     return faults[0];
   };
@@ -192,7 +197,7 @@ TEST_CASE("fault specs") {
 
 TEST_CASE("faults add up from the command line and CXXRUN_INJECT_FAULTS") {
   Env env = with("CXXRUN_INJECT_FAULTS", "stop:rank=0,after=1;;delay_store:node=0,ms=5;");
-  auto faults = config_of({"--inject-fault", "kill:rank=1,after=2",
+  auto faults = config_of({"--nproc-per-node=4", "--inject-fault", "kill:rank=1,after=2",
                            "--inject_fault=drop_store:node=0,after=3;kill:rank=2,after=4"},
                           env)
                     .faults;

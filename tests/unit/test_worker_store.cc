@@ -62,8 +62,11 @@ TEST_CASE("worker store: a taken port is one clear error") {
                     Catch::Contains("cannot serve the workers' store"));
 }
 
-TEST_CASE("worker store: loopback addresses keep the agent's server on loopback") {
+TEST_CASE("worker store: a server listens only where its peers reach it") {
   CHECK(bind_host_for("127.0.0.1") == "127.0.0.1");
   CHECK(bind_host_for("localhost") == "localhost");
-  CHECK(bind_host_for("10.1.2.3").empty());
+  CHECK(bind_host_for("::1") == "::1");
+  CHECK(bind_host_for("10.1.2.3") == "10.1.2.3");
+  // A name may stand for any interface of this machine.
+  CHECK(bind_host_for("node7.cluster").empty());
 }

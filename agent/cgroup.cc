@@ -1,0 +1,134 @@
+#include "agent/cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace cxxrun::agent {
+namespace {
+
+// Where the cgroup2 hierarchy is mounted, from /proc/self/mountinfo (a hybrid
+// layout keeps it at /sys/fs/cgroup/unified), and the root it shows.
+bool cgroup2_mount(std::string& mount, std::string& root) {
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    const auto dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string id, parent, dev;
+    fields >> id >> parent >> dev >> root >> mount;
+    return !mount.empty();
+  }
+  return false;
+}
+
+// This process's cgroup in the v2 hierarchy ("0::/path").
+bool own_cgroup(std::string& path) {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("0::", 0) == 0) {
+      path = line.substr(3);
+      return true;
+    }
+  return false;
+}
+
+bool write_text(const std::string& file, const char* text) {
+  const int fd = open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = write(fd, text, strlen(text)) == static_cast<ssize_t>(strlen(text));
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& job_token, std::string& why_not) {
+  std::string mount, root, own;
+  if (!cgroup2_mount(mount, root)) {
+    why_not = "no cgroup2 mount in /proc/self/mountinfo";
+    return nullptr;
+  }
+  if (!own_cgroup(own)) {
+    why_not = "this process has no cgroup v2 entry in /proc/self/cgroup";
+    return nullptr;
+  }
+  // A mount of a subtree shows paths below its own root.
+  if (root != "/" && own.rfind(root, 0) == 0) own = own.substr(root.size());
+  if (own.size() > 1 && own.find("/..") != std::string::npos) {
+    why_not = "this process's cgroup " + own + " is outside the mounted cgroup2 tree";
+    return nullptr;
+  }
+  std::string path = mount + (own == "/" ? "" : own) + "/cxxrun-" + job_token;
+  if (mkdir(path.c_str(), 0755) != 0) {
+    why_not = "cannot create " + path + ": " + strerror(errno);
+    return nullptr;
+  }
+  struct stat st {};
+  if (stat((path + "/cgroup.kill").c_str(), &st) != 0) {
+    rmdir(path.c_str());
+    why_not = "the kernel has no cgroup.kill (Linux 5.14 or later needed)";
+    return nullptr;
+  }
+  return std::unique_ptr<JobCgroup>(new JobCgroup(path));
+}
+
+JobCgroup::~JobCgroup() {
+  end_attempt();
+  kill_and_remove_cgroup(path_);
+}
+
+int JobCgroup::begin_attempt(int attempt) {
+  end_attempt();
+  attempt_ = path_ + "/attempt-" + std::to_string(attempt);
+  if (mkdir(attempt_.c_str(), 0755) != 0 && errno != EEXIST)
+    throw std::runtime_error("cannot create the attempt's cgroup " + attempt_ + ": " + strerror(errno));
+  procs_fd_ = open((attempt_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  if (procs_fd_ < 0)
+    throw std::runtime_error("cannot open " + attempt_ + "/cgroup.procs: " + strerror(errno));
+  return procs_fd_;
+}
+
+std::vector<pid_t> JobCgroup::attempt_pids() const {
+  std::vector<pid_t> pids;
+  if (attempt_.empty()) return pids;
+  std::ifstream in(attempt_ + "/cgroup.procs");
+  for (pid_t pid; in >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+void JobCgroup::kill_attempt() const {
+  if (!attempt_.empty()) write_text(attempt_ + "/cgroup.kill", "1");
+}
+
+void JobCgroup::end_attempt() {
+  if (procs_fd_ >= 0) close(procs_fd_);
+  procs_fd_ = -1;
+  if (attempt_.empty()) return;
+  // Exited processes leave the cgroup at exit, before they are reaped.
+  kill_and_remove_cgroup(attempt_);
+  attempt_.clear();
+}
+
+void kill_and_remove_cgroup(const std::string& path) {
+  write_text(path + "/cgroup.kill", "1");
+  // Children first: rmdir needs a cgroup with no children and no processes,
+  // and a kill takes a moment to empty one.
+  if (DIR* dir = opendir(path.c_str())) {
+    std::vector<std::string> children;
+    while (dirent* e = readdir(dir))
+      if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(path + "/" + e->d_name);
+    closedir(dir);
+    for (const std::string& child : children) kill_and_remove_cgroup(child);
+  }
+  for (int i = 0; i < 200 && rmdir(path.c_str()) != 0 && errno == EBUSY; ++i) usleep(5000);
+}
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,54 @@
+// Containment by cgroup v2: every process a job starts lives in the job's
+// cgroup, in a child per attempt, so an attempt stops with one write to
+// cgroup.kill whatever its processes did to hide (setsid, env -i, a double
+// fork). The agent itself stays outside, in the cgroup it was started in.
+//
+// Needs a writable cgroup2 tree (root, or a delegated subtree). Where there is
+// none, JobCgroup::create() says why and the agent falls back to what it is
+// anyway, a child subreaper (agent/worker_group.cc).
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cxxrun::agent {
+
+class JobCgroup {
+ public:
+  // <cgroup2 mount><the agent's own cgroup>/cxxrun-<job_token>, made now.
+  // nullptr when not possible, with the reason in `why_not`.
+  static std::unique_ptr<JobCgroup> create(const std::string& job_token, std::string& why_not);
+  // Kills what is left and removes the job's directories.
+  ~JobCgroup();
+  JobCgroup(const JobCgroup&) = delete;
+  JobCgroup& operator=(const JobCgroup&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Makes attempt-<n> and returns a descriptor of its cgroup.procs (close on
+  // exec) that a new worker writes "0" to, before exec, to move into it.
+  // Throws std::runtime_error.
+  int begin_attempt(int attempt);
+  // The processes of the current attempt, wherever they went.
+  std::vector<pid_t> attempt_pids() const;
+  // SIGKILL to every process of the current attempt, in one write.
+  void kill_attempt() const;
+  // Removes the attempt's directory (its processes are gone by now).
+  void end_attempt();
+
+ private:
+  explicit JobCgroup(std::string path) : path_(std::move(path)) {}
+
+  std::string path_;
+  std::string attempt_;  // "" between attempts
+  int procs_fd_ = -1;
+};
+
+// Kills every process under the cgroup at `path` (its children too: a
+// nested job), waits briefly until each is empty, and removes them all. The
+// guardian runs it after the agent died.
+void kill_and_remove_cgroup(const std::string& path);
+
+}  // namespace cxxrun::agent

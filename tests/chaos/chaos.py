@@ -1,0 +1,274 @@
+"""Chaos: run cxxrun jobs with injected faults of every kind and check, after
+each, what cxxrun promises:
+  - no orphans: no process whose argv carries the fault's marker is alive;
+  - the right status: the job's exit code, and the root cause named;
+  - the time bound: the job ended within its kind's bound.
+
+Used by tests/chaos/test_chaos.py (a few dozen faults, in CI) and by
+bench/chaos.sh (a few hundred, figures in bench/RESULTS.md):
+    python3 tests/chaos/chaos.py --faults 300 [--seed N] [--cxxrun build/bin/cxxrun]
+"""
+import argparse
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.path.join(HERE, "../../build")
+
+# What a worker starts and leaves behind, however it tries to hide.
+ESCAPES = [
+    "sleep 120 {m} &",
+    "env -i sleep 120 {m} &",
+    "setsid env -i sleep 120 {m} &",
+    "( env -i bash -c 'sleep 120 {m} &' & ) ; sleep 0.05",
+]
+
+
+def free_port():
+    """A free port below the ephemeral range (32768 up): a port the OS hands
+    out may be taken again at once as some connection's local port, and the
+    agent that should host the store then finds it in use."""
+    rng = random.Random()
+    for _ in range(100):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port in 20000..32000")
+
+
+def with_marker(marker):
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if marker.encode() in argv and stat[stat.rfind(")") + 2] != "Z":
+            found.append(int(name))
+    return found
+
+
+class Fault:
+    """One job with one fault: how to run it and what must come out."""
+
+    def __init__(self, kind, rng, cxxrun, workdir):
+        self.kind, self.rng, self.cxxrun, self.dir = kind, rng, cxxrun, workdir
+        self.marker = "0.00%07d" % rng.randrange(10 ** 7)
+        self.expected_rc, self.root_rank, self.bound, self.expect_text = 0, None, 30.0, None
+        # Only a cgroup (root) catches a process that dropped its environment
+        # and left the agent's tree after the agent itself was SIGKILLed.
+        self.cgroup = os.geteuid() == 0
+
+    def script(self, body):
+        path = os.path.join(self.dir, f"w{self.rng.randrange(10 ** 9)}.sh")
+        with open(path, "w") as f:
+            f.write("#!/bin/bash\n" + body.replace("{m}", self.marker) + "\n")
+        os.chmod(path, 0o755)
+        return path
+
+    def env(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC_", "CXXRUN_"))}
+        env["PET_MASTER_PORT"] = str(free_port())
+        env["TMPDIR"] = self.dir
+        return env
+
+    def start(self, args):
+        return subprocess.Popen([self.cxxrun] + args, env=self.env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+    def standalone(self, nproc, body, extra=()):
+        return self.start(["--standalone", f"--nproc-per-node={nproc}"] + list(extra) + [self.script(body)])
+
+    def wait_for_workers(self, count, timeout=20):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and len(os.listdir(self.started)) < count:
+            time.sleep(0.02)
+
+    def run(self):
+        self.started = tempfile.mkdtemp(dir=self.dir)
+        begin = time.monotonic()
+        procs, extra_checks = getattr(self, "kind_" + self.kind.replace("-", "_"))()
+        errs, rcs, hung = [], [], False
+        for p in procs:
+            try:
+                _, err = p.communicate(timeout=max(1, self.bound - (time.monotonic() - begin)))
+            except subprocess.TimeoutExpired:
+                hung = True
+                p.kill()
+                _, err = p.communicate(timeout=10)
+            errs.append(err or "")
+            rcs.append(p.returncode)
+        for cleanup in extra_checks:
+            cleanup()
+        seconds = time.monotonic() - begin
+        time.sleep(0.05)  # a killed process may take a moment to leave /proc
+        orphans = with_marker(self.marker)
+        for pid in orphans:
+            os.kill(pid, signal.SIGKILL)
+        wrong = [] if hung else [rc for rc in rcs if rc != self.expected_rc]
+        root_ok = all(self.root_named(e) for e in errs) if self.root_rank is not None and not hung else True
+        text_ok = all(self.expect_text in e for e in errs) if self.expect_text and not hung else True
+        return {"kind": self.kind, "rcs": rcs, "expected": self.expected_rc, "orphans": len(orphans),
+                "wrong": bool(wrong) or not root_ok or not text_ok, "hung": hung, "seconds": round(seconds, 2),
+                "stderr": errs}
+
+    def root_named(self, err):
+        root = err[err.find("Root Cause"):]
+        return f"rank      : {self.root_rank} " in root
+
+    def body(self, victim, action):
+        escape = self.rng.choice(ESCAPES)
+        return (f"touch {self.started}/$RANK\n{escape}\n"
+                f"if [ \"$RANK\" = {victim} ]; then sleep 0.2; {action}; fi\nexec sleep 60 {{m}}")
+
+    # --- the kinds ---------------------------------------------------------
+    def kind_exit(self):
+        nproc, code = self.rng.randint(2, 4), self.rng.randint(1, 120)
+        victim = self.rng.randrange(nproc)
+        self.expected_rc, self.root_rank = code, victim
+        return [self.standalone(nproc, self.body(victim, f"exit {code}"))], []
+
+    def kind_signal(self):
+        nproc, sig = self.rng.randint(2, 4), self.rng.choice([signal.SIGSEGV, signal.SIGKILL, signal.SIGABRT])
+        victim = self.rng.randrange(nproc)
+        self.expected_rc, self.root_rank = 128 + sig, victim
+        return [self.standalone(nproc, self.body(victim, f"kill -{int(sig)} $$"))], []
+
+    def kind_inject(self):
+        nproc = self.rng.randint(2, 4)
+        victim = self.rng.randrange(nproc)
+        self.expected_rc, self.root_rank = 137, victim
+        body = f"touch {self.started}/$RANK\n{self.rng.choice(ESCAPES)}\nexec sleep 60 {{m}}"
+        return [self.standalone(nproc, body, [f"--inject-fault=kill:rank={victim},after=300"])], []
+
+    def kind_success(self):
+        body = f"touch {self.started}/$RANK\n{self.rng.choice(ESCAPES)}\nsleep 0.2"
+        return [self.standalone(self.rng.randint(1, 4), body)], []
+
+    def kind_restart(self):
+        nproc = self.rng.randint(2, 3)
+        victim = self.rng.randrange(nproc)
+        body = (f"{self.rng.choice(ESCAPES)}\n"
+                f"if [ \"$RANK\" = {victim} ] && [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then sleep 0.2; exit 5; fi\n"
+                "sleep 0.5")
+        return [self.standalone(nproc, body, ["--max-restarts=1"])], []
+
+    def kind_agent_sigterm(self):
+        nproc = self.rng.randint(1, 3)
+        self.expected_rc = 143
+        p = self.standalone(nproc, f"touch {self.started}/$RANK\n{self.rng.choice(ESCAPES)}\nexec sleep 60 {{m}}")
+        self.wait_for_workers(nproc)
+        time.sleep(0.1)
+        p.send_signal(signal.SIGTERM)
+        return [p], []
+
+    def kind_agent_sigkill(self):
+        nproc = self.rng.randint(1, 3)
+        self.expected_rc = -9
+        escape = self.rng.choice(ESCAPES if self.cgroup else ESCAPES[:1])
+        p = self.standalone(nproc, f"touch {self.started}/$RANK\n{escape}\nexec sleep 60 {{m}}")
+        self.wait_for_workers(nproc)
+        time.sleep(0.1)
+        p.kill()
+        # The guardian needs a moment after the agent is gone.
+        return [p], [lambda: time.sleep(0.3)]
+
+    def kind_hang(self):
+        self.expected_rc, self.root_rank = 137, 1
+        demo = os.path.join(os.path.dirname(os.path.dirname(self.cxxrun)), "examples", "heartbeat_demo")
+        # The demo takes no marker: a step count unique to this fault is one.
+        self.marker = str(self.rng.randrange(10 ** 6, 10 ** 7))
+        p = self.start(["--standalone", "--nproc-per-node=2", "--heartbeat-timeout=1",
+                        "--inject-fault=stop:rank=1,after=300", demo, "--steps", self.marker])
+        return [p], []
+
+    def kind_multinode(self):
+        port, job = free_port(), uuid.uuid4().hex[:8]
+        code = self.rng.randint(1, 120)
+        victim = self.rng.randrange(4)
+        self.expected_rc, self.root_rank = code, victim
+        body = self.body(victim, f"exit {code}")
+        script = self.script(body)
+        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={job}", "--nnodes=2",
+                "--nproc-per-node=2", script]
+        return [self.start(args) for _ in range(2)], []
+
+    def kind_store_lost(self):
+        port, job = free_port(), uuid.uuid4().hex[:8]
+        server = subprocess.Popen([os.path.join(os.path.dirname(self.cxxrun), "cxxrun-rdzv"), f"--port={port}"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.expected_rc, self.expect_text, self.bound = 1, "lost the rendezvous store", 15.0
+        script = self.script(f"touch {self.started}/$RANK\n{self.rng.choice(ESCAPES)}\nexec sleep 60 {{m}}")
+        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={job}", "--nnodes=2",
+                "--nproc-per-node=1", "--rdzv-conf=is_host=false,keep_alive_interval=0.3", script]
+        procs = [self.start(args) for _ in range(2)]
+        self.wait_for_workers(2)
+        server.kill()
+        server.wait(timeout=10)
+        return procs, []
+
+
+KINDS = ["exit", "signal", "inject", "success", "restart", "agent-sigterm", "agent-sigkill", "hang", "multinode",
+         "store-lost"]
+
+
+def run_faults(count, seed, cxxrun, log=None, kinds=None):
+    rng = random.Random(seed)
+    workdir = tempfile.mkdtemp(prefix="cxxrun_chaos_")
+    results = []
+    try:
+        for i in range(count):
+            pool = kinds or KINDS
+            kind = pool[i % len(pool)] if i < len(pool) else rng.choice(pool)
+            r = Fault(kind, rng, cxxrun, workdir).run()
+            results.append(r)
+            if log:
+                bad = r["orphans"] or r["wrong"] or r["hung"]
+                log(f"{i + 1:4d} {kind:14s} rc={r['rcs']} expected={r['expected']} orphans={r['orphans']} "
+                    f"{r['seconds']:.2f}s{'  <-- BAD' if bad else ''}")
+                if bad:
+                    for n, err in enumerate(r["stderr"]):
+                        log(f"--- agent {n} stderr (end) ---\n{err[-3000:]}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+def summary(results):
+    return {"faults": len(results), "orphans": sum(r["orphans"] for r in results),
+            "wrong statuses": sum(r["wrong"] for r in results), "hangs": sum(r["hung"] for r in results),
+            "slowest s": max((r["seconds"] for r in results), default=0)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--faults", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cxxrun", default=os.path.join(BUILD, "bin", "cxxrun"))
+    ap.add_argument("--kind", action="append", choices=KINDS, help="only these kinds (repeatable)")
+    args = ap.parse_args()
+    results = run_faults(args.faults, args.seed, os.path.abspath(args.cxxrun), log=print, kinds=args.kind)
+    s = summary(results)
+    print(" ".join(f"{k}={v}" for k, v in s.items()))
+    return 0 if s["orphans"] == s["wrong statuses"] == s["hangs"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Nothing a worker starts escapes its job, even a process that drops the
+environment (env -i), leaves the session (setsid) or double-forks: in a
+cgroup of the job's own where cgroup v2 is writable (root), else found as
+the agent's descendants (child subreaper). Each test checks /proc for any
+process whose argv carries the test's marker.
+"""
+import os
+import random
+import signal
+import time
+
+from harness import TempDirTest, clean_env, run, start, wait_for
+
+ESCAPES = {
+    "env -i": "env -i sleep 120 {m} &",
+    "setsid env -i": "setsid env -i sleep 120 {m} &",
+    "double fork without the environment": "( env -i bash -c 'sleep 120 {m} &' & ) ; sleep 0.1",
+}
+
+
+def with_marker(marker):
+    """Pids of live processes whose argv holds `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if marker.encode() in argv and stat[stat.rfind(")") + 2] != "Z":
+            found.append(int(name))
+    return found
+
+
+def uses_cgroup(err):
+    return "containment: the job's processes live in cgroup" in err
+
+
+class Containment(TempDirTest):
+    def setUp(self):
+        super().setUp()
+        # sleep adds its arguments up: a tiny fraction makes argv unique.
+        self.marker = "0.00%06d" % random.randrange(10 ** 6)
+
+    def tearDown(self):
+        orphans = with_marker(self.marker)
+        for pid in orphans:  # ours: they carry this test's marker
+            os.kill(pid, signal.SIGKILL)
+        super().tearDown()
+        self.assertEqual(orphans, [], "processes outlived their job")
+
+    def job(self, escape, tail, mode, nproc=2):
+        worker = self.script("w.sh", ESCAPES[escape].format(m=self.marker) + "\n" + tail + "\n")
+        env = clean_env(CXXRUN_CONTAINMENT=mode)
+        return run(["--standalone", f"--nproc-per-node={nproc}", "--no-python", worker], env=env, timeout=60)
+
+    def check_modes(self, tail, expected_rc):
+        for mode in ("auto", "subreaper"):
+            for escape in ESCAPES:
+                with self.subTest(mode=mode, escape=escape):
+                    rc, _, err = self.job(escape, tail, mode)
+                    self.assertEqual(rc, expected_rc, err)
+                    self.assertEqual(with_marker(self.marker), [], err)
+                    # Gone with the workers, not after the 2 s pipe limit.
+                    self.assertNotIn("output pipes still open", err)
+                    self.assertEqual(err.count("containment:"), 1, err)
+                    if mode == "subreaper":
+                        self.assertFalse(uses_cgroup(err), err)
+                    elif os.geteuid() == 0:
+                        self.assertTrue(uses_cgroup(err), err)
+
+    def test_nothing_outlives_a_job_that_succeeds(self):
+        self.check_modes("sleep 0.3", 0)
+
+    def test_nothing_outlives_a_job_that_fails(self):
+        self.check_modes("sleep 0.3; exit 3", 3)
+
+    def test_nothing_outlives_an_agent_killed_by_sigkill(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root: only a cgroup holds what the agent cannot find after its death")
+        for escape in ESCAPES:
+            with self.subTest(escape=escape):
+                worker = self.script("w.sh", ESCAPES[escape].format(m=self.marker) + "\nexec sleep 60\n")
+                p = start(["--standalone", "--nproc-per-node=2", "--no-python", worker], env=clean_env())
+                try:
+                    wait_for(lambda: len(with_marker(self.marker)) == 2, timeout=20, what="both escapes")
+                    time.sleep(0.1)
+                    os.kill(p.pid, signal.SIGKILL)
+                    p.wait(timeout=10)
+                    _, err = p.communicate(timeout=10)
+                    if not uses_cgroup(err):
+                        self.skipTest("no writable cgroup v2 here: " + err)
+                    wait_for(lambda: not with_marker(self.marker), timeout=10,
+                             what="the guardian to kill the job's cgroup")
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait(timeout=10)
