@@ -12,6 +12,7 @@ import uuid
 
 from harness import TORCH_PYTHON, TempDirTest, clean_env, finish_all, free_port, run, start
 from test_store_interop import RDZV, RdzvServer, torch_available
+from test_store_limits import non_loopback_address
 
 # Runs inside TORCH_PYTHON with the store's port as argv[1]: what torch's client saw.
 TORCH_CLIENT = r"""
@@ -27,6 +28,11 @@ except RuntimeError as e:
     out["error"] = str(e)
 print(json.dumps(out))
 """
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
 
 
 class TokenTest(TempDirTest):
@@ -125,15 +131,27 @@ class TokenTest(TempDirTest):
                                           stdout=subprocess.DEVNULL, stderr=stderr)
             try:
                 deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and "listening on" not in open(log).read():
+                while time.monotonic() < deadline and "listening on" not in read(log):
                     time.sleep(0.02)
             finally:
                 server.terminate()
                 server.wait(timeout=10)
             self.assertEqual(server.returncode, 0)
-            err = open(log).read()
+            err = read(log)
             self.assertIn("listening on", err)
             self.assertEqual(err.count("no token on a store that listens beyond loopback"), warned, (args, err))
+    def test_an_agent_hosting_beyond_loopback_without_a_token_warns_once(self):
+        address = non_loopback_address()
+        if address is None:
+            self.skipTest("this host has no address but loopback")
+        worker = self.script("ok.sh", "exit 0\n")
+        for conf, warned in (("", 1), ("token_file=" + self.token_file("t", "t"), 0)):
+            args = ["--rdzv-backend=c10d", f"--rdzv-endpoint={address}:{free_port()}", "--rdzv-id=warn",
+                    "--nnodes=1", "--nproc-per-node=1"] + ([f"--rdzv-conf={conf}"] if conf else []) + [worker]
+            rc, _, err = run(args, timeout=60)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(err.count("no token on the rendezvous store"), warned, err)
+
 
 if __name__ == "__main__":
     unittest.main()
