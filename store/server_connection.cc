@@ -29,10 +29,8 @@ constexpr size_t kMaxOutputBytes = 2 * wire::kMaxRequestBytes;
 constexpr size_t kKeepBufferBytes = kServerReadChunk;
 
 // What a string holds on the heap: nothing while it fits in the string itself.
-size_t heap_bytes(const std::string& s) {
-  static const size_t inline_capacity = std::string().capacity();
-  return s.capacity() > inline_capacity ? s.capacity() : 0;
-}
+constexpr size_t kInlineCapacity = std::string().capacity();
+size_t heap_bytes(const std::string& s) { return s.capacity() > kInlineCapacity ? s.capacity() : 0; }
 
 }  // namespace
 
@@ -60,7 +58,8 @@ void ServerConnection::send(std::string bytes) {
     out_ = std::move(bytes);
   else
     out_ += bytes;
-  account();
+  // Otherwise the bytes went into the buffer out_ already had.
+  if (grows > 0) account();
   if (out_.size() + writing_.size() > kMaxOutputBytes) {
     fail(fmt::format("{} bytes of replies unread exceed the limit of {} bytes per connection",
                      out_.size() + writing_.size(), kMaxOutputBytes));
