@@ -29,7 +29,9 @@ constexpr size_t kMaxOutputBytes = 2 * wire::kMaxRequestBytes;
 constexpr size_t kKeepBufferBytes = kServerReadChunk;
 
 // What a string holds on the heap: nothing while it fits in the string itself.
-constexpr size_t kInlineCapacity = std::string().capacity();
+// Computed once at start-up (clang cannot evaluate it at compile time), so
+// no per-call guard.
+const size_t kInlineCapacity = std::string().capacity();
 size_t heap_bytes(const std::string& s) { return s.capacity() > kInlineCapacity ? s.capacity() : 0; }
 
 }  // namespace
