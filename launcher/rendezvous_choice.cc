@@ -232,9 +232,21 @@ void choose_rendezvous(const RawOptions& raw, agent::Config& config, std::vector
                        std::vector<std::string>& notes) {
   check_rendezvous_supported(raw);
   const Nodes nodes = nodes_of(raw);
-  if (raw.flag("standalone")) return standalone(raw, config, nodes, notes);
-  if (raw.at("rdzv_backend").text == "c10d") return c10d(raw, config, nodes, warnings);
-  static_backend(raw, config, nodes);
+  if (raw.flag("standalone"))
+    standalone(raw, config, nodes, notes);
+  else if (raw.at("rdzv_backend").text == "c10d")
+    c10d(raw, config, nodes, warnings);
+  else
+    static_backend(raw, config, nodes);
+  if (config.rdzv.settings.token.empty()) return;
+  // The static backend's store is the workers' store too (MASTER_PORT), and
+  // torch workers have no way to give a token: they would all be refused.
+  if (config.rdzv.backend == Backend::static_tcp)
+    throw UsageError(raw.at("rdzv_conf").shown() +
+                     ": token_file needs --rdzv-backend=c10d; the static backend's store is also the "
+                     "workers' store, and workers cannot give a token");
+  if (config.rdzv.backend == Backend::local)
+    warnings.push_back("--rdzv-conf token_file has no effect: a single-node job has no rendezvous store");
 }
 
 }  // namespace cxxrun::launcher

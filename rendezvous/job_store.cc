@@ -41,8 +41,18 @@ bool JobStore::host_if_needed(bool first) {
   try {
     // Where the other nodes reach it, and nowhere else (loopback for a
     // loopback endpoint).
-    server_ = std::make_unique<store::BackgroundStoreServer>(store::StoreServerOptions{bind_host_for(r.host), r.port});
+    store::StoreServerOptions options;
+    options.host = bind_host_for(r.host);
+    options.port = r.port;
+    options.token = r.settings.token;
+    server_ = std::make_unique<store::BackgroundStoreServer>(options);
     spdlog::info("hosting the rendezvous store on port {}", server_->port());
+    // The static backend's store is the workers' too, and they have no token
+    // to give (the launcher refuses token_file there): no advice to offer.
+    if (r.backend == Backend::c10d && r.settings.token.empty() && !server_->loopback_only())
+      spdlog::warn("no token on the rendezvous store, which listens on {}: anyone who can reach it can "
+                   "join or disturb the job (--rdzv-conf token_file=PATH sets a shared secret)",
+                   server_->address());
     return false;
   } catch (const std::exception& e) {
     if (r.backend != Backend::c10d || r.is_host)
@@ -69,6 +79,10 @@ void JobStore::connect(bool may_host) {
     try {
       client_ = store::StoreClient::connect(o);
       break;
+    } catch (const store::StoreAuthError& e) {
+      // The store is up and answered: waiting cannot change its verdict.
+      throw RendezvousError("cannot join the rendezvous of job=" + s.run_id + " at " + where(r) + ": " +
+                            e.what() + " (--rdzv-conf token_file)");
     } catch (const store::StoreError& e) {
       if (Clock::now() >= deadline)
         throw RendezvousError("cannot reach the rendezvous store of job=" + s.run_id + " at " + where(r) +
@@ -89,6 +103,7 @@ store::StoreClient::Options JobStore::options() const {
   o.host = config_.host;
   o.port = config_.port;
   o.timeout = config_.settings.read_timeout;
+  o.token = config_.settings.token;
   return o;
 }
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "rendezvous/c10d_rendezvous.h"
+#include "store/auth.h"
 
 namespace cxxrun::rendezvous {
 namespace {
@@ -60,6 +61,14 @@ std::string apply_rdzv_conf(const std::map<std::string, std::string>& conf, Rend
     else if (key == "heartbeat_timeout") seconds_value(key, value);  // torch's per-beat op deadline: read_timeout covers it
     else if (key == "timeout") s.static_timeout = seconds_value(key, value);
     else if (key == "is_host") is_host = bool_value(key, value);
+    else if (key == "token_file") {
+      // Read now, so a missing or empty file is a usage error before anything starts.
+      try {
+        s.token = store::auth::read_token_file(value);
+      } catch (const std::runtime_error& e) {
+        throw std::invalid_argument("--rdzv-conf token_file=" + value + ": " + e.what());
+      }
+    }
     else if (key == "store_type") {
       if (value != "tcp")
         throw std::invalid_argument("--rdzv-conf store_type=" + value + ": only 'tcp' is supported by cxxrun");
@@ -67,7 +76,7 @@ std::string apply_rdzv_conf(const std::map<std::string, std::string>& conf, Rend
       throw std::invalid_argument("--rdzv-conf " + key + "=" + value +
                                   ": unknown key (known: join_timeout, last_call_timeout, close_timeout, "
                                   "keep_alive_interval, keep_alive_max_attempt, read_timeout, heartbeat_timeout, "
-                                  "timeout, is_host, store_type)");
+                                  "timeout, is_host, store_type, token_file)");
   }
   return is_host;
 }

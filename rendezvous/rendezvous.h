@@ -75,6 +75,10 @@ struct RendezvousSettings {
   std::chrono::milliseconds static_timeout{std::chrono::seconds(900)};
   // How often a waiting node says what it waits for.
   std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
+  // The rendezvous store's shared secret (--rdzv-conf token_file, read when
+  // the options are parsed); empty: none. The store this node hosts requires
+  // it, and every connection to the store proves it.
+  std::string token;
 };
 
 // Parses the --rdzv-conf keys (docs/torchrun-compat.md, "--rdzv-conf") into

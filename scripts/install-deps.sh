@@ -8,6 +8,7 @@ packages=(
   libboost1.81-dev libboost-filesystem1.81-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   libgloo-dev
+  libssl-dev
   clang libclang-rt-14-dev
   python3 python3-torch
   procps iproute2 util-linux

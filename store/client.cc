@@ -116,9 +116,12 @@ class TcpStoreClient final : public StoreClient {
     int broken_handshakes = 0;
     while (!conn_) {
       try {
-        conn_.emplace(
-            StoreConnection::open(options_.host, options_.port, options_.protocol, deadline));
+        conn_.emplace(StoreConnection::open(options_.host, options_.port, options_.protocol, deadline,
+                                            options_.token));
         local_address_ = conn_->local_address();
+      } catch (const StoreAuthError& e) {
+        // A refused token stays refused: no retry.
+        throw StoreAuthError(where(op) + e.what());
       } catch (const StoreProtocolError& e) {
         throw StoreError(where(op) + "handshake failed: " + e.what());
       } catch (const io::SocketTimeout& e) {
@@ -126,9 +129,12 @@ class TcpStoreClient final : public StoreClient {
       } catch (const StoreHandshakeBroken& e) {
         // A server restarting may drop one handshake; one that keeps doing
         // so does not speak this protocol.
-        if (++broken_handshakes >= kMaxBrokenConnections)
-          throw StoreError(where(op) + e.what() + " (" + std::to_string(broken_handshakes) +
-                           " connections in a row)");
+        if (++broken_handshakes >= kMaxBrokenConnections) {
+          std::string what = where(op) + e.what() + " (" + std::to_string(broken_handshakes) +
+                             " connections in a row)";
+          if (dynamic_cast<const StoreAuthBroken*>(&e) != nullptr) throw StoreAuthError(what);
+          throw StoreError(what);
+        }
         if (!backoff.sleep_until_next(deadline)) throw give_up(e);
       } catch (const io::SocketError& e) {
         // Refused included: the server may not be up yet.

@@ -27,6 +27,13 @@ struct StoreError : std::runtime_error {
 struct StoreTimeout : StoreError {
   using StoreError::StoreError;
 };
+// The token handshake failed (docs/store-protocol.md §9): the server refused
+// our token, takes none while we have one, or dropped us at AUTH three times
+// in a row. Retrying cannot help, so the client never does; the message
+// names the authentication failure.
+struct StoreAuthError : StoreError {
+  using StoreError::StoreError;
+};
 
 enum class Protocol { modern, legacy };
 
@@ -43,10 +50,14 @@ class StoreClient {
     // legacy: torch 1.13's opcodes, no handshake.
     Protocol protocol = Protocol::modern;
     std::string key_prefix = "/";
+    // The server's shared secret (§9); empty: the server takes none. Each
+    // connection proves it knows it before anything else.
+    std::string token;
   };
 
   // Connects, retrying with exponential backoff until options.timeout.
-  // Throws StoreTimeout naming host:port when the server never answers.
+  // Throws StoreTimeout naming host:port when the server never answers,
+  // StoreAuthError at once when the token handshake fails.
   static std::unique_ptr<StoreClient> connect(const Options& options);
   virtual ~StoreClient() = default;
 

@@ -4,7 +4,9 @@
 
 #include <bit>
 #include <cstring>
+#include <string>
 
+#include "store/auth.h"
 #include "store/wire.h"
 
 namespace cxxrun::store {
@@ -29,20 +31,24 @@ T read_raw(const io::Socket& sock, io::Deadline deadline) {
 }  // namespace
 
 StoreConnection StoreConnection::open(const std::string& host, int port, Protocol protocol,
-                                      io::Deadline deadline) {
+                                      io::Deadline deadline, const std::string& token) {
   StoreConnection conn(io::connect_tcp(host, port, deadline));
   conn.local_address_ = io::local_ip(conn.sock_);
+  // torch >= 2.2 clients open with both in one go; the server answers only
+  // the PING, so its echo proves the whole handshake arrived.
+  const auto nonce = static_cast<uint32_t>(getpid());
+  std::string validate;
   if (protocol == Protocol::modern) {
-    // torch >= 2.2 clients open with both in one go; the server answers only
-    // the PING, so its echo proves the whole handshake arrived.
-    auto nonce = static_cast<uint32_t>(getpid());
-    std::string bytes(
-        Request(static_cast<uint8_t>(wire::Op::validate)).u32(wire::kValidateMagic).bytes());
-    bytes.append(Request(static_cast<uint8_t>(wire::Op::ping)).u32(nonce).bytes());
-    const std::string hint = " (a torch <= 2.0 store needs the legacy protocol)";
+    validate = Request(static_cast<uint8_t>(wire::Op::validate)).u32(wire::kValidateMagic).bytes();
+    validate.append(Request(static_cast<uint8_t>(wire::Op::ping)).u32(nonce).bytes());
+  }
+  if (!token.empty()) conn.authenticate(token, validate, deadline);
+  if (protocol == Protocol::modern) {
+    const std::string hint =
+        " (a torch <= 2.0 store needs the legacy protocol; a store with a token refuses clients without it)";
     uint32_t echo = 0;
     try {
-      io::send_all(conn.sock_, bytes, deadline);
+      if (token.empty()) io::send_all(conn.sock_, validate, deadline);
       echo = conn.read_u32(deadline);
     } catch (const io::SocketTimeout&) {
       throw io::SocketTimeout("no answer to the VALIDATE+PING handshake" + hint);
@@ -54,6 +60,36 @@ StoreConnection StoreConnection::open(const std::string& host, int port, Protoco
                                std::to_string(nonce));
   }
   return conn;
+}
+
+void StoreConnection::authenticate(const std::string& token, const std::string& then, io::Deadline deadline) {
+  std::string nonce;
+  uint8_t answer = 0;
+  try {
+    io::send_all(sock_, Request(static_cast<uint8_t>(wire::AuthOp::begin)).u32(wire::kAuthVersion).bytes(),
+                 deadline);
+    const auto length = read_raw<uint64_t>(sock_, deadline);
+    if (length == 0)
+      throw StoreAuthError(
+          "authentication failed: the store takes no token, but this client has one (a store started "
+          "without its token, or the wrong store)");
+    if (length != auth::kNonceBytes)
+      throw StoreProtocolError("AUTH answered a nonce of " + std::to_string(length) + " bytes");
+    nonce.resize(length);
+    io::recv_exact(sock_, nonce.data(), nonce.size(), deadline);
+    std::string bytes(Request(static_cast<uint8_t>(wire::AuthOp::prove)).str(auth::proof(token, nonce)).bytes());
+    io::send_all(sock_, bytes + then, deadline);
+    answer = read_u8(deadline);
+  } catch (const io::SocketTimeout&) {
+    throw io::SocketTimeout("no answer to the AUTH handshake");
+  } catch (const io::SocketError& e) {
+    throw StoreAuthBroken("authentication failed: the connection broke during the AUTH handshake (" +
+                          std::string(e.what()) + "); is it a cxxrun store with a token?");
+  }
+  if (answer == static_cast<uint8_t>(wire::AuthResponse::refused))
+    throw StoreAuthError("authentication failed: the store refused this client's token");
+  if (answer != static_cast<uint8_t>(wire::AuthResponse::ok))
+    throw StoreProtocolError("AUTH answered " + std::to_string(answer));
 }
 
 uint8_t StoreConnection::read_u8(io::Deadline deadline) {

@@ -27,6 +27,11 @@ struct StoreProtocolError : std::runtime_error {
 struct StoreHandshakeBroken : io::SocketError {
   using io::SocketError::SocketError;
 };
+// The connection broke during the token handshake: what a server that does
+// not know AUTH (torch's) does. Worth a retry or two, like the above.
+struct StoreAuthBroken : StoreHandshakeBroken {
+  using StoreHandshakeBroken::StoreHandshakeBroken;
+};
 
 class Request {
  public:
@@ -53,12 +58,14 @@ class Request {
 
 class StoreConnection {
  public:
-  // Connects once (the caller retries) and, for Protocol::modern, sends
-  // VALIDATE + PING(pid) and checks the echo. Throws io::SocketError /
-  // io::SocketTimeout, StoreHandshakeBroken, or StoreProtocolError on a
+  // Connects once (the caller retries); with a token, authenticates
+  // (docs/store-protocol.md §9); for Protocol::modern, sends VALIDATE +
+  // PING(pid) and checks the echo. Throws io::SocketError /
+  // io::SocketTimeout, StoreHandshakeBroken (StoreAuthBroken during AUTH),
+  // StoreAuthError when the token is refused, or StoreProtocolError on a
   // wrong echo.
   static StoreConnection open(const std::string& host, int port, Protocol protocol,
-                              io::Deadline deadline);
+                              io::Deadline deadline, const std::string& token = {});
 
   // `sent` counts bytes the kernel took, as for io::send_all.
   void send(const Request& request, io::Deadline deadline, size_t* sent = nullptr) {
@@ -78,6 +85,9 @@ class StoreConnection {
 
  private:
   explicit StoreConnection(io::Socket sock) : sock_(std::move(sock)) {}
+  // The token handshake; `then` (the VALIDATE + PING, if any) leaves with
+  // the proof, saving a round trip.
+  void authenticate(const std::string& token, const std::string& then, io::Deadline deadline);
 
   io::Socket sock_;
   std::string local_address_;

@@ -1,6 +1,7 @@
 // cxxrun-rdzv: a standalone TCPStore server, for a rendezvous endpoint that
-// should outlive any one agent. Usage errors exit 2 with one line; a port that
-// cannot be bound exits 1 with one line; SIGINT/SIGTERM exit 0.
+// should outlive any one agent. Usage errors (an unreadable or empty token
+// file included) exit 2 with one line; a port that cannot be bound exits 1
+// with one line; SIGINT/SIGTERM exit 0.
 #include <sys/resource.h>
 
 #include <csignal>
@@ -10,6 +11,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "store/auth.h"
 #include "store/server.h"
 #include "store/wire.h"
 
@@ -56,6 +58,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-value-bytes", max_value_bytes,
                  "longest value a request may carry, in bytes (default 8388608, torch's limit)")
       ->check(CLI::Range(size_t{1}, cxxrun::store::wire::kMaxRequestBytes));
+  std::string token_file;
+  app.add_option("--token-file", token_file,
+                 "a file holding a shared secret that every client must prove it knows before any request "
+                 "(agents: --rdzv-conf token_file=PATH); torch's own clients cannot, and are refused");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -63,6 +69,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "cxxrun-rdzv: error: " << e.what() << std::endl;
     return 2;
+  }
+  std::string token;
+  if (!token_file.empty()) {
+    try {
+      token = cxxrun::store::auth::read_token_file(token_file);
+    } catch (const std::exception& e) {
+      std::cerr << "cxxrun-rdzv: error: --token-file: " << e.what() << std::endl;
+      return 2;
+    }
   }
 
   try {
@@ -81,8 +96,15 @@ int main(int argc, char** argv) {
     options.port = port;
     options.memory_limit = memory_limit_mib << 20;
     options.max_value_bytes = max_value_bytes;
+    options.token = token;
     cxxrun::store::BackgroundStoreServer server(options);
     spdlog::info("listening on {}", server.address());
+    if (!token.empty())
+      spdlog::info("every client must prove it knows the token in {}", token_file);
+    else if (!server.loopback_only())
+      spdlog::warn("no token on a store that listens beyond loopback: anyone who can reach {} can read and "
+                   "change it (--token-file PATH sets a shared secret)",
+                   server.address());
     // No deadline on purpose: serving until told to stop is the whole job.
     int received = 0;
     sigwait(&stop_signals, &received);

@@ -61,7 +61,10 @@ void bind_and_listen(tcp::acceptor& acceptor, const StoreServerOptions& options)
 }  // namespace
 
 StoreServer::Impl::Impl(asio::io_context& io, const StoreServerOptions& options)
-    : listener(io, "store"), limits(checked_limits(options)), memory_limit(checked_memory_limit(options)) {}
+    : listener(io, "store"),
+      limits(checked_limits(options)),
+      memory_limit(checked_memory_limit(options)),
+      token(options.token) {}
 
 // Rare (the budget is nearly spent), so a scan of every connection is fine.
 bool StoreServer::Impl::evict_for(ServerConnection& asking, size_t bytes) {

@@ -29,6 +29,9 @@ struct StoreServerOptions {
   size_t memory_limit = wire::kDefaultMemoryLimit;
   // The longest value a request may carry (§5): 1..wire::kMaxRequestBytes.
   size_t max_value_bytes = wire::kMaxValueBytes;
+  // The shared secret (§9). Non-empty: every connection must prove it knows
+  // it before its first request, or is closed; torch's clients cannot.
+  std::string token{};
 };
 
 class StoreServer {

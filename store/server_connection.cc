@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "store/auth.h"
 #include "store/wire.h"
 
 namespace cxxrun::store {
@@ -28,16 +29,20 @@ constexpr size_t kMaxOutputBytes = 2 * wire::kMaxRequestBytes;
 constexpr size_t kKeepBufferBytes = kServerReadChunk;
 
 // What a string holds on the heap: nothing while it fits in the string itself.
-size_t heap_bytes(const std::string& s) {
-  static const size_t inline_capacity = std::string().capacity();
-  return s.capacity() > inline_capacity ? s.capacity() : 0;
-}
+// Computed once at start-up (clang cannot evaluate it at compile time), so
+// no per-call guard.
+const size_t kInlineCapacity = std::string().capacity();
+size_t heap_bytes(const std::string& s) { return s.capacity() > kInlineCapacity ? s.capacity() : 0; }
 
 }  // namespace
 
 ServerConnection::ServerConnection(std::shared_ptr<StoreServer::Impl> server, tcp::socket socket,
                                    StoreState::ClientId id, std::string peer)
-    : server_(std::move(server)), socket_(std::move(socket)), id_(id), peer_(std::move(peer)) {}
+    : server_(std::move(server)),
+      socket_(std::move(socket)),
+      id_(id),
+      peer_(std::move(peer)),
+      gate_(server_->token) {}
 
 void ServerConnection::send(std::string bytes) {
   if (closed_) return;
@@ -55,7 +60,8 @@ void ServerConnection::send(std::string bytes) {
     out_ = std::move(bytes);
   else
     out_ += bytes;
-  account();
+  // Otherwise the bytes went into the buffer out_ already had.
+  if (grows > 0) account();
   if (out_.size() + writing_.size() > kMaxOutputBytes) {
     fail(fmt::format("{} bytes of replies unread exceed the limit of {} bytes per connection",
                      out_.size() + writing_.size(), kMaxOutputBytes));
@@ -151,29 +157,12 @@ void ServerConnection::process_and_flush() {
   if (!closed_ && !write_active_ && !out_.empty()) write();
 }
 
-// Answers every complete request buffered, up to the output pause.
+// Answers every complete request buffered, up to the output pause, once the
+// token handshake (if the server has a token) is through.
 void ServerConnection::process() {
   size_t start = 0;
   try {
-    while (!closed_ && !paused() && in_.size() - start >= needed_) {
-      RequestParse parsed =
-          parse_request(std::string_view(in_.data() + start, in_.size() - start), table_, server_->limits);
-      if (parsed.table != table_)
-        spdlog::debug("store: connection from {} speaks the {} protocol", peer_,
-                      parsed.table == OpTable::modern ? "modern" : "legacy");
-      table_ = parsed.table;
-      if (parsed.status == RequestParse::Status::error) return fail(parsed.error);
-      if (parsed.status == RequestParse::Status::need_more) {
-        needed_ = parsed.needed;
-        break;
-      }
-      start += parsed.consumed;
-      needed_ = 1;
-      StoreState::Outcome outcome = server_->state.apply(id_, table_, parsed.request);
-      // May close this connection too (the budget), which ends the loop.
-      server_->deliver(outcome);
-      if (outcome.close) return fail(outcome.error);
-    }
+    if (gate_.open() || pass_gate(start)) answer_requests(start);
   } catch (const std::exception& e) {
     // bad_alloc on a large request, most likely: this connection only.
     return fail(fmt::format("cannot handle a request: {}", e.what()));
@@ -188,6 +177,64 @@ void ServerConnection::process() {
     else
       in_.shrink_to_fit();
   }
+}
+
+// The handshake over what is buffered from `start`; true once it is through.
+// Nothing of an unauthenticated connection reaches the parser or the state.
+bool ServerConnection::pass_gate(size_t& start) {
+  while (!closed_ && !gate_.open()) {
+    if (in_.size() - start < needed_) return false;
+    AuthGate::Step step = gate_.step(std::string_view(in_.data() + start, in_.size() - start), auth::make_nonce);
+    switch (step.status) {
+      case AuthGate::Status::need_more:
+        needed_ = step.needed;
+        return false;
+      case AuthGate::Status::refuse:
+        refuse(std::move(step.reply), step.error);
+        return false;
+      case AuthGate::Status::reply:
+        send(std::move(step.reply));
+        break;
+      case AuthGate::Status::open:
+        break;
+    }
+    start += step.consumed;
+    needed_ = 1;
+  }
+  return !closed_;
+}
+
+void ServerConnection::answer_requests(size_t& start) {
+  while (!closed_ && !paused() && in_.size() - start >= needed_) {
+    RequestParse parsed =
+        parse_request(std::string_view(in_.data() + start, in_.size() - start), table_, server_->limits);
+    if (parsed.table != table_)
+      spdlog::debug("store: connection from {} speaks the {} protocol", peer_,
+                    parsed.table == OpTable::modern ? "modern" : "legacy");
+    table_ = parsed.table;
+    if (parsed.status == RequestParse::Status::error) return fail(parsed.error);
+    if (parsed.status == RequestParse::Status::need_more) {
+      needed_ = parsed.needed;
+      return;
+    }
+    start += parsed.consumed;
+    needed_ = 1;
+    StoreState::Outcome outcome = server_->state.apply(id_, table_, parsed.request);
+    // May close this connection too (the budget), which ends the loop.
+    server_->deliver(outcome);
+    if (outcome.close) return fail(outcome.error);
+  }
+}
+
+// A refused handshake: its answer, if any (AUTH_REFUSED), goes out before the
+// close, so the client can say why instead of seeing a dropped connection.
+void ServerConnection::refuse(std::string reply, const std::string& why) {
+  if (!reply.empty() && !write_active_) {
+    out_ += reply;
+    boost::system::error_code ignored;
+    socket_.write_some(asio::buffer(out_), ignored);
+  }
+  fail(why);
 }
 
 void ServerConnection::write() {

@@ -12,6 +12,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include "store/auth_gate.h"
 #include "store/request.h"
 #include "store/server_impl.h"
 #include "store/state.h"
@@ -43,6 +44,9 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   bool reserve_input(size_t extra);
   void process_and_flush();
   void process();
+  bool pass_gate(size_t& start);
+  void answer_requests(size_t& start);
+  void refuse(std::string reply, const std::string& why);
   void write();
   void on_written(const boost::system::error_code& ec);
   void account();
@@ -51,6 +55,8 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   boost::asio::ip::tcp::socket socket_;
   StoreState::ClientId id_;
   std::string peer_;
+  // The token handshake, before any request (docs/store-protocol.md §9).
+  AuthGate gate_;
   OpTable table_ = OpTable::unknown;
   // A vector, not a string: reserve() then allocates exactly what the budget
   // was charged (a string would round up to twice its old capacity).

@@ -53,6 +53,8 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   AcceptLoop listener;
   const RequestLimits limits;
   const size_t memory_limit;
+  // Empty: connections need no token.
+  const std::string token;
   std::atomic<size_t> held{0};
   bool closed = false;
   StoreState state;

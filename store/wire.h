@@ -62,6 +62,13 @@ enum class LegacyOp : uint8_t {
   delete_key = 8,
 };
 
+// cxxrun's own: the token handshake a server with a token requires before
+// any request (docs/store-protocol.md §9). Far above both torch tables, so a
+// torch client never sends them and a token-less server can tell them apart.
+enum class AuthOp : uint8_t { begin = 0xC0, prove = 0xC1 };
+inline constexpr uint32_t kAuthVersion = 1;
+enum class AuthResponse : uint8_t { ok = 0, refused = 1 };
+
 enum class CheckResponse : uint8_t { ready = 0, not_ready = 1 };
 enum class WaitResponse : uint8_t { stop_waiting = 0, wait_canceled = 1 };
 // Legacy WATCH_KEY: the registration reply, then one push per change.

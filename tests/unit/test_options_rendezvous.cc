@@ -135,6 +135,33 @@ TEST_CASE("c10d: refused command lines name the value") {
              Contains("PET_RDZV_CONF=bogus=2: --rdzv-conf bogus=2: unknown key"));
 }
 
+TEST_CASE("c10d: token_file reads the rendezvous store's secret when the options are parsed") {
+  TempDir dir;
+  const std::string good = dir.file("token", "s3cret\n", 0600);
+  Parsed p = c10d_run({"--rdzv-endpoint=n:1", "--rdzv-conf=join_timeout=5,token_file=" + good});
+  CHECK(p.config.rdzv.settings.token == "s3cret");  // the trailing newline is the editor's
+  CHECK(c10d_run({"--rdzv-endpoint=n:1"}).config.rdzv.settings.token.empty());
+
+  auto message = [](const std::string& conf) {
+    return failure({"--rdzv-backend=c10d", "--rdzv-endpoint=n:1", "--rdzv-conf=" + conf, kProg}).message;
+  };
+  CHECK(message("token_file=/nonexistent/t") ==
+        "--rdzv-conf token_file=/nonexistent/t: cannot read the token file /nonexistent/t: No such file or "
+        "directory");
+  const std::string empty = dir.file("empty", "", 0600);
+  CHECK(message("token_file=" + empty) ==
+        "--rdzv-conf token_file=" + empty + ": the token file " + empty + " is empty");
+
+  // Static across nodes: its store is the workers' too, and they have no token.
+  Failure f = failure({"--nnodes=2", "--node-rank=1", "--master-addr=10.9.8.7", "--rdzv-conf=token_file=" + good,
+                       kProg});
+  CHECK_THAT(f.message, Contains("token_file needs --rdzv-backend=c10d"));
+  // One node has no rendezvous store: said, not refused.
+  p = run({"--standalone", "--rdzv-conf=token_file=" + good, kProg});
+  REQUIRE(p.warnings.size() == 1);
+  CHECK_THAT(p.warnings[0], Contains("token_file has no effect"));
+}
+
 TEST_CASE("c10d: --node-rank is ignored, with a warning") {
   Parsed p = c10d_run({"--rdzv-endpoint=node-17", "--node-rank=3", "--nnodes=2"});
   CHECK(p.config.rdzv.backend == Backend::c10d);

@@ -36,7 +36,9 @@ install(FILES
           ${PROJECT_SOURCE_DIR}/worker_runtime/heartbeat.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/worker_env_reader.h
         DESTINATION ${cxxrun_include_dir}/worker_runtime)
+# server.h names its limits' defaults from wire.h.
 install(FILES ${PROJECT_SOURCE_DIR}/store/client.h ${PROJECT_SOURCE_DIR}/store/server.h
+              ${PROJECT_SOURCE_DIR}/store/wire.h
         DESTINATION ${cxxrun_include_dir}/store)
 install(EXPORT cxxrunTargets NAMESPACE cxxrun:: DESTINATION ${cxxrun_package_dir})
 
