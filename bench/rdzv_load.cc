@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
         s.entrypoint = "rdzv_load";
         s.local_addr = "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1);  // just a label
         s.join_timeout = std::chrono::seconds(60);
-        C10dRendezvous rdzv(*client, s, [] { return 29500; }, [](const std::string&) {});
+        C10dRendezvous rdzv(*client, s, [](const std::vector<std::string>&) { return 29500; }, [](const std::string&) {});
         Assignment a = rdzv.next_rendezvous();
         std::lock_guard l(mu);
         if (a.group_rank >= 0 && a.group_rank < nodes) ++rank_count[a.group_rank];

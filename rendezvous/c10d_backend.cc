@@ -20,7 +20,9 @@ Assignment C10dBackend::join() {
   const std::string local = s.local_addr.empty() ? store_->client().local_address() : s.local_addr;
   // Asked only when this node becomes group rank 0: where its workers'
   // store will be (the MASTER_PORT rule, worker_store.h).
-  auto pick = [this, local] { return workers_.settle(plan_.agent_serves, bind_host_for(local), local, 0); };
+  auto pick = [this, local](const std::vector<std::string>& members) {
+    return workers_.settle(plan_.agent_serves, bind_host_for(local), local, 0, members);
+  };
   rdzv_ = std::make_unique<C10dRendezvous>(store_->client(), s, pick,
                                            [](const std::string& line) { spdlog::info("{}", line); });
   beats_ = store_->connect_another(std::max(std::chrono::milliseconds(500), s.keep_alive_interval));

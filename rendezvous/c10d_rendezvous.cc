@@ -62,8 +62,7 @@ int to_int(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-C10dRendezvous::C10dRendezvous(store::StoreClient& store, RendezvousSettings settings, std::function<int()> pick_port,
-                               Log log)
+C10dRendezvous::C10dRendezvous(store::StoreClient& store, RendezvousSettings settings, PickPort pick_port, Log log)
     : store_(store), s_(std::move(settings)), pick_port_(std::move(pick_port)), log_(std::move(log)) {}
 
 std::string C10dRendezvous::key(const std::string& suffix) const { return "cxxrun/rdzv/" + s_.run_id + "/" + suffix; }
@@ -234,7 +233,8 @@ Assignment C10dRendezvous::assign(int round, int members, int slot, Clock::time_
   out.base_rank = to_int(mine.substr(a + 1, b - a - 1), "assignment");
   out.world_size = to_int(mine.substr(b + 1), "assignment");
   const std::string master = round_key(round, "master");
-  if (out.group_rank == 0) store_.set(master, me_.addr + ":" + std::to_string(pick_port_()));
+  if (out.group_rank == 0)
+    store_.set(master, me_.addr + ":" + std::to_string(pick_port_(member_addrs(round, members))));
   const std::string where = store_.get(master, wait_for);
   const auto colon = where.rfind(':');
   out.master_addr = where.substr(0, colon);
@@ -248,6 +248,14 @@ Assignment C10dRendezvous::assign(int round, int members, int slot, Clock::time_
        "' as rank " + std::to_string(out.group_rank) + " in a world of size " + std::to_string(members) + " (" +
        std::to_string(out.world_size) + " workers, master " + where + ")");
   return out;
+}
+
+std::vector<std::string> C10dRendezvous::member_addrs(int round, int members) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
+  std::vector<std::string> addrs;
+  for (const auto& text : store_.multi_get(keys)) addrs.push_back(parse_member(text).addr);
+  return addrs;
 }
 
 const std::vector<int>& C10dRendezvous::rank_of_slot() {

@@ -59,9 +59,11 @@ struct Member {
 class C10dRendezvous {
  public:
   using Log = std::function<void(const std::string&)>;
-  // `store` must outlive this object. `pick_port` returns a free port on this
-  // node (used when this node becomes group rank 0).
-  C10dRendezvous(store::StoreClient& store, RendezvousSettings settings, std::function<int()> pick_port, Log log);
+  // `store` must outlive this object. `pick_port` returns the port of the
+  // workers' store on this node, given the addresses of the round's members
+  // (used when this node becomes group rank 0).
+  using PickPort = std::function<int(const std::vector<std::string>& member_addrs)>;
+  C10dRendezvous(store::StoreClient& store, RendezvousSettings settings, PickPort pick_port, Log log);
 
   // Joins the open round (or the next one, when this node is late or a
   // spare) and blocks until it completes. Throws RendezvousError on
@@ -131,12 +133,13 @@ class C10dRendezvous {
   void publish_assignments(int round, int members);
   Assignment assign(int round, int members, int slot, Clock::time_point deadline);
   const std::vector<int>& rank_of_slot();
+  std::vector<std::string> member_addrs(int round, int members);
   void progress(const std::string& what);
 
   store::StoreClient& store_;
   store::StoreClient* beats_ = &store_;
   RendezvousSettings s_;
-  std::function<int()> pick_port_;
+  PickPort pick_port_;
   Log log_;
   Member me_;
   int round_ = -1;

@@ -19,7 +19,12 @@ std::string bind_host_for(const std::string& addr) {
   return literal || addr == "localhost" ? addr : "";
 }
 
-int WorkerStore::settle(bool agent_serves, const std::string& bind_host, const std::string& addr, int port) {
+bool admits(const std::set<std::string>& nodes, const std::string& peer) {
+  return nodes.count(peer) > 0 || peer.rfind("127.", 0) == 0 || peer == "::1";
+}
+
+int WorkerStore::settle(bool agent_serves, const std::string& bind_host, const std::string& addr, int port,
+                        const std::vector<std::string>& members) {
   if (!agent_serves) {
     drop();
     if (port != 0) return port;
@@ -29,6 +34,8 @@ int WorkerStore::settle(bool agent_serves, const std::string& bind_host, const s
       throw RendezvousError("cannot find a free port for worker rank 0's store on " + addr + ": " + e.what());
     }
   }
+  admitted_ = std::set<std::string>(members.begin(), members.end());
+  admitted_.insert(addr);
   try {
     serve(bind_host, port);
   } catch (const std::exception& e) {
@@ -40,7 +47,9 @@ int WorkerStore::settle(bool agent_serves, const std::string& bind_host, const s
 void WorkerStore::serve(const std::string& host, int port) {
   // The old server closes first, so the same port can be bound again.
   server_.reset();
-  server_ = std::make_unique<store::BackgroundStoreServer>(store::StoreServerOptions{host, port});
+  store::StoreServerOptions options{host, port};
+  options.admit = [nodes = admitted_](const std::string& peer) { return admits(nodes, peer); };
+  server_ = std::make_unique<store::BackgroundStoreServer>(options);
   host_ = host;
   spdlog::info("serving the workers' store on {}", server_->address());
 }

@@ -12,10 +12,16 @@
 //  - static across nodes: the rendezvous store itself, on --master-port.
 // MASTER_ADDR is the planned address; under c10d, the address group rank
 // 0's node reaches the rendezvous store from.
+//
+// Workers cannot give a token (torch's clients know of none), so a store the
+// agent serves admits only the job's nodes: loopback, MASTER_ADDR, and the
+// addresses of the round's members.
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace cxxrun::store {
 class BackgroundStoreServer;
@@ -33,8 +39,10 @@ class WorkerStore {
   // Settles MASTER_PORT for workers that will reach this node at `addr`:
   // serves the store when `agent_serves`, else picks the port for worker
   // rank 0. `bind_host` is where the agent's server listens ("" = every
-  // interface). Throws RendezvousError, one line.
-  int settle(bool agent_serves, const std::string& bind_host, const std::string& addr, int port);
+  // interface); `members` are the other nodes' addresses it admits. Throws
+  // RendezvousError, one line.
+  int settle(bool agent_serves, const std::string& bind_host, const std::string& addr, int port,
+             const std::vector<std::string>& members = {});
   // An empty store on the same port for the next attempt (a no-op when
   // worker rank 0 serves it: its store dies with it).
   void renew();
@@ -46,7 +54,12 @@ class WorkerStore {
 
   std::unique_ptr<store::BackgroundStoreServer> server_;
   std::string host_;
+  std::set<std::string> admitted_;
 };
+
+// Whether the workers' store admits a connection from `peer` (an IP
+// address): loopback, or one of `nodes`.
+bool admits(const std::set<std::string>& nodes, const std::string& peer);
 
 // Where a server that peers reach at `addr` should listen, and nowhere
 // else: an address (loopback included) is bound as it is; a name other than

@@ -64,7 +64,8 @@ StoreServer::Impl::Impl(asio::io_context& io, const StoreServerOptions& options)
     : listener(io, "store"),
       limits(checked_limits(options)),
       memory_limit(checked_memory_limit(options)),
-      token(options.token) {}
+      token(options.token),
+      admit(options.admit) {}
 
 // Rare (the budget is nearly spent), so a scan of every connection is fine.
 bool StoreServer::Impl::evict_for(ServerConnection& asking, size_t bytes) {
@@ -90,6 +91,15 @@ void StoreServer::Impl::adopt(tcp::socket socket) {
   error_code ec;
   tcp::endpoint remote = socket.remote_endpoint(ec);
   if (ec) return;  // already gone
+  if (admit) {
+    asio::ip::address peer = remote.address();
+    if (peer.is_v6() && peer.to_v6().is_v4_mapped()) peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
+    if (!admit(peer.to_string())) {
+      spdlog::warn("store: refused a connection from {}: not a node of this job", endpoint_text(remote));
+      socket.close(ec);
+      return;
+    }
+  }
   socket.set_option(tcp::no_delay(true), ec);
   socket.non_blocking(true, ec);
   StoreState::ClientId id = next_id++;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,12 @@ struct StoreServerOptions {
   // The shared secret (§9). Non-empty: every connection must prove it knows
   // it before its first request, or is closed; torch's clients cannot.
   std::string token{};
+  // Which peers may connect at all, for a server whose clients cannot give a
+  // token (the workers' store; rendezvous/worker_store.h): called on the
+  // server's thread with the peer's IP address ("10.0.0.5", "::1"; a
+  // v4-mapped address as its IPv4 form). False closes the connection at
+  // once, logged. Empty: every peer.
+  std::function<bool(const std::string& peer_ip)> admit{};
 };
 
 class StoreServer {

@@ -55,6 +55,8 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   const size_t memory_limit;
   // Empty: connections need no token.
   const std::string token;
+  // Empty: every peer may connect (StoreServerOptions::admit).
+  const std::function<bool(const std::string&)> admit;
   std::atomic<size_t> held{0};
   bool closed = false;
   StoreState state;

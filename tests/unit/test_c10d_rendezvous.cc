@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 #include <future>
 #include <set>
@@ -29,7 +31,13 @@ struct Node {
   FakeStore::Client client;
   C10dRendezvous rdzv;
   Node(FakeStore& store, const std::string& addr, RendezvousSettings s, int port = 1000)
-      : client(store, addr), rdzv(client, std::move(s), [port] { return port; }, [](const std::string&) {}) {}
+      : client(store, addr), rdzv(client, std::move(s),
+             [this, port](const std::vector<std::string>& members) {
+               members_seen = members;
+               return port;
+             },
+             [](const std::string&) {}) {}
+  std::vector<std::string> members_seen;  // what pick_port was told (group rank 0)
 };
 
 std::vector<Assignment> join_all(std::vector<std::unique_ptr<Node>>& nodes) {
@@ -63,6 +71,12 @@ TEST_CASE("rendezvous: fixed size job gets unique ranks and one master") {
   CHECK(result[1].group_rank == 0);
   CHECK(result[2].group_rank == 1);
   CHECK(result[0].group_rank == 2);
+  // Group rank 0 learns every member's address, for its workers' store to
+  // admit only them; the others are never asked.
+  auto seen = nodes[1]->members_seen;
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == std::vector<std::string>{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"});
+  CHECK(nodes[0]->members_seen.empty());
 }
 
 TEST_CASE("rendezvous: MIN:MAX takes nodes joining within the last call") {

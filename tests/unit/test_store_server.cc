@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <catch2/catch.hpp>
+#include <mutex>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -61,6 +62,22 @@ TEST_CASE("store server: a port in use fails at construction, naming it") {
     CHECK_THAT(e.what(), Catch::Contains(std::to_string(busy.port)));
     CHECK_THAT(e.what(), Catch::Contains("in use"));
   }
+}
+
+TEST_CASE("store server: a peer the admit check refuses is closed before any request") {
+  StoreServerOptions options{"127.0.0.1", 0};
+  std::vector<std::string> asked;
+  std::mutex mu;
+  options.admit = [&](const std::string& peer) {
+    std::lock_guard l(mu);
+    asked.push_back(peer);
+    return false;
+  };
+  BackgroundStoreServer server(options);
+  RawSocket c(server.port());
+  CHECK(c.closed_by_server());
+  std::lock_guard l(mu);
+  CHECK(asked == std::vector<std::string>{"127.0.0.1"});
 }
 
 TEST_CASE("store server: modern opcodes") {

@@ -70,3 +70,27 @@ TEST_CASE("worker store: a server listens only where its peers reach it") {
   // A name may stand for any interface of this machine.
   CHECK(bind_host_for("node7.cluster").empty());
 }
+
+TEST_CASE("worker store: it admits loopback and the job's nodes, no one else") {
+  const std::set<std::string> nodes{"10.0.0.1", "10.0.0.2", "fd00::7"};
+  CHECK(admits(nodes, "10.0.0.2"));
+  CHECK(admits(nodes, "fd00::7"));
+  CHECK(admits(nodes, "127.0.0.1"));
+  CHECK(admits(nodes, "127.0.1.1"));
+  CHECK(admits(nodes, "::1"));
+  CHECK_FALSE(admits(nodes, "10.0.0.3"));
+  CHECK_FALSE(admits(nodes, "192.0.2.2"));
+  CHECK_FALSE(admits({}, "10.0.0.1"));
+}
+
+TEST_CASE("worker store: only the job's nodes and loopback may connect") {
+  WorkerStore workers;
+  // Served on loopback, as a test can reach it; a member list without it.
+  const int port = workers.settle(true, "127.0.0.1", "10.9.9.9", 0, {"10.9.9.8"});
+  StoreClient::Options o;
+  o.port = port;
+  o.timeout = std::chrono::seconds(5);
+  auto client = StoreClient::connect(o);  // from 127.0.0.1: loopback is admitted
+  client->set("k", "v");
+  CHECK(client->get("k") == "v");
+}
