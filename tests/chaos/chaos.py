@@ -225,8 +225,56 @@ class Fault:
         return procs, []
 
 
+    def kind_paused(self):
+        # A worker stopped by SIGSTOP and continued later: the job finishes.
+        nproc = self.rng.randint(2, 3)
+        victim = self.rng.randrange(nproc)
+        p = self.standalone(nproc, f"{self.rng.choice(ESCAPES)}\nif [ \"$RANK\" = {victim} ]; then "
+                                   f"echo $$ > {self.started}/paused; kill -STOP $$; fi\nsleep 0.2")
+        def resume():
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not os.path.exists(f"{self.started}/paused"):
+                time.sleep(0.02)
+            time.sleep(0.3)
+            with open(f"{self.started}/paused") as f:
+                os.kill(int(f.read()), signal.SIGCONT)
+        resume()
+        return [p], []
+
+    def kind_stopped_agent(self):
+        # --nnodes=3:3 and one agent (group rank 2) SIGSTOPed: both survivors
+        # stop with exit 1 naming the minimum; the stopped one is killed after.
+        port, job = free_port(), uuid.uuid4().hex[:8]
+        server = subprocess.Popen([os.path.join(os.path.dirname(self.cxxrun), "cxxrun-rdzv"), f"--port={port}"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.expected_rc, self.expect_text, self.bound = 1, "fewer than the minimum of 3", 15.0
+        script = self.script(f"touch {self.started}/$RANK\n{self.rng.choice(ESCAPES)}\nexec sleep 60 {{m}}")
+        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={job}", "--nnodes=3:3",
+                "--nproc-per-node=1", "--rdzv-conf=is_host=false,keep_alive_interval=0.3", script]
+        procs = [self.start(args) for _ in range(3)]
+        self.wait_for_workers(3)
+        stopped = max(procs, key=lambda p: p.pid)  # one host: the largest pid is group rank 2
+        os.kill(stopped.pid, signal.SIGSTOP)
+        survivors = [p for p in procs if p is not stopped]
+
+        def cleanup():
+            stopped.kill()
+            stopped.communicate(timeout=10)
+            server.kill()
+            server.wait(timeout=10)
+        return survivors, [cleanup]
+
+    def kind_bad_input(self):
+        # A mistake on the command line: one line, exit 2, nothing started.
+        self.expected_rc, self.expect_text = 2, "cxxrun: error:"
+        bad = self.rng.choice([["--nproc-per-node=0"], ["--nproc-per-node=99999"], ["--local-ranks-filter=9"],
+                               ["--inject-fault=kill:rank=99,after=1"], ["--max-restarts=-1"],
+                               ["--rdzv-backend=nope", "--nnodes=2"], ["--log-dir=/proc/nope"]])
+        return [self.start(["--standalone", "--nproc-per-node=2"] + bad + [self.script("sleep 60 {m}")])], []
+
+
 KINDS = ["exit", "signal", "inject", "success", "restart", "agent-sigterm", "agent-sigkill", "hang", "multinode",
-         "store-lost"]
+         "store-lost", "paused", "stopped-agent", "bad-input"]
 
 
 def run_faults(count, seed, cxxrun, log=None, kinds=None):
