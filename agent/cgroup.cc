@@ -82,18 +82,21 @@ std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& job_token, std::
 
 JobCgroup::~JobCgroup() {
   end_attempt();
+  // Waits, briefly, for every attempt's directory to empty.
   kill_and_remove_cgroup(path_);
 }
 
-int JobCgroup::begin_attempt(int attempt) {
+CgroupTarget JobCgroup::begin_attempt(int attempt) {
   end_attempt();
+  sweep();
   attempt_ = path_ + "/attempt-" + std::to_string(attempt);
   if (mkdir(attempt_.c_str(), 0755) != 0 && errno != EEXIST)
     throw std::runtime_error("cannot create the attempt's cgroup " + attempt_ + ": " + strerror(errno));
-  procs_fd_ = open((attempt_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-  if (procs_fd_ < 0)
-    throw std::runtime_error("cannot open " + attempt_ + "/cgroup.procs: " + strerror(errno));
-  return procs_fd_;
+  target_.dir = open(attempt_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  target_.procs = open((attempt_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  if (target_.dir < 0 || target_.procs < 0)
+    throw std::runtime_error("cannot open the cgroup " + attempt_ + ": " + strerror(errno));
+  return target_;
 }
 
 std::vector<pid_t> JobCgroup::attempt_pids() const {
@@ -109,12 +112,21 @@ void JobCgroup::kill_attempt() const {
 }
 
 void JobCgroup::end_attempt() {
-  if (procs_fd_ >= 0) close(procs_fd_);
-  procs_fd_ = -1;
+  for (int* fd : {&target_.dir, &target_.procs}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
   if (attempt_.empty()) return;
-  // Exited processes leave the cgroup at exit, before they are reaped.
-  kill_and_remove_cgroup(attempt_);
+  kill_attempt();
+  finished_.push_back(attempt_);
   attempt_.clear();
+}
+
+void JobCgroup::sweep() {
+  std::vector<std::string> busy;
+  for (const std::string& dir : finished_)
+    if (rmdir(dir.c_str()) != 0 && errno == EBUSY) busy.push_back(dir);
+  finished_ = std::move(busy);
 }
 
 void kill_and_remove_cgroup(const std::string& path) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/spawn.h"
+
 namespace cxxrun::agent {
 
 class JobCgroup {
@@ -27,23 +29,29 @@ class JobCgroup {
   JobCgroup& operator=(const JobCgroup&) = delete;
 
   const std::string& path() const { return path_; }
-  // Makes attempt-<n> and returns a descriptor of its cgroup.procs (close on
-  // exec) that a new worker writes "0" to, before exec, to move into it.
-  // Throws std::runtime_error.
-  int begin_attempt(int attempt);
+  // Makes attempt-<n> and returns where new workers start: descriptors
+  // (close on exec) of its directory and its cgroup.procs. Throws
+  // std::runtime_error.
+  CgroupTarget begin_attempt(int attempt);
   // The processes of the current attempt, wherever they went.
   std::vector<pid_t> attempt_pids() const;
   // SIGKILL to every process of the current attempt, in one write.
   void kill_attempt() const;
-  // Removes the attempt's directory (its processes are gone by now).
+  // Kills what is left of the attempt. Its directory goes when it can
+  // (an exiting process leaves it a moment later): never waited for here,
+  // so a restart is not held up.
   void end_attempt();
 
  private:
   explicit JobCgroup(std::string path) : path_(std::move(path)) {}
 
   std::string path_;
+  // Removes finished attempts' directories that are empty by now.
+  void sweep();
+
   std::string attempt_;  // "" between attempts
-  int procs_fd_ = -1;
+  CgroupTarget target_;
+  std::vector<std::string> finished_;
 };
 
 // Kills every process under the cgroup at `path` (its children too: a

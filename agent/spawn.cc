@@ -5,7 +5,9 @@
 #include <signal.h>
 #include <string.h>
 #include <linux/close_range.h>
+#include <linux/sched.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <stdexcept>
@@ -59,10 +61,29 @@ struct StartError {
   report(report_w, 1);
 }
 
+// fork(), or a fork into `cgroup` (clone3). Sets `moved` when the child is
+// already in the cgroup. Returns like fork().
+pid_t fork_into(const CgroupTarget* cgroup, bool& moved) {
+  moved = false;
+  if (cgroup && cgroup->dir >= 0) {
+    clone_args args{};
+    args.flags = CLONE_INTO_CGROUP;
+    args.exit_signal = SIGCHLD;
+    args.cgroup = static_cast<uint64_t>(cgroup->dir);
+    const long pid = syscall(SYS_clone3, &args, sizeof args);
+    if (pid >= 0) {
+      moved = true;
+      return static_cast<pid_t>(pid);
+    }
+    if (errno != ENOSYS && errno != EPERM && errno != EINVAL) return -1;
+  }
+  return fork();
+}
+
 }  // namespace
 
 Spawned spawn_worker(const std::vector<std::string>& argv_s, const std::vector<std::string>& envp_s,
-                     int cgroup_procs) {
+                     const CgroupTarget* cgroup) {
   auto argv = c_strings(argv_s);
   auto envp = c_strings(envp_s);
   int out[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
@@ -72,8 +93,10 @@ Spawned spawn_worker(const std::vector<std::string>& argv_s, const std::vector<s
     throw std::runtime_error(std::string("cannot create pipes: ") + strerror(e));
   }
   const pid_t agent = getpid();
-  const pid_t pid = fork();
-  if (pid == 0) exec_child(agent, out[1], err[1], report[1], cgroup_procs, argv.data(), envp.data());
+  bool moved = false;
+  const pid_t pid = fork_into(cgroup, moved);
+  if (pid == 0)
+    exec_child(agent, out[1], err[1], report[1], cgroup && !moved ? cgroup->procs : -1, argv.data(), envp.data());
   int fork_errno = errno;
   close(out[1]), close(err[1]), close(report[1]);
   if (pid < 0) {

@@ -18,9 +18,18 @@ struct Spawned {
 
 // Throws std::runtime_error naming the program when it cannot be started
 // (fork failure, or exec failure reported back by the child).
-// `cgroup_procs` >= 0: the child moves itself into that cgroup
-// (agent/cgroup.h) before anything else, so nothing it starts escapes it.
+// The cgroup a worker starts in (agent/cgroup.h), so nothing it starts
+// escapes it: descriptors of its directory and of its cgroup.procs.
+struct CgroupTarget {
+  int dir = -1;
+  int procs = -1;
+};
+
+// With `cgroup`, the worker is born in it (clone3's CLONE_INTO_CGROUP: as
+// cheap as a fork, where moving a process costs the kernel a grace period),
+// or moves itself there first where clone3 is refused (some seccomp
+// profiles).
 Spawned spawn_worker(const std::vector<std::string>& argv, const std::vector<std::string>& envp,
-                     int cgroup_procs = -1);
+                     const CgroupTarget* cgroup = nullptr);
 
 }  // namespace cxxrun::agent

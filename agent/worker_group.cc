@@ -56,10 +56,10 @@ void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_ho
   stopping_ = failing_ = escalated_ = false;
   workers_.clear();
   logs_.prepare_attempt(attempt_, c_.nproc_per_node);
-  int procs = -1;
+  CgroupTarget target;
   if (cgroup_) {
     try {
-      procs = cgroup_->begin_attempt(attempt_);
+      target = cgroup_->begin_attempt(attempt_);
     } catch (const std::exception& e) {
       // Still contained: the subreaper and the token find what it starts.
       log_->warn("{}; this attempt's workers run without their own cgroup", e.what());
@@ -69,7 +69,7 @@ void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_ho
   log_->info("starting {} workers for entrypoint {} (attempt {}, run id {}, ranks {}..{} of {})", c_.nproc_per_node,
              c_.entrypoint_name, attempt_, c_.run_id, c_.base_rank, c_.base_rank + c_.nproc_per_node - 1, world);
   for (int r = 0; r < c_.nproc_per_node; ++r) {
-    if (!start_worker(c_, r, env_hook, procs)) {
+    if (!start_worker(c_, r, env_hook, target.dir >= 0 ? &target : nullptr)) {
       // Reported from the loop, not inside this one: it may start the next
       // attempt.
       asio::post(io_, [this, f = failures_.back()] { listener_.on_worker_failed(f); });
@@ -78,7 +78,7 @@ void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_ho
   }
 }
 
-bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& env_hook, int cgroup_procs) {
+bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& env_hook, const CgroupTarget* cgroup) {
   auto w = std::make_unique<Worker>();
   w->local_rank = local_rank;
   w->rank = c.base_rank + local_rank;
@@ -89,7 +89,7 @@ bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& e
   if (env_hook) env_hook(env, local_rank);
   Spawned s;
   try {
-    s = spawn_worker(substitute_local_rank(c.command, local_rank), to_envp(env), cgroup_procs);
+    s = spawn_worker(substitute_local_rank(c.command, local_rank), to_envp(env), cgroup);
   } catch (const std::exception& e) {
     log_->error("{}", e.what());
     failures_.push_back(Failure{local_rank, w->rank, 0, 127, 0, std::chrono::system_clock::now(), "", {e.what()}, "", ""});

@@ -30,6 +30,7 @@ namespace cxxrun::agent {
 
 class JobCgroup;
 class LogDir;
+struct CgroupTarget;
 
 struct Pipe {
   std::unique_ptr<boost::asio::posix::stream_descriptor> fd;
@@ -111,7 +112,7 @@ class WorkerGroup {
   std::string attempt_token() const;
 
  private:
-  bool start_worker(const Config& c, int local_rank, const EnvHook& env_hook, int cgroup_procs);
+  bool start_worker(const Config& c, int local_rank, const EnvHook& env_hook, const CgroupTarget* cgroup);
   void open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file);
   void read_pipe(Pipe& p);
   void drain_now(Pipe& p);
