@@ -13,7 +13,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,8 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "../../build")
+sys.path.insert(0, os.path.join(HERE, "../integration"))
+from harness import free_port, with_marker  # noqa: E402  (the process-level tests' helpers)
 
 # What a worker starts and leaves behind, however it tries to hide.
 ESCAPES = [
@@ -30,39 +31,6 @@ ESCAPES = [
     "setsid env -i sleep 120 {m} &",
     "( env -i bash -c 'sleep 120 {m} &' & ) ; sleep 0.05",
 ]
-
-
-def free_port():
-    """A free port below the ephemeral range (32768 up): a port the OS hands
-    out may be taken again at once as some connection's local port, and the
-    agent that should host the store then finds it in use."""
-    rng = random.Random()
-    for _ in range(100):
-        port = rng.randrange(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free port in 20000..32000")
-
-
-def with_marker(marker):
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if marker.encode() in argv and stat[stat.rfind(")") + 2] != "Z":
-            found.append(int(name))
-    return found
 
 
 class Fault:
@@ -210,16 +178,23 @@ class Fault:
                 "--nproc-per-node=2", script]
         return [self.start(args) for _ in range(2)], []
 
-    def kind_store_lost(self):
+    def c10d_job(self, nodes):
+        """`nodes` agents of one worker each, meeting at a cxxrun-rdzv of
+        their own; returns (agents, server) once every worker runs."""
         port, job = free_port(), uuid.uuid4().hex[:8]
         server = subprocess.Popen([os.path.join(os.path.dirname(self.cxxrun), "cxxrun-rdzv"), f"--port={port}"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.expected_rc, self.expect_text, self.bound = 1, "lost the rendezvous store", 15.0
         script = self.script(f"touch {self.started}/$RANK\n{self.rng.choice(ESCAPES)}\nexec sleep 60 {{m}}")
-        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={job}", "--nnodes=2",
-                "--nproc-per-node=1", "--rdzv-conf=is_host=false,keep_alive_interval=0.3", script]
-        procs = [self.start(args) for _ in range(2)]
-        self.wait_for_workers(2)
+        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={job}",
+                f"--nnodes={nodes}:{nodes}", "--nproc-per-node=1",
+                "--rdzv-conf=is_host=false,keep_alive_interval=0.3", script]
+        agents = [self.start(args) for _ in range(nodes)]
+        self.wait_for_workers(nodes)
+        return agents, server
+
+    def kind_store_lost(self):
+        self.expected_rc, self.expect_text, self.bound = 1, "lost the rendezvous store", 15.0
+        procs, server = self.c10d_job(2)
         server.kill()
         server.wait(timeout=10)
         return procs, []
@@ -244,15 +219,8 @@ class Fault:
     def kind_stopped_agent(self):
         # --nnodes=3:3 and one agent (group rank 2) SIGSTOPed: both survivors
         # stop with exit 1 naming the minimum; the stopped one is killed after.
-        port, job = free_port(), uuid.uuid4().hex[:8]
-        server = subprocess.Popen([os.path.join(os.path.dirname(self.cxxrun), "cxxrun-rdzv"), f"--port={port}"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.expected_rc, self.expect_text, self.bound = 1, "fewer than the minimum of 3", 15.0
-        script = self.script(f"touch {self.started}/$RANK\n{self.rng.choice(ESCAPES)}\nexec sleep 60 {{m}}")
-        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={job}", "--nnodes=3:3",
-                "--nproc-per-node=1", "--rdzv-conf=is_host=false,keep_alive_interval=0.3", script]
-        procs = [self.start(args) for _ in range(3)]
-        self.wait_for_workers(3)
+        procs, server = self.c10d_job(3)
         stopped = max(procs, key=lambda p: p.pid)  # one host: the largest pid is group rank 2
         os.kill(stopped.pid, signal.SIGSTOP)
         survivors = [p for p in procs if p is not stopped]

@@ -9,31 +9,13 @@ import random
 import signal
 import time
 
-from harness import TempDirTest, clean_env, run, start, wait_for
+from harness import TempDirTest, clean_env, run, start, wait_for, with_marker
 
 ESCAPES = {
     "env -i": "env -i sleep 120 {m} &",
     "setsid env -i": "setsid env -i sleep 120 {m} &",
     "double fork without the environment": "( env -i bash -c 'sleep 120 {m} &' & ) ; sleep 0.1",
 }
-
-
-def with_marker(marker):
-    """Pids of live processes whose argv holds `marker`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if marker.encode() in argv and stat[stat.rfind(")") + 2] != "Z":
-            found.append(int(name))
-    return found
 
 
 def uses_cgroup(err):

@@ -80,6 +80,22 @@ inline const std::string kElf = std::string(
                          std::string(64, '\0');
 inline const std::string kProg = "/bin/true";  // an ELF executable on every Debian
 
+// The one-line message a refused command line (plus kProg) gets.
+inline std::string refusal(std::vector<std::string> args, const Env& env = base_env()) {
+  args.push_back(kProg);
+  Failure f = failure(args, env);
+  CHECK_FALSE(f.not_built_yet);
+  CHECK(f.message.find('\n') == std::string::npos);
+  return f.message;
+}
+
+// base_env() with one more variable.
+inline Env with(std::string name, std::string value) {
+  Env env = base_env();
+  env[std::move(name)] = std::move(value);
+  return env;
+}
+
 }  // namespace options_test
 
 using namespace options_test;

@@ -13,20 +13,6 @@ cxxrun::agent::Config config_of(std::vector<std::string> args, const Env& env = 
   return run(args, env).config;
 }
 
-std::string refusal(std::vector<std::string> args, const Env& env = base_env()) {
-  args.push_back(kProg);
-  Failure f = failure(args, env);
-  CHECK_FALSE(f.not_built_yet);
-  CHECK(f.message.find('\n') == std::string::npos);
-  return f.message;
-}
-
-Env with(std::string name, std::string value) {
-  Env env = base_env();
-  env[std::move(name)] = std::move(value);
-  return env;
-}
-
 }  // namespace
 
 TEST_CASE("extensions are off by default") {

@@ -8,20 +8,6 @@
 
 namespace {
 
-std::string refusal(std::vector<std::string> args, const Env& env = base_env()) {
-  args.push_back(kProg);
-  Failure f = failure(args, env);
-  CHECK_FALSE(f.not_built_yet);
-  CHECK(f.message.find('\n') == std::string::npos);
-  return f.message;
-}
-
-Env with(std::string name, std::string value) {
-  Env env = base_env();
-  env[std::move(name)] = std::move(value);
-  return env;
-}
-
 // Lowers this process's soft RLIMIT_NPROC for one scope. parse() forks
 // nothing, so the lower limit cannot trip the test itself.
 struct ProcessLimit {

@@ -13,11 +13,7 @@
 #include "store_wire_bytes.h"
 
 using namespace cxxrun::store;
-using store_bytes::bytes;
-using store_bytes::i64;
-using store_bytes::LegacyOp;
-using store_bytes::Msg;
-using store_bytes::Op;
+using namespace store_bytes;
 
 namespace {
 
