@@ -50,43 +50,70 @@ void StreamSink::write(std::string_view bytes) {
     std::fwrite(bytes.data(), 1, bytes.size(), file_);
     std::fflush(file_);
   }
+  if (console_fd_ >= 0) to_console(bytes);
+  if (tail_max_ == 0) return;
   while (!bytes.empty()) {
     auto nl = bytes.find('\n');
     if (nl == std::string_view::npos) {
       partial_.append(bytes);
       if (partial_.size() >= kMaxLine) {
-        emit_line(partial_);
+        keep_line(partial_);
         partial_.clear();
       }
       return;
     }
-    if (partial_.empty()) {
-      emit_line(bytes.substr(0, nl));
-    } else {
-      partial_.append(bytes.substr(0, nl));
-      emit_line(partial_);
-      partial_.clear();
-    }
+    partial_.append(bytes.substr(0, nl));
+    keep_line(partial_);
+    partial_.clear();
     bytes.remove_prefix(nl + 1);
   }
 }
 
-void StreamSink::emit_line(std::string_view line) {
-  if (console_fd_ >= 0) {
-    // One write per line keeps lines of different ranks from interleaving.
-    std::string out;
-    out.reserve(prefix_.size() + line.size() + 1);
-    out.append(prefix_).append(line).push_back('\n');
-    write_all(console_fd_, out.data(), out.size());
+// Everything up to the last '\n' or '\r' goes out in one write; each piece
+// after a line end or a redraw begins with the prefix.
+void StreamSink::to_console(std::string_view bytes) {
+  std::string out;
+  while (!bytes.empty()) {
+    const auto end = bytes.find_first_of("\n\r");
+    if (end == std::string_view::npos) {
+      pending_.append(bytes);
+      if (pending_.size() >= kMaxLine) {
+        out.append(open_ ? "" : prefix_).append(pending_).push_back('\n');
+        pending_.clear();
+        open_ = false;
+      }
+      break;
+    }
+    out.append(open_ ? "" : prefix_).append(pending_).append(bytes.substr(0, end + 1));
+    pending_.clear();
+    open_ = false;
+    bytes.remove_prefix(end + 1);
   }
-  if (tail_max_ == 0) return;
+  write_all(console_fd_, out.data(), out.size());
+}
+
+void StreamSink::flush_pending() {
+  if (pending_.empty() || console_fd_ < 0) return;
+  const std::string out = (open_ ? "" : prefix_) + pending_;
+  write_all(console_fd_, out.data(), out.size());
+  pending_.clear();
+  open_ = true;
+}
+
+void StreamSink::keep_line(std::string_view line) {
   if (tail_.size() == tail_max_) tail_.pop_front();
   tail_.emplace_back(line);
 }
 
 void StreamSink::finish() {
-  if (!partial_.empty()) {
-    emit_line(partial_);
+  if (console_fd_ >= 0 && (open_ || !pending_.empty())) {
+    const std::string out = (open_ ? "" : prefix_) + pending_ + "\n";
+    write_all(console_fd_, out.data(), out.size());
+    pending_.clear();
+    open_ = false;
+  }
+  if (tail_max_ > 0 && !partial_.empty()) {
+    keep_line(partial_);
     partial_.clear();
   }
   if (file_) {

@@ -1,6 +1,10 @@
 // Where the bytes of one worker stream go: the console with a per-rank line
 // prefix (unless filtered out or redirected without tee), a log file, and a
 // short in-memory tail that the failure summary shows.
+//
+// The console is live: a line is shown as it ends, a '\r' redraw (a progress
+// bar) at once with the prefix again, and a fragment the worker leaves
+// hanging once the caller says the stream went idle (flush_pending()).
 #pragma once
 
 #include <cstdio>
@@ -24,19 +28,26 @@ class StreamSink {
   StreamSink& operator=(const StreamSink&) = delete;
 
   void write(std::string_view bytes);
+  // Whether the console holds back a fragment not shown yet.
+  bool has_pending() const { return !pending_.empty(); }
+  // Shows that fragment now (the worker has been quiet for a while).
+  void flush_pending();
   // Emits a trailing partial line and closes the file.
   void finish();
   const std::deque<std::string>& tail() const { return tail_; }
 
  private:
-  void emit_line(std::string_view line);
+  void to_console(std::string_view bytes);
+  void keep_line(std::string_view line);
 
   std::string prefix_;
   int console_fd_;
   std::FILE* file_ = nullptr;
   size_t tail_max_;
-  std::string partial_;
+  std::string partial_;  // the tail's line so far
   std::deque<std::string> tail_;
+  std::string pending_;  // the console's fragment not shown yet
+  bool open_ = false;    // the console's current line was begun (prefix shown)
 };
 
 }  // namespace cxxrun::agent

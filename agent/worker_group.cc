@@ -24,6 +24,9 @@ constexpr size_t kTailLines = 10;
 constexpr std::chrono::seconds kPipeDrainLimit{2};
 // How often the agent says that only stopped workers keep the job alive.
 constexpr std::chrono::seconds kPausedReminder{30};
+// How long a worker's stream is quiet before a fragment without a line end
+// (a prompt, a progress bar without '\r') reaches the console.
+constexpr std::chrono::milliseconds kFragmentIdle{100};
 
 std::string clock_time(std::chrono::system_clock::time_point tp) {
   const time_t t = std::chrono::system_clock::to_time_t(tp);
@@ -115,6 +118,7 @@ void WorkerGroup::open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, 
   p.sink = std::make_unique<StreamSink>(line_prefix(c_.log_line_prefix_template, c_.role, w.local_rank, w.rank),
                                         to_console ? console : -1, path, which == Std::err ? kTailLines : 0);
   p.fd = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+  p.idle = std::make_unique<asio::steady_timer>(io_);
   ++open_pipes_;
   read_pipe(p);
 }
@@ -122,6 +126,12 @@ void WorkerGroup::open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, 
 void WorkerGroup::read_pipe(Pipe& p) {
   p.fd->async_read_some(asio::buffer(p.buf), [this, &p](const boost::system::error_code& ec, size_t n) {
     if (n > 0) p.sink->write(std::string_view(p.buf.data(), n));
+    if (n > 0 && p.sink->has_pending()) {
+      p.idle->expires_after(kFragmentIdle);
+      p.idle->async_wait([&p](const boost::system::error_code& ec) {
+        if (!ec) p.sink->flush_pending();
+      });
+    }
     if (!ec) return read_pipe(p);
     if (ec == asio::error::operation_aborted) return;
     close_pipe(p);

@@ -35,6 +35,8 @@ struct CgroupTarget;
 struct Pipe {
   std::unique_ptr<boost::asio::posix::stream_descriptor> fd;
   std::unique_ptr<StreamSink> sink;
+  // Shows a fragment the worker left without a line end once it is quiet.
+  std::unique_ptr<boost::asio::steady_timer> idle;
   std::array<char, 16384> buf;
 };
 

@@ -1,13 +1,47 @@
 """Per-rank prefixes, --redirects, --tee, --log-dir layout, --local-ranks-filter."""
 import glob
 import os
+import threading
 
-from harness import TempDirTest, run
+from harness import TempDirTest, run, start, wait_for
 
 HELLO = 'echo "out from $LOCAL_RANK"; echo "err from $LOCAL_RANK" >&2\n'
 
 
 class Output(TempDirTest):
+    def test_a_progress_bar_and_a_prompt_reach_the_console_before_their_line_ends(self):
+        # The worker goes on only once the test has seen each fragment: a
+        # console that waits for the newline never shows them.
+        go = f"{self.dir}/go"
+        worker = self.script("bar.sh", f"""
+printf 'epoch 1: 50%%\r'
+for i in $(seq 200); do [ -e {go}.1 ] && break; sleep 0.05; done
+printf 'epoch 1: 100%%\r'
+printf 'continue? '
+for i in $(seq 200); do [ -e {go}.2 ] && break; sleep 0.05; done
+echo yes
+""")
+        p = start(["--nproc-per-node=1", worker])
+        out = []  # raw: a text stream would turn each '\r' into a newline
+        fd = p.stdout.fileno()
+        reader = threading.Thread(target=lambda: out.extend(iter(lambda: os.read(fd, 4096).decode(), "")), daemon=True)
+        reader.start()
+        try:
+            wait_for(lambda: "[default0]:epoch 1: 50%\r" in "".join(out), timeout=8, what="the first redraw")
+            open(f"{go}.1", "w").close()
+            wait_for(lambda: "[default0]:continue? " in "".join(out), timeout=8, what="the prompt")
+            open(f"{go}.2", "w").close()
+            self.assertEqual(p.wait(timeout=20), 0)
+            reader.join(timeout=10)
+            self.assertEqual("".join(out),
+                             "[default0]:epoch 1: 50%\r[default0]:epoch 1: 100%\r[default0]:continue? yes\n")
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+            p.stdout.close()
+            p.stderr.close()
+
     def logs(self, rank, stream):
         [path] = glob.glob(f"{self.dir}/logs/*/attempt_0/{rank}/{stream}.log")
         with open(path) as f:

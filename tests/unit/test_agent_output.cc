@@ -44,6 +44,35 @@ TEST_CASE("sink prefixes whole lines and joins partial writes") {
   CHECK(cap.read_all() == "[r0]:last\n");
 }
 
+TEST_CASE("sink shows a progress bar's redraws at once, each with the prefix") {
+  PipeCapture cap;
+  StreamSink sink("[r0]:", cap.fds[1], "", 0);
+  sink.write("step 1/3\r");
+  CHECK(cap.read_all() == "[r0]:step 1/3\r");
+  sink.write("step 2/3\rstep 3/3\rdone\n");
+  CHECK(cap.read_all() == "[r0]:step 2/3\r[r0]:step 3/3\r[r0]:done\n");
+}
+
+TEST_CASE("sink shows a fragment when told the worker went quiet, and ends its line once") {
+  PipeCapture cap;
+  StreamSink sink("[r0]:", cap.fds[1], "", 3);
+  sink.write("Password: ");
+  CHECK(sink.has_pending());
+  sink.flush_pending();
+  CHECK(cap.read_all() == "[r0]:Password: ");
+  CHECK_FALSE(sink.has_pending());
+  sink.write("ok\nnext");
+  CHECK(cap.read_all() == "ok\n");  // the line had its prefix already
+  sink.flush_pending();
+  sink.write(" more");
+  sink.finish();
+  CHECK(cap.read_all() == "[r0]:next more\n");
+  // The failure summary's tail still gets whole lines.
+  REQUIRE(sink.tail().size() == 2);
+  CHECK(sink.tail()[0] == "Password: ok");
+  CHECK(sink.tail()[1] == "next more");
+}
+
 TEST_CASE("sink keeps only the last N lines as its tail") {
   StreamSink sink("", -1, "", 2);
   sink.write("a\nb\nc\nd");
