@@ -24,11 +24,7 @@ ROOT = os.path.dirname(HERE)
 TORCHRUN_WRAPPER = os.path.join(HERE, "torchrun113.py")
 SYS_PYTHON = "/usr/bin/python3"
 
-TARGETS = {  # cxxrun targets from the brief
-    "launch": ("ms", 20.0),
-    "restart": ("ms", 20.0),
-    "rss": ("MiB", 10.0),
-}
+TARGETS = {"launch": ("ms", 20.0), "restart": ("ms", 20.0), "rss": ("MiB", 10.0)}  # cxxrun's targets
 
 
 class BenchError(Exception):
@@ -472,10 +468,9 @@ def main():
     print(f"Other load: machine {busy_before:.0%} busy in the 1 s before the run, "
           f"{busy_after:.0%} in the 1 s after; {os.cpu_count()} CPUs.")
     if version:
-        shown = os.path.abspath(args.cxxrun)
-        if shown.startswith(ROOT + "/"):
-            shown = os.path.relpath(shown, ROOT)  # no path of this machine in the results
-        print(f"cxxrun: `{shown}` (`--version`: {version}).")
+        shown = os.path.abspath(args.cxxrun)  # relative to the repo: no path of this machine in results
+        print(f"cxxrun: `{os.path.relpath(shown, ROOT) if shown.startswith(ROOT + '/') else shown}` "
+              f"(`--version`: {version}).")
     print()
     print("Commands (OUTDIR = a fresh scratch dir per run; STAMP = compiled bench/stamp.c):")
     print()
