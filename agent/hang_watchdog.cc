@@ -41,8 +41,7 @@ HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const Log
     }
     heartbeats_ = std::make_unique<HeartbeatMonitor>(c_.heartbeat_timeout, dir);
   }
-  std::map<std::string, std::string> env;
-  for (const auto& [k, v] : current_environment()) env[k] = v;
+  EnvMap env = current_environment();
   if (c_.file_timer) {
     env["TORCHELASTIC_ENABLE_FILE_TIMER"] = "1";
     if (!c_.file_timer_path.empty()) env["TORCHELASTIC_TIMER_FILE"] = c_.file_timer_path;

@@ -55,7 +55,7 @@ void KeepAlive::tick() {
   if (beat) last_beat_ = now;
   if (check) last_check_ = now;
   link_.call([this, beat, check](Rendezvous& r) -> RendezvousLink::Then {
-    const bool ok = beat ? r.keep_alive() == Rendezvous::Beat::ok : true;
+    const bool ok = beat ? r.keep_alive() : true;
     const auto liveness = ok && check ? r.check_members() : Rendezvous::Liveness{};
     return [this, beat, ok, liveness] {
       if (beat && ok) last_ok_ = Clock::now();

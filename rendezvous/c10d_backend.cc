@@ -69,8 +69,8 @@ void C10dBackend::watch(OnEvent on_event) {
 }
 
 // Failures are logged, never thrown: a store hiccup must not kill a healthy
-// job. Whether the store is lost is judged by time (store_lost()).
-Rendezvous::Beat C10dBackend::keep_alive() {
+// job.
+bool C10dBackend::keep_alive() {
   try {
     if (fault_.delay.count() > 0) std::this_thread::sleep_for(fault_.delay);
     if (fault_.drop) throw store::StoreError("connection dropped by fault injection");
@@ -78,11 +78,11 @@ Rendezvous::Beat C10dBackend::keep_alive() {
     if (beat_failures_ > 0) spdlog::info("keep-alives reach the rendezvous store again");
     beat_failures_ = 0;
     last_beat_ok_ = std::chrono::steady_clock::now();
-    return Beat::ok;
+    return true;
   } catch (const std::exception& e) {
     if (beat_failures_++ == 0) spdlog::warn("keep-alive to the rendezvous store failed: {}", e.what());
   }
-  return store_lost() ? Beat::lost : Beat::failing;
+  return false;
 }
 
 bool C10dBackend::store_lost() const {

@@ -26,7 +26,7 @@ class C10dBackend : public Rendezvous {
   void renew_worker_store() override { workers_.renew(); }
   bool elastic() const override { return true; }
   std::chrono::milliseconds keep_alive_interval() const override { return config_.settings.keep_alive_interval; }
-  Beat keep_alive() override;
+  bool keep_alive() override;
   Liveness check_members() override;
   void watch(OnEvent on_event) override;
   void publish_failure(const std::string& record) override;

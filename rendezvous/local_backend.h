@@ -17,7 +17,7 @@ class LocalBackend : public Rendezvous {
   void renew_worker_store() override { workers_.renew(); }
   bool elastic() const override { return false; }
   std::chrono::milliseconds keep_alive_interval() const override { return {}; }
-  Beat keep_alive() override { return Beat::ok; }
+  bool keep_alive() override { return true; }
   Liveness check_members() override { return {{}, 1}; }
   void watch(OnEvent) override {}
   void publish_failure(const std::string&) override {}

@@ -150,10 +150,10 @@ class Rendezvous {
   virtual bool elastic() const = 0;
   // The period of keep_alive(); zero when the backend has none.
   virtual std::chrono::milliseconds keep_alive_interval() const = 0;
-  // One beat. A store hiccup is logged, not thrown. lost: the store has
-  // been unreachable for keep_alive_interval * keep_alive_max_attempt.
-  enum class Beat { ok, failing, lost };
-  virtual Beat keep_alive() = 0;
+  // One beat; whether it got through. A store hiccup is logged, not thrown.
+  // Whether the store is lost is the caller's to judge, by the time since
+  // the last beat that got through (agent/keep_alive.h).
+  virtual bool keep_alive() = 0;
   // Members whose keep-alives stopped (by group rank); when there are any,
   // the round's event becomes `dead`. `alive` counts the members left.
   struct Liveness {

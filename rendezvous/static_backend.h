@@ -22,7 +22,7 @@ class StaticBackend : public Rendezvous {
   void renew_worker_store() override {}
   bool elastic() const override { return false; }
   std::chrono::milliseconds keep_alive_interval() const override { return {}; }
-  Beat keep_alive() override { return Beat::ok; }
+  bool keep_alive() override { return true; }
   Liveness check_members() override { return {{}, config_.nnodes}; }
   void watch(OnEvent) override {}
   void publish_failure(const std::string&) override {}

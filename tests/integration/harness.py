@@ -80,6 +80,16 @@ def start(args, env=None):
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
 
 
+def end(p):
+    """Kills `p` (a start()ed cxxrun) if it still runs, reaps it, and closes
+    its pipes: the cleanup of a test that reads them itself."""
+    if p.poll() is None:
+        p.kill()
+        p.wait(timeout=10)
+    p.stdout.close()
+    p.stderr.close()
+
+
 def finish_all(test, procs, timeout):
     """Waits for every process under one deadline; returns [(rc, out, err)].
     On a timeout, kills them all and fails `test` with every agent's stderr."""

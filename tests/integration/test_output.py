@@ -3,7 +3,7 @@ import glob
 import os
 import threading
 
-from harness import TempDirTest, run, start, wait_for
+from harness import TempDirTest, end, run, start, wait_for
 
 HELLO = 'echo "out from $LOCAL_RANK"; echo "err from $LOCAL_RANK" >&2\n'
 
@@ -36,11 +36,7 @@ echo yes
             self.assertEqual("".join(out),
                              "[default0]:epoch 1: 50%\r[default0]:epoch 1: 100%\r[default0]:continue? yes\n")
         finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait(timeout=10)
-            p.stdout.close()
-            p.stderr.close()
+            end(p)
 
     def logs(self, rank, stream):
         [path] = glob.glob(f"{self.dir}/logs/*/attempt_0/{rank}/{stream}.log")

@@ -10,7 +10,7 @@ import time
 import urllib.error
 import urllib.request
 
-from harness import TempDirTest, clean_env, read_pids, start, wait_for
+from harness import TempDirTest, clean_env, end, read_pids, start, wait_for
 
 
 class Paused(TempDirTest):
@@ -47,8 +47,4 @@ echo "rank $RANK done"
             self.assertIn("rank 1 (local_rank 1, pid", text)
             self.assertIn("continued", text)
         finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait(timeout=10)
-            p.stdout.close()
-            p.stderr.close()
+            end(p)
