@@ -23,11 +23,6 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
   return out;
 }
 
-void close_pair(int fds[2]) {
-  if (fds[0] >= 0) close(fds[0]);
-  if (fds[1] >= 0) close(fds[1]);
-}
-
 // What the child reports on the report pipe when it cannot start.
 struct StartError {
   int stage;  // 0: joining the cgroup, 1: exec
@@ -41,7 +36,7 @@ struct StartError {
 }
 
 // Runs in the forked child: only async-signal-safe calls from here on.
-[[noreturn]] void exec_child(pid_t agent, int out_w, int err_w, int report_w, int cgroup_procs, char** argv,
+[[noreturn]] void exec_child(pid_t agent, const SpawnRequest& r, int report_w, int cgroup_procs, char** argv,
                              char** envp) {
   if (cgroup_procs >= 0 && write(cgroup_procs, "0", 1) != 1) report(report_w, 0);
   setsid();
@@ -51,12 +46,19 @@ struct StartError {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   signal(SIGPIPE, SIG_DFL);
-  dup2(out_w, STDOUT_FILENO);
-  dup2(err_w, STDERR_FILENO);
+  // The report pipe must not land on 3 (or 1, 2) before those are set.
+  if (report_w <= 3) report_w = fcntl(report_w, F_DUPFD_CLOEXEC, 4);
+  dup2(r.stdout_fd, STDOUT_FILENO);
+  dup2(r.stderr_fd, STDERR_FILENO);
+  int first_closed = 3;
+  if (r.pass_fd >= 0) {
+    dup2(r.pass_fd, 3);  // dup2 clears close-on-exec
+    first_closed = 4;
+  }
   // Nothing of the agent's reaches the worker: not its listening sockets
   // (the stores, the health server), not its pipes. torchrun's workers start
   // the same way (Python's close_fds). The report pipe closes at exec.
-  close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  close_range(first_closed, ~0U, CLOSE_RANGE_CLOEXEC);
   execvpe(argv[0], argv, envp);
   report(report_w, 1);
 }
@@ -82,25 +84,21 @@ pid_t fork_into(const CgroupTarget* cgroup, bool& moved) {
 
 }  // namespace
 
-Spawned spawn_worker(const std::vector<std::string>& argv_s, const std::vector<std::string>& envp_s,
-                     const CgroupTarget* cgroup) {
-  auto argv = c_strings(argv_s);
-  auto envp = c_strings(envp_s);
-  int out[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
-    int e = errno;
-    close_pair(out), close_pair(err), close_pair(report);
-    throw std::runtime_error(std::string("cannot create pipes: ") + strerror(e));
-  }
+pid_t spawn_process(const SpawnRequest& r) {
+  auto argv = c_strings(r.argv);
+  auto envp = c_strings(r.envp);
+  int report[2] = {-1, -1};
+  if (pipe2(report, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("cannot create a pipe: ") + strerror(errno));
   const pid_t agent = getpid();
   bool moved = false;
-  const pid_t pid = fork_into(cgroup, moved);
+  const pid_t pid = fork_into(r.cgroup, moved);
   if (pid == 0)
-    exec_child(agent, out[1], err[1], report[1], cgroup && !moved ? cgroup->procs : -1, argv.data(), envp.data());
-  int fork_errno = errno;
-  close(out[1]), close(err[1]), close(report[1]);
+    exec_child(agent, r, report[1], r.cgroup && !moved ? r.cgroup->procs : -1, argv.data(), envp.data());
+  const int fork_errno = errno;
+  close(report[1]);
   if (pid < 0) {
-    close(out[0]), close(err[0]), close(report[0]);
+    close(report[0]);
     throw std::runtime_error(std::string("fork failed: ") + strerror(fork_errno));
   }
   // The report pipe closes on a successful exec; otherwise it says why not.
@@ -110,14 +108,11 @@ Spawned spawn_worker(const std::vector<std::string>& argv_s, const std::vector<s
   while (n < 0 && errno == EINTR);
   close(report[0]);
   if (n == sizeof e) {
-    close(out[0]), close(err[0]);
     // The child has exited 127; the agent's SIGCHLD handling reaps it.
     if (e.stage == 0) throw std::runtime_error(std::string("cannot move a worker into its cgroup: ") + strerror(e.error));
-    throw std::runtime_error("cannot execute '" + argv_s[0] + "': " + strerror(e.error));
+    throw std::runtime_error("cannot execute '" + r.argv[0] + "': " + strerror(e.error));
   }
-  fcntl(out[0], F_SETFL, O_NONBLOCK);
-  fcntl(err[0], F_SETFL, O_NONBLOCK);
-  return {pid, out[0], err[0]};
+  return pid;
 }
 
 }  // namespace cxxrun::agent

@@ -1,6 +1,7 @@
-// Starting one worker process: its own session (so a signal to its process
+// Starting one process by exec: its own session (so a signal to its process
 // group reaches its whole tree), PR_SET_PDEATHSIG so it dies with the agent,
-// stdout/stderr on pipes the agent reads.
+// stdout/stderr on the descriptors given (agent/worker_stdio.h), nothing
+// else of the agent's open.
 #pragma once
 
 #include <sys/types.h>
@@ -10,14 +11,6 @@
 
 namespace cxxrun::agent {
 
-struct Spawned {
-  pid_t pid = -1;
-  int stdout_fd = -1;  // read ends, close-on-exec and non-blocking
-  int stderr_fd = -1;
-};
-
-// Throws std::runtime_error naming the program when it cannot be started
-// (fork failure, or exec failure reported back by the child).
 // The cgroup a worker starts in (agent/cgroup.h), so nothing it starts
 // escapes it: descriptors of its directory and of its cgroup.procs.
 struct CgroupTarget {
@@ -29,7 +22,19 @@ struct CgroupTarget {
 // cheap as a fork, where moving a process costs the kernel a grace period),
 // or moves itself there first where clone3 is refused (some seccomp
 // profiles).
-Spawned spawn_worker(const std::vector<std::string>& argv, const std::vector<std::string>& envp,
-                     const CgroupTarget* cgroup = nullptr);
+struct SpawnRequest {
+  std::vector<std::string> argv;
+  std::vector<std::string> envp;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  const CgroupTarget* cgroup = nullptr;
+  // Given to the process as descriptor 3 (the forkserver's socket); -1: none.
+  int pass_fd = -1;
+};
+
+// Returns the pid. Throws std::runtime_error naming the program when it
+// cannot be started (fork failure, or exec failure reported back by the
+// child).
+pid_t spawn_process(const SpawnRequest& request);
 
 }  // namespace cxxrun::agent

@@ -11,6 +11,7 @@
 #include "agent/log_dir.h"
 #include "agent/process_tree.h"
 #include "agent/spawn.h"
+#include "agent/worker_stdio.h"
 #include "common/env_names.h"
 
 namespace cxxrun::agent {
@@ -90,21 +91,24 @@ bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& e
                     token_ + ":" + std::to_string(attempt_)};
   EnvMap env = worker_environment(c, place, base_env_);
   if (env_hook) env_hook(env, local_rank);
-  Spawned s;
+  WorkerStdio io{};
   try {
-    s = spawn_worker(substitute_local_rank(c.command, local_rank), to_envp(env), cgroup);
+    io = open_worker_stdio();
+    w->pid = spawn_process({substitute_local_rank(c.command, local_rank), to_envp(env), io.out_write, io.err_write,
+                            cgroup, -1});
   } catch (const std::exception& e) {
+    close_all(io);
     log_->error("{}", e.what());
     failures_.push_back(Failure{local_rank, w->rank, 0, 127, 0, std::chrono::system_clock::now(), "", {e.what()}, "", ""});
     workers_.push_back(std::move(w));
     return false;
   }
-  w->pid = s.pid;
+  close_write_ends(io);
   w->running = true;
   Worker& ref = *w;
   workers_.push_back(std::move(w));
-  open_pipe(ref, ref.out, s.stdout_fd, STDOUT_FILENO, Std::out, "stdout.log");
-  open_pipe(ref, ref.err, s.stderr_fd, STDERR_FILENO, Std::err, "stderr.log");
+  open_pipe(ref, ref.out, io.out_read, STDOUT_FILENO, Std::out, "stdout.log");
+  open_pipe(ref, ref.err, io.err_read, STDERR_FILENO, Std::err, "stderr.log");
   listener_.on_worker_started(ref);
   return true;
 }
