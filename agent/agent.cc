@@ -12,6 +12,8 @@
 #include "agent/log_dir.h"
 #include "agent/restart_policy.h"
 #include "agent/supervisor.h"
+#include "agent/worker_env_writer.h"
+#include "agent/zygote.h"
 #include "common/env_names.h"
 #include "rendezvous/rendezvous.h"
 
@@ -41,6 +43,27 @@ std::unique_ptr<JobCgroup> contain(const Config& config, const std::string& toke
   return cgroup;
 }
 
+// Started before the rendezvous, so its preload overlaps the wait for the
+// other nodes. A zygote that cannot start is no reason to fail the job.
+std::unique_ptr<Zygote> start_forkserver(const Config& config, const std::string& token, JobCgroup* cgroup) {
+  if (config.forkserver.python.empty()) return nullptr;
+  EnvMap env = current_environment();
+  for (const auto& [k, v] : config.extra_env) env[k] = v;
+  // The guardian's token finds it too; no attempt's token matches it.
+  env[env::kJobToken] = token + ":forkserver";
+  CgroupTarget target;
+  try {
+    if (cgroup) target = cgroup->open_child("forkserver");
+    auto zygote = std::make_unique<Zygote>(config.forkserver, to_envp(env), target.dir >= 0 ? &target : nullptr);
+    close_target(target);
+    return zygote;
+  } catch (const std::exception& e) {
+    close_target(target);
+    spdlog::warn("forkserver: {}; workers start by exec", e.what());
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 int run(const Config& input) {
@@ -55,6 +78,7 @@ int run(const Config& input) {
   std::unique_ptr<JobCgroup> cgroup = contain(config, token);
   Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", logs.removed_at_exit(),
                     cgroup ? cgroup->path() : "");
+  std::unique_ptr<Zygote> zygote = start_forkserver(config, token, cgroup.get());
   auto rdzv = rendezvous::make_rendezvous(config.rdzv, worker_store_plan(config));
   rendezvous::Assignment first;
   try {
@@ -67,7 +91,7 @@ int run(const Config& input) {
     return exit_code::rendezvous_failed;
   }
   apply_assignment(config, first);
-  const int code = supervise(config, first.round, logs, guardian, cgroup.get(), *rdzv, token);
+  const int code = supervise(config, first.round, logs, guardian, cgroup.get(), zygote.get(), *rdzv, token);
   if (code != 0) logs.keep();
   rdzv->leave(code == 0);
   return code;

@@ -86,17 +86,37 @@ JobCgroup::~JobCgroup() {
   kill_and_remove_cgroup(path_);
 }
 
+namespace {
+
+// Fills `target` with descriptors of the cgroup at `dir`, made if need be.
+void open_target(const std::string& dir, CgroupTarget& target) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    throw std::runtime_error("cannot create the cgroup " + dir + ": " + strerror(errno));
+  target.dir = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  target.procs = open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  if (target.dir < 0 || target.procs < 0) throw std::runtime_error("cannot open the cgroup " + dir + ": " + strerror(errno));
+}
+
+}  // namespace
+
 CgroupTarget JobCgroup::begin_attempt(int attempt) {
   end_attempt();
   sweep();
   attempt_ = path_ + "/attempt-" + std::to_string(attempt);
-  if (mkdir(attempt_.c_str(), 0755) != 0 && errno != EEXIST)
-    throw std::runtime_error("cannot create the attempt's cgroup " + attempt_ + ": " + strerror(errno));
-  target_.dir = open(attempt_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  target_.procs = open((attempt_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-  if (target_.dir < 0 || target_.procs < 0)
-    throw std::runtime_error("cannot open the cgroup " + attempt_ + ": " + strerror(errno));
+  open_target(attempt_, target_);
   return target_;
+}
+
+CgroupTarget JobCgroup::open_child(const std::string& name) {
+  CgroupTarget target;
+  try {
+    open_target(path_ + "/" + name, target);
+  } catch (...) {
+    for (int fd : {target.dir, target.procs})
+      if (fd >= 0) close(fd);
+    throw;
+  }
+  return target;
 }
 
 std::vector<pid_t> JobCgroup::attempt_pids() const {

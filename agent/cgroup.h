@@ -33,6 +33,10 @@ class JobCgroup {
   // (close on exec) of its directory and its cgroup.procs. Throws
   // std::runtime_error.
   CgroupTarget begin_attempt(int attempt);
+  // Makes <job>/<name> for a process that outlives attempts (the
+  // forkserver) and returns where it starts; the caller closes the
+  // descriptors. Throws std::runtime_error.
+  CgroupTarget open_child(const std::string& name);
   // The processes of the current attempt, wherever they went.
   std::vector<pid_t> attempt_pids() const;
   // SIGKILL to every process of the current attempt, in one write.

@@ -51,6 +51,13 @@ struct FaultSpec {
   int attempt = 0;  // kill/stop: only in this attempt (TORCHELASTIC_RESTART_COUNT)
 };
 
+// --start-method=forkserver for a Python program (agent/zygote.h).
+struct ForkserverOptions {
+  std::string python;  // "": every worker starts by exec
+  std::vector<std::string> preload;  // modules imported once, before any fork
+  bool preload_given = false;  // --preload: a module that fails to import is reported
+};
+
 struct Config {
   // Worker argv; each element may hold the "${local_rank}" macro.
   std::vector<std::string> command;
@@ -124,6 +131,8 @@ struct Config {
   std::string file_timer_path;
 
   std::vector<FaultSpec> faults;
+
+  ForkserverOptions forkserver;
 };
 
 }  // namespace cxxrun::agent

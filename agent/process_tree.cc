@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 
@@ -68,7 +69,7 @@ int signal_processes_with_env(const std::string& token_prefix, int sig) {
   return n;
 }
 
-std::vector<pid_t> find_descendants(pid_t root, pid_t except) {
+std::vector<pid_t> find_descendants(pid_t root, const std::vector<pid_t>& except) {
   std::map<pid_t, std::vector<pid_t>> children;
   DIR* proc = opendir("/proc");
   if (!proc) return {};
@@ -92,7 +93,7 @@ std::vector<pid_t> find_descendants(pid_t root, pid_t except) {
     const pid_t p = todo.back();
     todo.pop_back();
     for (pid_t c : children[p]) {
-      if (c == except) continue;
+      if (std::find(except.begin(), except.end(), c) != except.end()) continue;
       found.push_back(c);
       todo.push_back(c);
     }

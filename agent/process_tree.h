@@ -18,10 +18,10 @@ std::vector<pid_t> find_processes_with_env(const std::string& token_prefix);
 // Sends `sig` to each process found; returns how many were signalled.
 int signal_processes_with_env(const std::string& token_prefix, int sig);
 
-// Live descendants of `root` (children, their children, ...), except
-// `except` and its own descendants. For a child subreaper this is every
+// Live descendants of `root` (children, their children, ...), except those
+// in `except` and their own descendants. For a child subreaper this is every
 // process it started that has not been reaped, wherever it moved or
 // whatever it changed in its environment.
-std::vector<pid_t> find_descendants(pid_t root, pid_t except);
+std::vector<pid_t> find_descendants(pid_t root, const std::vector<pid_t>& except);
 
 }  // namespace cxxrun::agent

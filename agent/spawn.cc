@@ -84,6 +84,13 @@ pid_t fork_into(const CgroupTarget* cgroup, bool& moved) {
 
 }  // namespace
 
+void close_target(CgroupTarget& t) {
+  for (int* fd : {&t.dir, &t.procs}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
+}
+
 pid_t spawn_process(const SpawnRequest& r) {
   auto argv = c_strings(r.argv);
   auto envp = c_strings(r.envp);

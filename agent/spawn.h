@@ -17,6 +17,7 @@ struct CgroupTarget {
   int dir = -1;
   int procs = -1;
 };
+void close_target(CgroupTarget& target);
 
 // With `cgroup`, the worker is born in it (clone3's CLONE_INTO_CGROUP: as
 // cheap as a fork, where moving a process costs the kernel a grace period),

@@ -49,10 +49,10 @@ enum class Phase { running, stopping, restarting, rendezvous, barrier, reporting
 
 class Supervisor final : WorkerGroup::Listener {
  public:
-  Supervisor(const Config& c, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup, Rendezvous& rdzv,
-             const std::string& token)
+  Supervisor(const Config& c, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup, Zygote* zygote,
+             Rendezvous& rdzv, const std::string& token)
       : c_(c), round_(round), guardian_(guardian), rdzv_(rdzv), signals_(io_), host_(hostname()),
-        group_(io_, logs, token, cgroup, guardian.pid(), *this),
+        group_(io_, logs, token, cgroup, guardian.pid(), zygote, *this),
         watchdog_(io_, c_, logs, group_, [this](const Worker& w) { reporter_.worker_unhealthy(w); }),
         faults_(io_, group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
         reporter_(io_, c_, group_, watchdog_, [this] { return group_state(); }),
@@ -389,9 +389,9 @@ void apply_assignment(Config& config, const rendezvous::Assignment& a) {
   config.master_port = a.master_port;
 }
 
-int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup, Rendezvous& rdzv,
-              const std::string& job_token) {
-  Supervisor s(config, round, logs, guardian, cgroup, rdzv, job_token);
+int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup, Zygote* zygote,
+              Rendezvous& rdzv, const std::string& job_token) {
+  Supervisor s(config, round, logs, guardian, cgroup, zygote, rdzv, job_token);
   return s.run();
 }
 

@@ -19,13 +19,15 @@ namespace cxxrun::agent {
 
 class Guardian;
 class JobCgroup;
+class Zygote;
 class LogDir;
 
 // Runs attempts until success, a final failure or a stop signal; returns the
 // exit code (agent/restart_policy.h). `config` holds this node's place in
 // `round` after rdzv.join(); `job_token` is unique to this agent run;
-// `cgroup` holds the job's processes (nullptr: none, agent/cgroup.h).
-int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup,
+// `cgroup` holds the job's processes (nullptr: none, agent/cgroup.h);
+// `zygote` forks Python workers (nullptr: all start by exec, agent/zygote.h).
+int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup, Zygote* zygote,
               rendezvous::Rendezvous& rdzv, const std::string& job_token);
 
 // Copies this node's place in a round into `config`.

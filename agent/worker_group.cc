@@ -12,6 +12,7 @@
 #include "agent/process_tree.h"
 #include "agent/spawn.h"
 #include "agent/worker_stdio.h"
+#include "agent/zygote.h"
 #include "common/env_names.h"
 
 namespace cxxrun::agent {
@@ -41,11 +42,13 @@ std::string clock_time(std::chrono::system_clock::time_point tp) {
 }  // namespace
 
 WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
-                         pid_t guardian, Listener& listener)
-    : io_(io), logs_(logs), token_(job_token), cgroup_(cgroup), guardian_(guardian), listener_(listener),
-      base_env_(current_environment()), timer_(io), paused_timer_(io) {}
+                         pid_t guardian, Zygote* zygote, Listener& listener)
+    : io_(io), logs_(logs), token_(job_token), cgroup_(cgroup), guardian_(guardian), zygote_(zygote),
+      listener_(listener), base_env_(current_environment()), timer_(io), paused_timer_(io), zygote_timer_(io) {}
 
-WorkerGroup::~WorkerGroup() = default;
+WorkerGroup::~WorkerGroup() {
+  if (zygote_ready_) zygote_ready_->release();  // the zygote closes its own descriptor
+}
 
 std::string WorkerGroup::attempt_token() const {
   return std::string(env::kJobToken) + "=" + token_ + ":" + std::to_string(attempt_);
@@ -54,26 +57,56 @@ std::string WorkerGroup::attempt_token() const {
 void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_hook) {
   c_ = config;
   attempt_ = attempt;
+  env_hook_ = env_hook;
   log_ = spdlog::default_logger()->clone("cxxrun node" + std::to_string(c_.group_rank));
   failures_.clear();
   hung_.clear();
   stopping_ = failing_ = escalated_ = false;
   workers_.clear();
   logs_.prepare_attempt(attempt_, c_.nproc_per_node);
-  CgroupTarget target;
+  target_ = {};
   if (cgroup_) {
     try {
-      target = cgroup_->begin_attempt(attempt_);
+      target_ = cgroup_->begin_attempt(attempt_);
     } catch (const std::exception& e) {
       // Still contained: the subreaper and the token find what it starts.
       log_->warn("{}; this attempt's workers run without their own cgroup", e.what());
     }
   }
+  by_exec_ = zygote_ == nullptr || zygote_->state() == Zygote::State::gone;
+  if (!by_exec_ && zygote_->state() == Zygote::State::preloading) return wait_for_zygote();
+  start_workers();
+}
+
+// Without blocking the loop: a signal meanwhile still stops the job.
+void WorkerGroup::wait_for_zygote() {
+  log_->info("waiting for the forkserver to finish its preload");
+  if (zygote_ready_) zygote_ready_->release();  // an earlier attempt's wait
+  zygote_ready_ = std::make_unique<asio::posix::stream_descriptor>(io_, zygote_->fd());
+  zygote_ready_->async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
+    if (ec == asio::error::operation_aborted) return;
+    zygote_timer_.cancel();
+    zygote_ready_->release();  // the zygote's own descriptor
+    zygote_->read_ready();
+    if (!stopping_) start_workers();
+  });
+  zygote_timer_.expires_after(Zygote::kPreloadDeadline);
+  zygote_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    boost::system::error_code ignored;
+    zygote_ready_->cancel(ignored);
+    zygote_ready_->release();
+    zygote_->give_up("its preload took longer than " + std::to_string(Zygote::kPreloadDeadline.count()) + " s");
+    if (!stopping_) start_workers();
+  });
+}
+
+void WorkerGroup::start_workers() {
   const int world = c_.world_size > 0 ? c_.world_size : c_.nproc_per_node * c_.group_world_size;
   log_->info("starting {} workers for entrypoint {} (attempt {}, run id {}, ranks {}..{} of {})", c_.nproc_per_node,
              c_.entrypoint_name, attempt_, c_.run_id, c_.base_rank, c_.base_rank + c_.nproc_per_node - 1, world);
   for (int r = 0; r < c_.nproc_per_node; ++r) {
-    if (!start_worker(c_, r, env_hook, target.dir >= 0 ? &target : nullptr)) {
+    if (!start_worker(r)) {
       // Reported from the loop, not inside this one: it may start the next
       // attempt.
       asio::post(io_, [this, f = failures_.back()] { listener_.on_worker_failed(f); });
@@ -82,7 +115,8 @@ void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_ho
   }
 }
 
-bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& env_hook, const CgroupTarget* cgroup) {
+bool WorkerGroup::start_worker(int local_rank) {
+  const Config& c = c_;
   auto w = std::make_unique<Worker>();
   w->local_rank = local_rank;
   w->rank = c.base_rank + local_rank;
@@ -90,12 +124,15 @@ bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& e
   WorkerPlace place{local_rank, w->rank, world, attempt_, logs_.file(attempt_, local_rank, "error.json"),
                     token_ + ":" + std::to_string(attempt_)};
   EnvMap env = worker_environment(c, place, base_env_);
-  if (env_hook) env_hook(env, local_rank);
+  if (env_hook_) env_hook_(env, local_rank);
   WorkerStdio io{};
   try {
     io = open_worker_stdio();
-    w->pid = spawn_process({substitute_local_rank(c.command, local_rank), to_envp(env), io.out_write, io.err_write,
-                            cgroup, -1});
+    const auto argv = substitute_local_rank(c.command, local_rank);
+    const auto envp = to_envp(env);
+    w->pid = fork_from_zygote(argv, envp, io);
+    if (w->pid < 0)
+      w->pid = spawn_process({argv, envp, io.out_write, io.err_write, target_.dir >= 0 ? &target_ : nullptr, -1});
   } catch (const std::exception& e) {
     close_all(io);
     log_->error("{}", e.what());
@@ -111,6 +148,19 @@ bool WorkerGroup::start_worker(const Config& c, int local_rank, const EnvHook& e
   open_pipe(ref, ref.err, io.err_read, STDERR_FILENO, Std::err, "stderr.log");
   listener_.on_worker_started(ref);
   return true;
+}
+
+pid_t WorkerGroup::fork_from_zygote(const std::vector<std::string>& argv, const std::vector<std::string>& envp,
+                                   const WorkerStdio& io) {
+  if (by_exec_) return -1;
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd)) cwd[0] = '\0';
+  std::string why;
+  const pid_t pid = zygote_->fork_worker({argv, envp, cwd, io.out_write, io.err_write, target_.procs}, why);
+  if (pid >= 0) return pid;
+  by_exec_ = true;
+  log_->warn("{}; attempt {} starts its workers by exec", why, attempt_);
+  return -1;
 }
 
 void WorkerGroup::open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file) {
@@ -167,6 +217,10 @@ void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
   while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
     const bool exited = WIFEXITED(status) || WIFSIGNALED(status);
     bool ours = false;
+    if (zygote_ && pid == zygote_->pid() && exited) {
+      zygote_->exited(status);
+      continue;
+    }
     for (auto& w : workers_) {
       if (!w->running || w->pid != pid) continue;
       ours = true;
@@ -317,7 +371,7 @@ int WorkerGroup::signal_strays(int sig) {
     // One write kills them all, including any forked since the read.
     if (sig == SIGKILL) return cgroup_->kill_attempt(), static_cast<int>(pids.size());
   } else {
-    pids = find_descendants(getpid(), guardian_);
+    pids = find_descendants(getpid(), {guardian_, zygote_ ? zygote_->pid() : -1});
   }
   int n = 0;
   for (pid_t pid : pids) n += kill(pid, sig) == 0;

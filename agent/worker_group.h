@@ -24,13 +24,15 @@
 #include "agent/config.h"
 #include "agent/failure.h"
 #include "agent/output.h"
+#include "agent/spawn.h"
 #include "agent/worker_env_writer.h"
+#include "agent/worker_stdio.h"
 
 namespace cxxrun::agent {
 
 class JobCgroup;
 class LogDir;
-struct CgroupTarget;
+class Zygote;
 
 struct Pipe {
   std::unique_ptr<boost::asio::posix::stream_descriptor> fd;
@@ -76,15 +78,19 @@ class WorkerGroup {
   using EnvHook = std::function<void(EnvMap& env, int local_rank)>;
 
   // `cgroup`: where the job's processes live (nullptr: none; then the
-  // agent's descendants are the job's, less `guardian`).
+  // agent's descendants are the job's, less `guardian` and the zygote).
+  // `zygote`: Python workers are forked from it where it can (nullptr:
+  // every worker starts by exec).
   WorkerGroup(boost::asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
-              pid_t guardian, Listener& listener);
+              pid_t guardian, Zygote* zygote, Listener& listener);
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
   // Starts config.nproc_per_node workers for `attempt`. A worker that cannot
-  // be executed is a failure (exit code 127), reported from the loop.
+  // be executed is a failure (exit code 127), reported from the loop. While
+  // the zygote still preloads, the workers start once it is ready (or given
+  // up, Zygote::kPreloadDeadline).
   void start(const Config& config, int attempt, const EnvHook& env_hook);
   // Reaps every exited child; `other` gets children that are not workers.
   void reap(const std::function<void(pid_t pid)>& other);
@@ -114,7 +120,12 @@ class WorkerGroup {
   std::string attempt_token() const;
 
  private:
-  bool start_worker(const Config& c, int local_rank, const EnvHook& env_hook, const CgroupTarget* cgroup);
+  void wait_for_zygote();
+  void start_workers();
+  bool start_worker(int local_rank);
+  // Forks the worker from the zygote; -1 when this attempt starts by exec.
+  pid_t fork_from_zygote(const std::vector<std::string>& argv, const std::vector<std::string>& envp,
+                         const WorkerStdio& io);
   void open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file);
   void read_pipe(Pipe& p);
   void drain_now(Pipe& p);
@@ -133,6 +144,7 @@ class WorkerGroup {
   const std::string token_;
   JobCgroup* const cgroup_;
   const pid_t guardian_;
+  Zygote* const zygote_;
   Listener& listener_;
   const EnvMap base_env_;
   boost::asio::steady_timer timer_;
@@ -140,6 +152,11 @@ class WorkerGroup {
   std::shared_ptr<spdlog::logger> log_;
   Config c_;
   int attempt_ = 0;
+  EnvHook env_hook_;
+  CgroupTarget target_;  // the attempt's cgroup, where there is one
+  bool by_exec_ = false;  // this attempt's workers start by exec
+  std::unique_ptr<boost::asio::posix::stream_descriptor> zygote_ready_;
+  boost::asio::steady_timer zygote_timer_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<Failure> failures_;
   std::map<int, std::string> hung_;

@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """Unmodified torch jobs (Debian torch 1.13) under cxxrun and torchrun, side by side.
 
+Three columns: cxxrun --start-method=forkserver, cxxrun's default (spawn:
+an exec per worker) and torchrun.
+
   gloo job      4 workers, init_process_group("gloo") + all_reduce
                 (tests/integration/torch_jobs/allreduce.py): time from the
                 launcher's start to the first line a worker prints, and total
@@ -66,10 +69,14 @@ def torch_version(python):
                           text=True, timeout=120).stdout.strip()
 
 
+KINDS = ("forkserver", "cxxrun", "torchrun")
+
+
 def launcher(kind, build, nproc, extra, script, args):
-    if kind == "cxxrun":
-        return [os.path.join(build, "bin", "cxxrun"), "--standalone", f"--nproc-per-node={nproc}", *extra, script,
-                *args]
+    if kind in ("cxxrun", "forkserver"):
+        method = ["--start-method=forkserver"] if kind == "forkserver" else []
+        return [os.path.join(build, "bin", "cxxrun"), "--standalone", f"--nproc-per-node={nproc}", *method, *extra,
+                script, *args]
     extra = [e.replace("--max-restarts", "--max_restarts") for e in extra]
     torchrun = [os.path.join(HERE, "torchrun113.py")] if torch_version(PYTHON).startswith("1.13") else [
         "-m", "torch.distributed.run"]
@@ -119,10 +126,10 @@ def main():
     PYTHON = args.python
     version = torch_version(PYTHON)
     scratch = tempfile.mkdtemp(prefix="cxxrun_bench_torch_")
-    res = {k: {"first": [], "wall": [], "restart": [], "crash_wall": []} for k in ("cxxrun", "torchrun")}
+    res = {k: {"first": [], "wall": [], "restart": [], "crash_wall": []} for k in KINDS}
     try:
         for _ in range(args.runs):
-            for kind in ("cxxrun", "torchrun"):  # alternate so machine noise hits both
+            for kind in KINDS:  # alternate so machine noise hits all
                 first, wall = gloo_job(kind, args.build, scratch)
                 res[kind]["first"].append(first)
                 res[kind]["wall"].append(wall)
@@ -133,14 +140,16 @@ def main():
                       file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    c, t = res["cxxrun"], res["torchrun"]
-    print(f"| measure (median of {args.runs}, torch {version}) | cxxrun | torchrun | torchrun / cxxrun |")
-    print("|---|---:|---:|---:|")
+    f, c, t = res["forkserver"], res["cxxrun"], res["torchrun"]
+    print(f"| measure (median of {args.runs}, torch {version}) | cxxrun forkserver | cxxrun spawn | torchrun "
+          "| torchrun / forkserver | torchrun / spawn |")
+    print("|---|---:|---:|---:|---:|---:|")
     for key, name in (("first", "gloo job, 4 workers: time to first user line"),
                       ("wall", "gloo job, 4 workers: total wall time"),
                       ("restart", "crash at step 5 -> first 'resumed from' line"),
                       ("crash_wall", "crash-and-resume job: total wall time")):
-        print(f"| {name} | {fmt(c[key])} | {fmt(t[key])} | {ratio(c[key], t[key])} |")
+        print(f"| {name} | {fmt(f[key])} | {fmt(c[key])} | {fmt(t[key])} | {ratio(f[key], t[key])} "
+              f"| {ratio(c[key], t[key])} |")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@
 #include "launcher/program.h"
 #include "launcher/raw_options.h"
 #include "launcher/rendezvous_choice.h"
+#include "launcher/start_method.h"
 #include "launcher/values.h"
 
 namespace cxxrun::launcher {
@@ -148,6 +149,7 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   Program program = build_program({raw.program, raw.program_args, raw.flag("module"),
                                    raw.flag("no_python"), raw.flag("run_path")},
                                   env);
+  apply_start_method(raw, program, c, out.warnings);
   c.command = std::move(program.command);
   c.entrypoint_name = std::move(program.entrypoint_name);
 

@@ -38,7 +38,8 @@ constexpr OptionSpec kOptions[] = {
     {"--monitor-interval,--monitor_interval", "MONITOR_INTERVAL", "0.1", value, launch,
      "Accepted for compatibility (seconds, > 0); cxxrun reacts to worker exits at once."},
     {"--start-method,--start_method", "{spawn,fork,forkserver}", "spawn", value, launch,
-     "Accepted for compatibility; only Python function entrypoints use it."},
+     "forkserver: fork Python workers from one interpreter that imported --preload once "
+     "(fast restarts); spawn and fork start each by exec."},
     {"--event-log-handler,--event_log_handler", "EVENT_LOG_HANDLER", "null", value, launch,
      "Name of a registered event logging handler (only 'null' for now)."},
     {"--role", "ROLE", "default", value, launch, "User-defined role for the workers."},
@@ -100,6 +101,10 @@ constexpr OptionSpec kOptions[] = {
      "drop_store:node=N,after=MS or delay_store:node=N,ms=MS (repeatable; also "
      "$CXXRUN_INJECT_FAULTS=\"spec;spec\"); R, N and A must exist in the job.",
      true},
+
+    {"--preload", "MOD[,MOD...]", nullptr, value, extensions,
+     "With --start-method=forkserver: modules the forkserver imports once for all Python workers "
+     "(default: torch,torch.distributed where they import; empty: none)."},
 
     {"--version", "", nullptr, none, general, "show cxxrun's version and exit"},
 };

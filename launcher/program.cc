@@ -112,6 +112,12 @@ Program with_args(std::vector<std::string> head, const ProgramRequest& request, 
   return {std::move(head), std::move(name)};
 }
 
+Program python_program(std::vector<std::string> head, const ProgramRequest& request, std::string name) {
+  Program p = with_args(std::move(head), request, std::move(name));
+  p.python = true;
+  return p;
+}
+
 // No mode flag: torchrun would always run `python -u script`. We look at the
 // file first and exec native programs directly.
 Program auto_mode(const ProgramRequest& request, const Env& env) {
@@ -136,7 +142,7 @@ Program auto_mode(const ProgramRequest& request, const Env& env) {
     return with_args({exe}, request, program);
   }
   require_python_script(program);
-  return with_args({python(env), "-u", program}, request, program);
+  return python_program({python(env), "-u", program}, request, program);
 }
 
 }  // namespace
@@ -159,8 +165,8 @@ Program build_program(const ProgramRequest& request, const Env& env) {
   // Same precedence as torchrun: --run-path, then --no-python, then -m.
   if (request.run_path) {
     require_python_script(request.program);
-    return with_args({python(env), "-u", "-c", kRunPathCode, request.program}, request,
-                     request.program);
+    return python_program({python(env), "-u", "-c", kRunPathCode, request.program}, request,
+                          request.program);
   }
   if (request.no_python) {
     if (request.module)
@@ -170,7 +176,7 @@ Program build_program(const ProgramRequest& request, const Env& env) {
     return with_args({request.program}, request, request.program);
   }
   if (request.module)
-    return with_args({python(env), "-u", "-m", request.program}, request, request.program);
+    return python_program({python(env), "-u", "-m", request.program}, request, request.program);
   return auto_mode(request, env);
 }
 

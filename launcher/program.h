@@ -22,6 +22,8 @@ struct ProgramRequest {
 struct Program {
   std::vector<std::string> command;  // passed to execvp: a bare name is looked up on PATH
   std::string entrypoint_name;
+  // command is [python, -u, ...]: a script, -m module or --run-path.
+  bool python = false;
 };
 
 // Checks that the program can run (a file that exists and is executable or

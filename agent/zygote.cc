@@ -1,0 +1,198 @@
+#include "agent/zygote.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <stdexcept>
+
+namespace cxxrun::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A fork of an interpreter that imported torch takes about 10 ms; this only
+// bounds a zygote that stopped answering.
+constexpr auto kForkDeadline = 10s;
+// The ready line is sent in one write once poll() said it is there.
+constexpr auto kLineDeadline = 1s;
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) return std::string("was killed by ") + strsignal(WTERMSIG(status));
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+// Sends `text` with `fds` attached to its first byte.
+bool send_with_fds(int sock, const std::string& text, const std::vector<int>& fds) {
+  char control[CMSG_SPACE(sizeof(int) * 8)] = {};
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  ssize_t n;
+  do n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  // The rest of a long environment; SO_SNDTIMEO bounds each write.
+  for (size_t done = static_cast<size_t>(n); done < text.size();) {
+    n = send(sock, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The worker's stdin is the agent's; a closed one becomes /dev/null, since
+// a closed descriptor cannot be sent.
+int agent_stdin() {
+  if (fcntl(STDIN_FILENO, F_GETFD) >= 0) return STDIN_FILENO;
+  static const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return null_fd;
+}
+
+}  // namespace
+
+Zygote::Zygote(const ForkserverOptions& o, const std::vector<std::string>& envp, const CgroupTarget* cgroup)
+    : started_(Clock::now()) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+    throw std::runtime_error(std::string("cannot create the forkserver's socket: ") + strerror(errno));
+  fd_ = pair[0];
+  const timeval send_limit{std::chrono::duration_cast<std::chrono::seconds>(kForkDeadline).count(), 0};
+  setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &send_limit, sizeof send_limit);
+  SpawnRequest r;
+  r.argv = {o.python, "-u", "-c", kZygoteSource, std::to_string(getpid()), o.preload_given ? "1" : "0",
+            join(o.preload)};
+  r.envp = envp;
+  r.stdout_fd = STDOUT_FILENO;
+  r.stderr_fd = STDERR_FILENO;
+  r.cgroup = cgroup;
+  r.pass_fd = pair[1];
+  try {
+    pid_ = spawn_process(r);
+  } catch (...) {
+    close(pair[0]), close(pair[1]);
+    fd_ = -1;
+    throw;
+  }
+  close(pair[1]);
+  spdlog::info("forkserver: started {} (pid {}), preloading {}", o.python, pid_,
+               o.preload.empty() ? "nothing" : join(o.preload));
+}
+
+Zygote::~Zygote() {
+  if (fd_ >= 0) close(fd_);
+  if (state_ != State::gone) kill(pid_, SIGKILL);
+}
+
+void Zygote::read_ready() {
+  if (state_ != State::preloading) return;
+  // The loop's wait may have made it non-blocking; requests need it blocking.
+  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+  const std::string line = read_line(kLineDeadline);
+  if (line.empty()) return;
+  const auto ready = nlohmann::json::parse(line, nullptr, false);
+  if (ready.is_discarded() || !ready.contains("ready")) return give_up("its first message was not 'ready': " + line);
+  state_ = State::ready;
+  const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+  const auto loaded = ready.value("preloaded", std::vector<std::string>{});
+  const auto failed = ready.value("failed", std::vector<std::string>{});
+  spdlog::info("forkserver: ready in {:.2f} s (preloaded: {}{}{})", seconds, loaded.empty() ? "nothing" : join(loaded),
+               failed.empty() ? "" : "; could not import: ", join(failed));
+}
+
+pid_t Zygote::fork_worker(const Fork& f, std::string& why) {
+  if (state_ != State::ready) {
+    why = state_ == State::gone ? why_gone_ : "the forkserver is still preloading";
+    return -1;
+  }
+  const nlohmann::json request{{"argv", f.argv}, {"env", f.envp}, {"cwd", f.cwd}};
+  std::vector<int> fds{agent_stdin(), f.stdout_fd, f.stderr_fd};
+  if (f.cgroup_procs >= 0) fds.push_back(f.cgroup_procs);
+  if (!send_with_fds(fd_, request.dump() + "\n", fds)) {
+    give_up(std::string("cannot send it a request: ") + strerror(errno));
+    why = why_gone_;
+    return -1;
+  }
+  const std::string line = read_line(kForkDeadline);
+  if (line.empty()) {
+    why = why_gone_;
+    return -1;
+  }
+  const auto reply = nlohmann::json::parse(line, nullptr, false);
+  if (!reply.is_discarded() && reply.contains("pid") && reply["pid"].is_number_integer())
+    return reply["pid"].get<pid_t>();
+  if (!reply.is_discarded() && reply.contains("unsafe")) {
+    why = reply["unsafe"].get<std::string>();
+    return -1;
+  }
+  give_up("it answered '" + line + "'");
+  why = why_gone_;
+  return -1;
+}
+
+std::string Zygote::read_line(std::chrono::milliseconds deadline) {
+  const auto until = Clock::now() + deadline;
+  for (;;) {
+    if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return line;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = left.count() > 0 ? poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      give_up("it did not answer within " + std::to_string(deadline.count()) + " ms");
+      return "";
+    }
+    char buf[4096];
+    const ssize_t n = read(fd_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      give_up("it closed its socket");
+      return "";
+    }
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+void Zygote::exited(int status) {
+  if (state_ == State::gone) return;
+  state_ = State::gone;
+  why_gone_ = "the forkserver " + describe_status(status);
+  spdlog::warn("{} (pid {}); workers start by exec from now on", why_gone_, pid_);
+}
+
+void Zygote::give_up(const std::string& why) {
+  if (state_ == State::gone) return;
+  kill(pid_, SIGKILL);
+  state_ = State::gone;
+  why_gone_ = "the forkserver failed: " + why;
+  spdlog::warn("{} (pid {}); it is stopped and workers start by exec from now on", why_gone_, pid_);
+}
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,241 @@
+# cxxrun's forkserver (docs/forkserver.md): one interpreter per node and job
+# that imports the preload list once, then forks a worker for each request
+# the agent sends over descriptor 3, so a restart pays for a fork instead of
+# an interpreter start and `import torch`.
+#
+# The agent (agent/zygote.cc) runs it as `python -u -c <this> <agent pid>
+# <explicit 0|1> <module,...>`. Messages on the socket, one JSON object per
+# line each way:
+#   zygote -> agent  {"ready": true, "preloaded": [...], "failed": [...]}
+#   agent -> zygote  {"argv": [...], "env": [...], "cwd": "..."} with the
+#                    worker's stdin, stdout, stderr and, where there is one,
+#                    its cgroup.procs descriptor attached (SCM_RIGHTS)
+#   zygote -> agent  {"pid": N} | {"unsafe": "why"} | {"error": "why"}
+#
+# A worker is a grandchild: the zygote's child forks it and exits at once, so
+# the worker is re-parented to the agent (a child subreaper) and the agent
+# supervises it exactly like one it started by exec.
+import ctypes
+import gc
+import json
+import os
+import socket
+import sys
+import time
+
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = 9
+
+
+def _preload(modules, explicit):
+    loaded, failed = [], []
+    for name in modules:
+        try:
+            __import__(name)
+            loaded.append(name)
+        except BaseException as e:  # a module's import may even call exit()
+            failed.append(name)
+            if explicit:
+                print(f"cxxrun: forkserver: cannot preload {name}: {type(e).__name__}: {e}",
+                      file=sys.stderr, flush=True)
+    return loaded, failed
+
+
+# Forking a process with more than one thread copies locks another thread
+# may hold; forking after CUDA was initialised gives children a broken CUDA
+# context. Either way the worker would hang or crash later, far from here.
+def _unsafe():
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:
+        return f"the forkserver has {threads} threads"
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and hasattr(cuda, "is_initialized") and cuda.is_initialized():
+        return "the forkserver has initialised CUDA"
+    return None
+
+
+def _send(sock, message):
+    sock.sendall((json.dumps(message) + "\n").encode())
+
+
+class _Requests:
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+
+    # The descriptors ride on the request's first bytes; the rest of a long
+    # environment may follow in later reads.
+    def next(self):
+        fds = []
+        while b"\n" not in self.buf:
+            data, more, _, _ = socket.recv_fds(self.sock, 1 << 16, 8)
+            fds += more
+            if not data:
+                for fd in fds:
+                    os.close(fd)
+                return None, []
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b"\n")
+        return json.loads(line), fds
+
+
+def _close(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+# Returns only in a new worker, with what it is to run; the zygote itself
+# serves until the agent closes the socket.
+def _serve(sock, agent):
+    requests = _Requests(sock)
+    while True:
+        request, fds = requests.next()
+        if request is None:
+            os._exit(0)
+        why = _unsafe()
+        if why is not None:
+            _close(fds)
+            _send(sock, {"unsafe": why})
+            continue
+        if len(fds) not in (3, 4):
+            _close(fds)
+            _send(sock, {"error": f"expected 3 or 4 descriptors, got {len(fds)}"})
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        r, w = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(r)
+            worker = os.fork()
+            if worker == 0:
+                os.close(w)
+                sock.close()
+                _become_worker(request, fds, agent)
+                return request
+            os.write(w, worker.to_bytes(4, "little"))
+            os._exit(0)
+        os.close(w)
+        data = os.read(r, 4)
+        os.close(r)
+        os.waitpid(child, 0)
+        _close(fds)
+        if len(data) == 4:
+            _send(sock, {"pid": int.from_bytes(data, "little")})
+        else:
+            _send(sock, {"error": "the forkserver's child died before forking the worker"})
+
+
+def _fail(message):
+    os.write(2, f"cxxrun: forkserver: {message}\n".encode())
+    os._exit(127)
+
+
+def _become_worker(request, fds, agent):
+    os.setsid()
+    stdin, stdout, stderr = fds[:3]
+    for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+        os.dup2(fd, target)
+    if len(fds) == 4:
+        # Before any user code runs, so all it starts stays in the attempt's
+        # cgroup.
+        try:
+            os.write(fds[3], b"0")
+        except OSError as e:
+            _fail(f"cannot move the worker into its cgroup: {e.strerror}")
+    _close(fds)
+    # Its parent exits at once; only then is the agent its parent, and only
+    # then may it ask to die with the agent (a death signal set earlier would
+    # fire when that parent exits).
+    for _ in range(2000):
+        if os.getppid() == agent:
+            break
+        time.sleep(0.0005)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+    if os.getppid() != agent:
+        os._exit(127)  # the agent is gone
+    os.environ.clear()
+    for entry in request["env"]:
+        name, _, value = entry.partition("=")
+        os.environ[name] = value
+    try:
+        os.chdir(request["cwd"])
+    except OSError as e:
+        _fail(f"cannot change to {request['cwd']}: {e.strerror}")
+    # A forked numpy would give every rank the same "random" numbers; Python's
+    # own random module reseeds itself after a fork.
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()
+
+
+# Runs argv ([python, -u, script | -m module | -c code, args...]) as
+# `python -u` would, in a fresh __main__ module.
+def _run(argv):
+    import builtins
+    import runpy
+    import types
+
+    args = argv[1:]
+    while args and args[0] == "-u":
+        args = args[1:]
+    main = types.ModuleType("__main__")
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    if args[0] == "-m":
+        sys.argv = ["-m"] + args[2:]
+        sys.path[0] = os.getcwd()
+        runpy._run_module_as_main(args[1], alter_argv=True)
+        return
+    if args[0] == "-c":
+        sys.argv = ["-c"] + args[2:]
+        sys.path[0] = ""
+        exec(compile(args[1], "<string>", "exec"), main.__dict__)
+        return
+    script = args[0]
+    sys.argv = args
+    sys.path[0] = os.path.dirname(os.path.realpath(script))
+    if not os.path.isfile(script) or not script.endswith(".py"):
+        runpy.run_path(script, run_name="__main__")  # a directory, a zip, a .pyc
+        return
+    from importlib.machinery import SourceFileLoader
+
+    main.__file__ = script
+    main.__cached__ = None
+    main.__loader__ = SourceFileLoader("__main__", script)
+    with open(script, "rb") as f:
+        source = f.read()
+    exec(compile(source, script, "exec", dont_inherit=True), main.__dict__)
+
+
+def _main():
+    agent = int(sys.argv[1])
+    explicit = sys.argv[2] == "1"
+    modules = [m for m in sys.argv[3].split(",") if m]
+    sock = socket.socket(fileno=3)
+    loaded, failed = _preload(modules, explicit)
+    # The preload's objects stay out of every collection: the workers keep
+    # sharing their pages with the zygote, and a worker's exit does not
+    # walk them (Python's advice for fork without exec, gc.freeze).
+    gc.freeze()
+    _send(sock, {"ready": True, "preloaded": loaded, "failed": failed})
+    return _serve(sock, agent)
+
+
+_request = _main()
+try:
+    _run(_request["argv"])
+except (SystemExit, KeyboardInterrupt):
+    raise
+except BaseException as _e:
+    # The traceback starts at the user's code, as under `python -u`.
+    _tb = _e.__traceback__
+    while _tb is not None and _tb.tb_frame.f_globals is globals():
+        _tb = _tb.tb_next
+    sys.excepthook(type(_e), _e.with_traceback(_tb), _tb)
+    sys.exit(1)
