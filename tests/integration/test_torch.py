@@ -1,20 +1,27 @@
 """Unmodified torch programs under cxxrun, with the flags a torchrun user
 types: Debian's torch 1.13 by default, another torch through
 CXXRUN_TORCH_PYTHON (harness.TORCH_PYTHON). Skipped when that python cannot
-import torch; the NCCL test also when it sees no CUDA device."""
+import torch; the NCCL test also when it sees no CUDA device.
+
+The whole file runs once per start method (tests/CMakeLists.txt):
+CXXRUN_TEST_START_METHOD=forkserver gives every job PET_START_METHOD, so
+the same programs must behave the same when forked from the forkserver."""
 import os
 import re
+import signal
 import time
 import unittest
 import uuid
 
-from harness import TORCH_PYTHON, TempDirTest, clean_env, free_port, run, start, torch_importable
+from harness import (TORCH_PYTHON, TempDirTest, clean_env, end, free_port, run, start, summary_blocks,
+                     torch_importable, wait_for)
 
 JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_jobs")
+START_METHOD = os.environ.get("CXXRUN_TEST_START_METHOD", "spawn")
 
 
 def torch_env(**extra):
-    return clean_env(PYTHON_EXEC=TORCH_PYTHON, **extra)
+    return clean_env(PYTHON_EXEC=TORCH_PYTHON, PET_START_METHOD=START_METHOD, **extra)
 
 
 @unittest.skipUnless(torch_importable(), f"torch is not importable by {TORCH_PYTHON}")
@@ -78,6 +85,49 @@ if attempt == "0":
         seen = re.findall(r"attempt (\d) port (\d+) stale=(\w+)", out)
         self.assertEqual([(a, st) for a, _, st in seen], [("0", "False"), ("1", "False")], out)
         self.assertEqual(seen[0][1], seen[1][1], "MASTER_PORT stays the same across attempts")
+
+    def test_dataloader_worker_processes(self):
+        rc, out, err = run(["--standalone", "--nproc-per-node=2", f"{JOBS}/features.py", "--mode", "dataloader"],
+                           env=torch_env(), timeout=240)
+        self.assertEqual(rc, 0, err)
+        # 0 + 1 + 4 + ... + 225 = 1240 on each rank; two loader processes each.
+        self.assertEqual(sorted(re.findall(r"rank (\d) loader sum 1240 all 2480 loader processes 2", out)),
+                         ["0", "1"], out)
+
+    def test_torchelastic_environment(self):
+        rc, out, err = run(["--nproc-per-node=2", "--max-restarts=3", "--rdzv-id=envjob",
+                            f"{JOBS}/features.py", "--mode", "env"], env=torch_env(), timeout=240)
+        self.assertEqual(rc, 0, err)
+        lines = sorted(l.split(":", 1)[1] for l in out.splitlines() if ":env " in l)
+        common = ("GROUP_RANK=0 ROLE_RANK={r} WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ROLE_WORLD_SIZE=2 ROLE_NAME=default "
+                  "MASTER_ADDR=127.0.0.1 TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=3 "
+                  "TORCHELASTIC_RUN_ID=envjob TORCHELASTIC_USE_AGENT_STORE=True OMP_NUM_THREADS=1 "
+                  "error_file_per_rank=True threads=1")
+        self.assertEqual(lines, [f"env RANK={r} LOCAL_RANK={r} " + common.format(r=r) for r in range(2)])
+
+    def test_record_writes_the_error_file_the_summary_shows(self):
+        rc, out, err = run(["--standalone", "--nproc-per-node=2", f"{JOBS}/features.py", "--mode", "record"],
+                           env=torch_env(), timeout=240)
+        self.assertEqual(rc, 1, err)
+        _, root = summary_blocks(err)
+        self.assertIn("rank      : 1 (local_rank: 1)", root)
+        self.assertIn("ValueError: recorded failure on rank 1", root)
+        self.assertIn("exitcode  : 1", root)
+
+    def test_sigterm_reaches_every_worker(self):
+        ready = os.path.join(self.dir, "ready")
+        os.mkdir(ready)
+        p = start(["--standalone", "--nproc-per-node=2", f"{JOBS}/features.py", "--mode", "sigterm",
+                   "--ready-dir", ready], env=torch_env())
+        try:
+            wait_for(lambda: len(os.listdir(ready)) == 2, timeout=120, what="both workers handle SIGTERM")
+            p.send_signal(signal.SIGTERM)
+            out, err = p.communicate(timeout=60)
+        finally:
+            end(p)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        # The agent's stop sends SIGTERM too: a handler may run twice.
+        self.assertEqual(set(re.findall(r"rank (\d) got SIGTERM", out)), {"0", "1"}, out + err)
 
     def test_two_agents_c10d(self):
         port, run_id = free_port(), uuid.uuid4().hex[:10]
