@@ -19,9 +19,11 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A fork of an interpreter that imported torch takes about 10 ms; this only
-// bounds a zygote that stopped answering.
-constexpr auto kForkDeadline = 10s;
+// A fork of an interpreter that imported torch takes about 10 ms, but a
+// request may arrive while the zygote imports what it preloads when idle
+// (agent/zygote.py, seconds); this only bounds a zygote that stopped
+// answering.
+constexpr auto kForkDeadline = 30s;
 // The ready line is sent in one write once poll() said it is there.
 constexpr auto kLineDeadline = 1s;
 

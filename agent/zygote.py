@@ -19,6 +19,7 @@ import ctypes
 import gc
 import json
 import os
+import select
 import socket
 import sys
 import time
@@ -39,6 +40,24 @@ def _preload(modules, explicit):
                 print(f"cxxrun: forkserver: cannot preload {name}: {type(e).__name__}: {e}",
                       file=sys.stderr, flush=True)
     return loaded, failed
+
+
+# What torch 2.x's DistributedDataParallel imports the first time one is
+# built (fsdp, torch._dynamo, sympy, triton: 5-7 s a worker on the GPU
+# machine). With the
+# default preload, the zygote imports it once it has been idle a moment,
+# after it forked the first attempt's workers, so a restart finds it loaded
+# without delaying the first start.
+_IDLE_PRELOAD = {"torch": ["torch.distributed.fsdp", "torch._dynamo"]}
+_IDLE_SECONDS = 1.0
+
+
+def _idle_preload():
+    torch = sys.modules.get("torch")
+    version = getattr(torch, "__version__", "0")
+    if not version[:1].isdigit() or int(version.split(".")[0]) < 2:
+        return []  # torch 1.x's DDP imports nothing more
+    return list(_IDLE_PRELOAD["torch"])
 
 
 # Forking a process with more than one thread copies locks another thread
@@ -90,9 +109,13 @@ def _close(fds):
 
 # Returns only in a new worker, with what it is to run; the zygote itself
 # serves until the agent closes the socket.
-def _serve(sock, agent):
+def _serve(sock, agent, later):
     requests = _Requests(sock)
     while True:
+        if later and not requests.buf and not select.select([sock], [], [], _IDLE_SECONDS)[0]:
+            _preload([later.pop(0)], False)
+            gc.freeze()
+            continue
         request, fds = requests.next()
         if request is None:
             os._exit(0)
@@ -224,7 +247,7 @@ def _main():
     # walk them (Python's advice for fork without exec, gc.freeze).
     gc.freeze()
     _send(sock, {"ready": True, "preloaded": loaded, "failed": failed})
-    return _serve(sock, agent)
+    return _serve(sock, agent, [] if explicit else _idle_preload())
 
 
 _request = _main()

@@ -62,6 +62,12 @@ integration_torch() {  # the torch tests with this machine's torch (2.x: modern 
       python3 -m unittest -v test_torch test_store_interop test_hang.FileTimer
 }
 
+integration_torch_forkserver() {  # the same, every Python worker forked from the forkserver
+  cd tests/integration &&
+    CXXRUN="$B/bin/cxxrun" CXXRUN_EXAMPLES="$B/examples" CXXRUN_TORCH_PYTHON="$TORCH_PYTHON" \
+      CXXRUN_TEST_START_METHOD=forkserver python3 -m unittest -v test_torch
+}
+
 integration_torch_inprocess() {  # tests that import torch themselves
   cd tests/integration &&
     CXXRUN="$B/bin/cxxrun" STORE_CLIENT_PROBE="$B/tests/store_client_probe" \
@@ -70,10 +76,11 @@ integration_torch_inprocess() {  # tests that import torch themselves
 }
 
 export B scratch
-export -f cxxrun machine train_runs train_nccl_restart integration_torch integration_torch_inprocess
+export -f cxxrun machine train_runs train_nccl_restart integration_torch integration_torch_forkserver \
+  integration_torch_inprocess
 
 all=(machine unit_nccl train_runs train_nccl_restart sum_ranks_nccl allreduce_perf_nccl integration_torch
-     integration_torch_inprocess bench_nccl bench_torch_jobs bench_store unit_all)
+     integration_torch_forkserver integration_torch_inprocess bench_nccl bench_torch_jobs bench_store unit_all)
 for s in "${@:-${all[@]}}"; do
   case "$s" in
     machine) step machine 120 machine ;;
@@ -86,6 +93,7 @@ for s in "${@:-${all[@]}}"; do
     allreduce_perf_nccl) step allreduce_perf_nccl 300 cxxrun --standalone --nproc-per-node=gpu \
                            "$B/examples/allreduce_perf" --backend nccl --max-bytes 268435456 ;;
     integration_torch) step integration_torch 500 integration_torch ;;
+    integration_torch_forkserver) step integration_torch_forkserver 500 integration_torch_forkserver ;;
     integration_torch_inprocess) step integration_torch_inprocess 300 integration_torch_inprocess ;;
     bench_nccl) step bench_nccl 500 bench/allreduce.sh nccl "$B" 3 ;;
     bench_torch_jobs) step bench_torch_jobs 500 bench/torch_jobs.py --python "$TORCH_PYTHON" --build "$B" --runs 3 ;;
