@@ -159,7 +159,9 @@ pid_t WorkerGroup::fork_from_zygote(const std::vector<std::string>& argv, const 
   const pid_t pid = zygote_->fork_worker({argv, envp, cwd, io.out_write, io.err_write, target_.procs}, why);
   if (pid >= 0) return pid;
   by_exec_ = true;
-  log_->warn("{}; attempt {} starts its workers by exec", why, attempt_);
+  // A zygote that is gone said so itself, once (Zygote::exited, give_up),
+  // even when that happened during this attempt's wait for its preload.
+  if (zygote_->state() != Zygote::State::gone) log_->warn("{}; attempt {} starts its workers by exec", why, attempt_);
   return -1;
 }
 

@@ -186,6 +186,7 @@ def _become_worker(request, fds, agent):
     for entry in request["env"]:
         name, _, value = entry.partition("=")
         os.environ[name] = value
+    _reset_forwarded_signals()
     try:
         os.chdir(request["cwd"])
     except OSError as e:
@@ -195,6 +196,35 @@ def _become_worker(request, fds, agent):
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()
+
+
+# A worker the agent execs starts with the default action for each signal
+# the agent forwards to it (the agent catches them, and exec resets caught
+# signals), even where cxxrun's own parent ignored them: a shell's
+# `cxxrun ... &` ignores SIGINT and SIGQUIT, nohup SIGHUP. The zygote started
+# before the agent caught them, so it may have inherited SIG_IGN; a worker
+# that kept it would not stop when the agent forwards Ctrl-C.
+def _reset_forwarded_signals():
+    import signal
+
+    for name in os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "").split(","):
+        name = name.strip().upper()
+        sig = signal.Signals.__members__.get(name if name.startswith("SIG") else "SIG" + name)
+        if sig is not None and signal.getsignal(sig) == signal.SIG_IGN:
+            # For SIGINT, what `python` installs where it is not ignored.
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+
+
+# Whether an import hook takes `path` as a sys.path entry (a directory, a
+# zip), the test `python path` makes before it runs a file as a script.
+def _is_sys_path_entry(path):
+    for hook in sys.path_hooks:
+        try:
+            hook(path)
+            return True
+        except ImportError:
+            pass
+    return False
 
 
 # Runs argv ([python, -u, script | -m module | -c code, args...]) as
@@ -207,8 +237,11 @@ def _run(argv):
     args = argv[1:]
     while args and args[0] == "-u":
         args = args[1:]
+    # What the worker's interpreter would show, not the zygote's command line.
+    sys.orig_argv = list(argv)
     main = types.ModuleType("__main__")
     main.__builtins__ = builtins
+    main.__annotations__ = {}  # an interpreter's __main__ starts with one
     sys.modules["__main__"] = main
     if args[0] == "-m":
         sys.argv = ["-m"] + args[2:]
@@ -222,12 +255,24 @@ def _run(argv):
         return
     script = args[0]
     sys.argv = args
+    # Python 3.9+ makes the script's path absolute (cwd joined, not
+    # normalised) for __file__, tracebacks and sys.path[0]; sys.argv[0] stays
+    # as given.
+    absolute = os.path.join(os.getcwd(), script)
+    if _is_sys_path_entry(script):
+        # A directory or a zip: its __main__ module runs with the entry
+        # itself, alone, as sys.path[0], as under `python dir`.
+        sys.path[0] = absolute
+        runpy._run_module_as_main("__main__", alter_argv=False)
+        return
     sys.path[0] = os.path.dirname(os.path.realpath(script))
-    if not os.path.isfile(script) or not script.endswith(".py"):
-        runpy.run_path(script, run_name="__main__")  # a directory, a zip, a .pyc
+    if script.endswith(".pyc"):
+        runpy.run_path(script, run_name="__main__")
         return
     from importlib.machinery import SourceFileLoader
 
+    # Any other file is source, whatever its name ends with.
+    script = absolute
     main.__file__ = script
     main.__cached__ = None
     main.__loader__ = SourceFileLoader("__main__", script)
@@ -253,7 +298,7 @@ def _main():
 _request = _main()
 try:
     _run(_request["argv"])
-except (SystemExit, KeyboardInterrupt):
+except SystemExit:
     raise
 except BaseException as _e:
     # The traceback starts at the user's code, as under `python -u`.
@@ -261,4 +306,9 @@ except BaseException as _e:
     while _tb is not None and _tb.tb_frame.f_globals is globals():
         _tb = _tb.tb_next
     sys.excepthook(type(_e), _e.with_traceback(_tb), _tb)
-    sys.exit(1)
+    if not isinstance(_e, KeyboardInterrupt):
+        sys.exit(1)
+    # Uncaught, it makes the interpreter end by SIGINT after its shutdown,
+    # as `python` does; its traceback was printed above, without our frames.
+    sys.excepthook = lambda *_: None
+    raise
