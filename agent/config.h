@@ -20,6 +20,10 @@ inline bool has(Std set, Std bit) {
   return (static_cast<unsigned>(set) & static_cast<unsigned>(bit)) != 0;
 }
 
+// --tty: which worker streams are pseudo-terminals rather than pipes; the
+// rule per stream is in agent/worker_stdio.h (stdio_request).
+enum class Tty { auto_, always, never };
+
 // "--redirects 3" (all ranks) or "--redirects 0:1,2:3" (per local rank; the
 // ranks not named get none).
 struct StdSpec {
@@ -94,6 +98,7 @@ struct Config {
   std::set<int> local_ranks_filter;
   // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; empty = "[${role_name}${local_rank}]:".
   std::string log_line_prefix_template;
+  Tty tty = Tty::auto_;
 
   // Containment (agent/cgroup.h): the job's processes in a cgroup of their
   // own where cgroup v2 is writable; false (CXXRUN_CONTAINMENT=subreaper):

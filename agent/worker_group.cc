@@ -127,7 +127,7 @@ bool WorkerGroup::start_worker(int local_rank) {
   if (env_hook_) env_hook_(env, local_rank);
   WorkerStdio io{};
   try {
-    io = open_worker_stdio();
+    io = open_worker_stdio(stdio_request(c, local_rank));
     const auto argv = substitute_local_rank(c.command, local_rank);
     const auto envp = to_envp(env);
     w->pid = fork_from_zygote(argv, envp, io);
@@ -168,8 +168,7 @@ pid_t WorkerGroup::fork_from_zygote(const std::vector<std::string>& argv, const 
 void WorkerGroup::open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file) {
   const bool redirected = has(c_.redirects.for_rank(w.local_rank), which);
   const bool teed = has(c_.tee.for_rank(w.local_rank), which);
-  const bool filtered = !c_.local_ranks_filter.empty() && !c_.local_ranks_filter.count(w.local_rank);
-  const bool to_console = !filtered && (teed || !redirected);
+  const bool to_console = shown_on_console(c_, w.local_rank, which);
   const std::string path = (redirected || teed) ? logs_.file(attempt_, w.local_rank, file) : "";
   p.sink = std::make_unique<StreamSink>(line_prefix(c_.log_line_prefix_template, c_.role, w.local_rank, w.rank),
                                         to_console ? console : -1, path, which == Std::err ? kTailLines : 0);
@@ -190,6 +189,8 @@ void WorkerGroup::read_pipe(Pipe& p) {
     }
     if (!ec) return read_pipe(p);
     if (ec == asio::error::operation_aborted) return;
+    // The stream's end: EOF on a pipe, EIO on a pty once every holder of
+    // its slave closed it (the kernel hands over what they wrote first).
     close_pipe(p);
     if (stopping_) check_stopped();
   });

@@ -154,6 +154,21 @@ void containment(const Env& env, agent::Config& c) {
   c.use_cgroup = false;
 }
 
+// --tty, else CXXRUN_TTY (cxxrun's own: a PET_ name would suggest torchrun
+// reads it).
+void tty(const RawOptions& raw, const Env& env, agent::Config& c) {
+  std::optional<RawValue> value;
+  if (const RawValue* v = raw.find("tty"))
+    value = *v;
+  else
+    value = from_env(env, "CXXRUN_TTY");
+  if (!value) return;
+  check_choice(*value, {"auto", "always", "never"});
+  c.tty = value->text == "always" ? agent::Tty::always
+          : value->text == "never" ? agent::Tty::never
+                                   : agent::Tty::auto_;
+}
+
 }  // namespace
 
 void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
@@ -174,6 +189,7 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
   if (const RawValue* v = raw.find("stack_dump_signal")) c.stack_dump_signal = stack_dump_signal(*v);
   file_timer(env, c);
   containment(env, c);
+  tty(raw, env, c);
   c.faults = parse_faults(raw, env);
 }
 

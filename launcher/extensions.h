@@ -1,8 +1,9 @@
-// cxxrun's own options (observability, hang detection, fault injection) and
-// the torch environment variables that go with them: --event-log,
-// --health-port/--health-host, --heartbeat-timeout, --section-timeout,
-// --stack-dump-signal, --inject-fault; TORCHELASTIC_HEALTH_CHECK_PORT,
-// TORCHELASTIC_ENABLE_FILE_TIMER/TORCHELASTIC_TIMER_FILE, CXXRUN_INJECT_FAULTS.
+// cxxrun's own options (observability, hang detection, fault injection, the
+// workers' terminal) and the environment variables that go with them:
+// --event-log, --health-port/--health-host, --heartbeat-timeout,
+// --section-timeout, --stack-dump-signal, --inject-fault, --tty;
+// TORCHELASTIC_HEALTH_CHECK_PORT, TORCHELASTIC_ENABLE_FILE_TIMER/
+// TORCHELASTIC_TIMER_FILE, CXXRUN_INJECT_FAULTS, CXXRUN_TTY.
 #pragma once
 
 #include <string>

@@ -83,8 +83,9 @@ std::string help_text() {
          "TORCH_ELASTIC_SHUTDOWN_TIMEOUT. The flags --standalone, -m, --no-python and\n"
          "--run-path read PET_<NAME>=0|1. The command line wins. --inject-fault reads\n"
          "CXXRUN_INJECT_FAULTS instead;\n"
-         "the faults from both are injected. TORCHELASTIC_ENABLE_FILE_TIMER=1 starts\n"
-         "torchrun's file-timer watchdog (FIFO at $TORCHELASTIC_TIMER_FILE, or a fresh path).\n"
+         "the faults from both are injected. --tty reads CXXRUN_TTY instead.\n"
+         "TORCHELASTIC_ENABLE_FILE_TIMER=1 starts torchrun's file-timer watchdog (FIFO at\n"
+         "$TORCHELASTIC_TIMER_FILE, or a fresh path).\n"
          "ELF binaries and scripts whose #! line is not python run directly; other\n"
          "scripts run as $PYTHON_EXEC -u SCRIPT (default python3).\n";
   return out.str();

@@ -96,6 +96,10 @@ constexpr OptionSpec kOptions[] = {
      true},
     {"--stack-dump-signal,--stack_dump_signal", "SIGNAL", nullptr, value, extensions,
      "Signal (name or number) sent to a hung worker before it is killed, to dump its stacks."},
+    {"--tty", "{auto,always,never}", nullptr, none, extensions,
+     "Pseudo-terminals for the workers' output, so colours and progress bars work as under "
+     "torchrun: auto (the streams shown on a terminal), always, or never (pipes); default "
+     "$CXXRUN_TTY, else auto."},
     {"--inject-fault,--inject_fault", "SPEC", nullptr, none, extensions,
      "Testing: kill:rank=R,after=MS[,signal=S][,attempt=A], stop:rank=R,after=MS[,attempt=A], "
      "drop_store:node=N,after=MS or delay_store:node=N,ms=MS (repeatable; also "

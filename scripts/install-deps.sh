@@ -12,6 +12,7 @@ packages=(
   clang libclang-rt-14-dev
   python3 python3-torch
   procps iproute2 util-linux
+  tmux  # a real terminal for the --tty test (tests/integration/test_tty.py)
 )
 
 missing=()

@@ -49,6 +49,11 @@ class BadInput(TempDirTest):
     def test_redirects_out_of_range(self):
         self.assert_rejected(["--redirects=7", self.prog], "7")
 
+    def test_tty_bad_choice(self):
+        self.assert_rejected(["--tty=sometimes", self.prog],
+                             "--tty=sometimes: invalid choice (choose from auto, always, never)")
+        self.assert_rejected([self.prog], "CXXRUN_TTY=yes: invalid choice", env=clean_env(CXXRUN_TTY="yes"))
+
     def test_tee_bad_map(self):
         self.assert_rejected(["--tee=0:4", self.prog], "0:4")
 
