@@ -48,6 +48,7 @@ struct StartError {
   signal(SIGPIPE, SIG_DFL);
   // The report pipe must not land on 3 (or 1, 2) before those are set.
   if (report_w <= 3) report_w = fcntl(report_w, F_DUPFD_CLOEXEC, 4);
+  if (r.stdin_fd >= 0) dup2(r.stdin_fd, STDIN_FILENO);
   dup2(r.stdout_fd, STDOUT_FILENO);
   dup2(r.stderr_fd, STDERR_FILENO);
   int first_closed = 3;

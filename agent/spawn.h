@@ -26,6 +26,7 @@ void close_target(CgroupTarget& target);
 struct SpawnRequest {
   std::vector<std::string> argv;
   std::vector<std::string> envp;
+  int stdin_fd = -1;  // -1: the agent's
   int stdout_fd = -1;
   int stderr_fd = -1;
   const CgroupTarget* cgroup = nullptr;

@@ -132,7 +132,7 @@ bool WorkerGroup::start_worker(int local_rank) {
     const auto envp = to_envp(env);
     w->pid = fork_from_zygote(argv, envp, io);
     if (w->pid < 0)
-      w->pid = spawn_process({argv, envp, io.out_write, io.err_write, target_.dir >= 0 ? &target_ : nullptr, -1});
+      w->pid = spawn_process({argv, envp, -1, io.out_write, io.err_write, target_.dir >= 0 ? &target_ : nullptr, -1});
   } catch (const std::exception& e) {
     close_all(io);
     log_->error("{}", e.what());

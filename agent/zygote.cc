@@ -27,6 +27,9 @@ constexpr auto kForkDeadline = 30s;
 // The ready line is sent in one write once poll() said it is there.
 constexpr auto kLineDeadline = 1s;
 
+constexpr const char* kBootstrap =
+    "import sys; exec(compile(sys.stdin.read(), 'cxxrun-forkserver', 'exec'))";
+
 std::string join(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
@@ -84,8 +87,24 @@ Zygote::Zygote(const ForkserverOptions& o, const std::vector<std::string>& envp,
   fd_ = pair[0];
   const timeval send_limit{std::chrono::duration_cast<std::chrono::seconds>(kForkDeadline).count(), 0};
   setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &send_limit, sizeof send_limit);
+  // The source comes on stdin, so that `ps` shows forked workers (which
+  // keep the zygote's command line) as this short bootstrap, not 300 lines.
+  int source[2];
+  if (pipe2(source, O_CLOEXEC) != 0) {
+    close(pair[0]), close(pair[1]);
+    throw std::runtime_error(std::string("cannot create a pipe: ") + strerror(errno));
+  }
+  const size_t length = strlen(kZygoteSource);
+  // Fits the pipe's 64 KiB buffer: written whole before the zygote runs.
+  const bool written = write(source[1], kZygoteSource, length) == static_cast<ssize_t>(length);
+  close(source[1]);
+  if (!written) {
+    close(source[0]), close(pair[0]), close(pair[1]);
+    throw std::runtime_error("cannot hand the forkserver its source");
+  }
   SpawnRequest r;
-  r.argv = {o.python, "-u", "-c", kZygoteSource, std::to_string(getpid()), o.preload_given ? "1" : "0",
+  r.stdin_fd = source[0];
+  r.argv = {o.python, "-u", "-c", kBootstrap, std::to_string(getpid()), o.preload_given ? "1" : "0",
             join(o.preload)};
   r.envp = envp;
   r.stdout_fd = STDOUT_FILENO;
@@ -95,11 +114,12 @@ Zygote::Zygote(const ForkserverOptions& o, const std::vector<std::string>& envp,
   try {
     pid_ = spawn_process(r);
   } catch (...) {
-    close(pair[0]), close(pair[1]);
+    close(pair[0]), close(pair[1]), close(source[0]);
     fd_ = -1;
     throw;
   }
   close(pair[1]);
+  close(source[0]);
   spdlog::info("forkserver: started {} (pid {}), preloading {}", o.python, pid_,
                o.preload.empty() ? "nothing" : join(o.preload));
 }
