@@ -232,3 +232,44 @@ TEST_CASE("help and version") {
   CHECK_THAT(help, Contains("--no-python, --no_python"));
   CHECK_THAT(help, Contains("--signals-to-handle"));
 }
+
+TEST_CASE("start method: forkserver warms Python workers only, with the preload list") {
+  TempDir dir;
+  Env env = base_env();
+  std::string fake_python = dir.file("python", "#!/bin/sh\n", 0755);
+  env["PYTHON_EXEC"] = fake_python;
+  std::string script = dir.file("train.py", "print('hi')\n", 0644);
+
+  CHECK(run({script}, env).config.forkserver.python.empty());  // spawn: every worker by exec
+  CHECK(run({"--start-method=fork", script}, env).config.forkserver.python.empty());
+
+  cxxrun::agent::ForkserverOptions f = run({"--start-method=forkserver", script}, env).config.forkserver;
+  CHECK(f.python == fake_python);
+  CHECK(f.preload == std::vector<std::string>{"torch", "torch.distributed"});
+  CHECK_FALSE(f.preload_given);
+  for (auto mode : {std::vector<std::string>{"-m", "pkg.train"}, std::vector<std::string>{"--run-path", script}}) {
+    std::vector<std::string> argv{"--start-method", "forkserver"};
+    argv.insert(argv.end(), mode.begin(), mode.end());
+    CHECK(run(argv, env).config.forkserver.python == fake_python);
+  }
+  Env pet = env;
+  pet["PET_START_METHOD"] = "forkserver";
+  pet["PET_PRELOAD"] = " numpy , my.pkg ";
+  f = run({script}, pet).config.forkserver;
+  CHECK(f.preload == std::vector<std::string>{"numpy", "my.pkg"});
+  CHECK(f.preload_given);
+  CHECK(run({"--start-method=forkserver", "--preload=", script}, env).config.forkserver.preload.empty());
+
+  // A native program starts by exec, and says so.
+  std::string elf = dir.file("train", kElf, 0755);
+  Parsed native = run({"--start-method=forkserver", elf}, env);
+  CHECK(native.config.forkserver.python.empty());
+  CHECK_THAT(native.warnings.at(0), Contains("is not a Python program, so its workers start by exec"));
+  CHECK_THAT(run({"--preload=json", script}, env).warnings.at(0), Contains("has no effect without"));
+
+  CHECK_THAT(failure({"--start-method=forkserver", "--preload=1bad", script}, env).message,
+             Contains("--preload=1bad: '1bad' is not a module name"));
+  CHECK_THAT(failure({"--start-method=forkserver", "--preload=torch,,x", script}, env).message,
+             Contains("'' is not a module name"));
+  CHECK_THAT(failure({"--preload=a-b", script}, env).message, Contains("'a-b' is not a module name"));
+}
