@@ -45,11 +45,12 @@ def _preload(modules, explicit):
 # What torch 2.x's DistributedDataParallel imports the first time one is
 # built (fsdp, torch._dynamo, sympy, triton: 5-7 s a worker on the GPU
 # machine). With the
-# default preload, the zygote imports it once it has been idle a moment,
-# after it forked the first attempt's workers, so a restart finds it loaded
-# without delaying the first start.
+# default preload, the zygote imports it once it has forked a worker and
+# then been idle a moment (an attempt's requests come back to back), so a
+# restart finds it loaded without delaying the first start, however long
+# the rendezvous takes.
 _IDLE_PRELOAD = {"torch": ["torch.distributed.fsdp", "torch._dynamo"]}
-_IDLE_SECONDS = 1.0
+_IDLE_SECONDS = 0.2
 
 
 def _idle_preload():
@@ -111,8 +112,9 @@ def _close(fds):
 # serves until the agent closes the socket.
 def _serve(sock, agent, later):
     requests = _Requests(sock)
+    forked = False
     while True:
-        if later and not requests.buf and not select.select([sock], [], [], _IDLE_SECONDS)[0]:
+        if forked and later and not requests.buf and not select.select([sock], [], [], _IDLE_SECONDS)[0]:
             _preload([later.pop(0)], False)
             gc.freeze()
             continue
@@ -130,6 +132,7 @@ def _serve(sock, agent, later):
             continue
         sys.stdout.flush()
         sys.stderr.flush()
+        forked = True
         r, w = os.pipe()
         child = os.fork()
         if child == 0:
