@@ -178,3 +178,21 @@ class TempDirTest(unittest.TestCase):
             f.write("#!/bin/bash\n" + body)
         os.chmod(path, 0o755)
         return path
+
+
+
+class OrphanCheckTest(TempDirTest):
+    """A test whose jobs start `sleep <self.marker>` processes: anything still
+    carrying the marker when the test ends outlived its job, and fails it."""
+
+    def setUp(self):
+        super().setUp()
+        # sleep adds its arguments up: a tiny fraction makes argv unique.
+        self.marker = "0.00%06d" % random.randrange(10 ** 6)
+
+    def tearDown(self):
+        orphans = with_marker(self.marker)
+        for pid in orphans:  # ours: they carry this test's marker
+            os.kill(pid, signal.SIGKILL)
+        super().tearDown()
+        self.assertEqual(orphans, [], "processes outlived their job")

@@ -5,11 +5,10 @@ the agent's descendants (child subreaper). Each test checks /proc for any
 process whose argv carries the test's marker.
 """
 import os
-import random
 import signal
 import time
 
-from harness import TempDirTest, clean_env, run, start, wait_for, with_marker
+from harness import OrphanCheckTest, clean_env, run, start, wait_for, with_marker
 
 ESCAPES = {
     "env -i": "env -i sleep 120 {m} &",
@@ -22,19 +21,7 @@ def uses_cgroup(err):
     return "containment: the job's processes live in cgroup" in err
 
 
-class Containment(TempDirTest):
-    def setUp(self):
-        super().setUp()
-        # sleep adds its arguments up: a tiny fraction makes argv unique.
-        self.marker = "0.00%06d" % random.randrange(10 ** 6)
-
-    def tearDown(self):
-        orphans = with_marker(self.marker)
-        for pid in orphans:  # ours: they carry this test's marker
-            os.kill(pid, signal.SIGKILL)
-        super().tearDown()
-        self.assertEqual(orphans, [], "processes outlived their job")
-
+class Containment(OrphanCheckTest):
     def job(self, escape, tail, mode, nproc=2):
         worker = self.script("w.sh", ESCAPES[escape].format(m=self.marker) + "\n" + tail + "\n")
         env = clean_env(CXXRUN_CONTAINMENT=mode)

@@ -9,7 +9,6 @@ directory) instead of torch, to stay fast; a forked worker finds it in
 sys.modules at start, an exec'd one does not.
 """
 import os
-import random
 import re
 import shutil
 import signal
@@ -17,8 +16,8 @@ import subprocess
 import threading
 import zipfile
 
-from harness import (CXXRUN, TORCH_PYTHON, TempDirTest, alive, clean_env, end, run, start, torch_importable,
-                     wait_for, with_marker)
+from harness import (CXXRUN, TORCH_PYTHON, OrphanCheckTest, alive, clean_env, end, run, start,
+                     torch_importable, wait_for, with_marker)
 
 STARTED = re.compile(r"forkserver: started \S+ \(pid (\d+)\), preloading")
 CGROUP = re.compile(r"containment: the job's processes live in cgroup (\S+)")
@@ -70,7 +69,7 @@ fail(sys.argv[1])
 '''
 
 
-class Forkserver(TempDirTest):
+class Forkserver(OrphanCheckTest):
     def setUp(self):
         super().setUp()
         self.lib = os.path.join(self.dir, "lib")
@@ -78,15 +77,6 @@ class Forkserver(TempDirTest):
         # The preload marker: each import appends its process's pid.
         self.module("fsmark", f"import os\nwith open({self.dir + '/imports'!r}, 'a') as f:\n"
                               "    f.write(f'{os.getpid()}\\n')\n")
-        # sleep adds its arguments up: a tiny fraction makes argv unique.
-        self.marker = "0.00%06d" % random.randrange(10 ** 6)
-
-    def tearDown(self):
-        orphans = with_marker(self.marker)
-        for pid in orphans:  # ours: they carry this test's marker
-            os.kill(pid, signal.SIGKILL)
-        super().tearDown()
-        self.assertEqual(orphans, [], "processes outlived their job")
 
     def module(self, name, body):
         path = os.path.join(self.lib, *name.split("."))
