@@ -13,6 +13,11 @@ packages=(
   python3 python3-torch
   procps iproute2 util-linux
   tmux  # a real terminal for the --tty test (tests/integration/test_tty.py)
+  # A private two-node Slurm cluster for tests/integration/test_slurm.py. The
+  # tests run their own munged and daemons from a temp dir; the system units
+  # installed here stay idle: slurmd/slurmctld need /etc/slurm/slurm.conf,
+  # which nothing writes, and a system munged on /run/munge is not used.
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()
