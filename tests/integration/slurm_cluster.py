@@ -29,6 +29,7 @@ Why it is configured as it is (Debian 12's Slurm 22.05):
 Needs root (slurmd runs steps as the submitting user, and the namespace)
 and the Debian packages slurmctld, slurmd, slurm-client and munge.
 """
+import ctypes
 import os
 import shutil
 import signal
@@ -64,6 +65,12 @@ def _deadline_wait(predicate, timeout, what):
             return
         time.sleep(0.05)
     raise RuntimeError(f"slurm test cluster: timed out after {timeout}s waiting for {what}")
+
+
+def _die_with_parent():
+    """In the daemon before exec: SIGTERM when the test process dies, so a
+    test killed at its timeout leaves no cluster running (PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 
 def _mount_ns(pid):
@@ -194,7 +201,7 @@ class SlurmCluster:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         env["SLURM_CONF"] = self.conf
         self.procs[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         out.close()
 
     def _slurm_conf(self):
