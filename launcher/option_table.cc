@@ -106,6 +106,10 @@ constexpr OptionSpec kOptions[] = {
      "$CXXRUN_INJECT_FAULTS=\"spec;spec\"); R, N and A must exist in the job.",
      true},
 
+    {"--no-slurm,--no_slurm", "", nullptr, flag, extensions,
+     "Inside an srun step, do not derive --nnodes, the rendezvous, the run id and the workers per "
+     "node from SLURM_* (done only when none of --nnodes, --rdzv-endpoint, --master-addr, "
+     "--node-rank is given)."},
     {"--preload", "MOD[,MOD...]", nullptr, value, extensions,
      "With --start-method=forkserver: modules the forkserver imports once for all Python workers "
      "(default: torch,torch.distributed where they import; empty: none)."},

@@ -9,6 +9,7 @@
 
 #include "launcher/option_table.h"
 #include "launcher/raw_options.h"
+#include "launcher/slurm.h"
 
 extern char** environ;
 
@@ -133,9 +134,11 @@ RawOptions read_command_line(const std::vector<std::string>& args, const Env& en
       if (spec.names.starts_with("-") && !spec.names.starts_with("--") && text.starts_with("="))
         text.erase(0, 1);
       raw.values[dest] = {text, main_name_of(spec)};
+      raw.given.insert(dest);
     } else if (auto it = env.find(env_name_of(spec));
                spec.env == EnvFallback::value && it != env.end()) {
       raw.values[dest] = {it->second, it->first};
+      raw.given.insert(dest);
     } else if (spec.default_value != nullptr) {
       raw.values[dest] = {spec.default_value, main_name_of(spec)};
     }
@@ -159,10 +162,17 @@ Env current_environment() {
 }
 
 Parsed parse(const std::vector<std::string>& args, const Env& env) {
+  return parse(args, env, resolve_node_address());
+}
+
+Parsed parse(const std::vector<std::string>& args, const Env& env, const NodeAddress& slurm_node_address) {
   Parsed early;
   RawOptions raw = read_command_line(args, env, early);
   if (early.help || early.version) return early;
-  return build_config(raw, env);
+  const std::optional<std::string> slurm = apply_slurm(raw, env, slurm_node_address);
+  Parsed parsed = build_config(raw, env);
+  if (slurm) parsed.notes.insert(parsed.notes.begin(), *slurm);
+  return parsed;
 }
 
 #ifndef CXXRUN_VERSION

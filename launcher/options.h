@@ -37,6 +37,10 @@ struct Parsed {
 // come later) with a one-line message; config is only meaningful when
 // neither help nor version is set.
 Parsed parse(const std::vector<std::string>& args, const Env& env);
+// The same, with how a Slurm node name becomes an address (launcher/slurm.h)
+// given: tests lay out clusters that do not exist.
+Parsed parse(const std::vector<std::string>& args, const Env& env,
+             const std::function<std::string(const std::string&)>& slurm_node_address);
 
 std::string help_text();
 std::string version_text();

@@ -28,6 +28,9 @@ struct RawOptions {
   // Repeatable options, by dest: every command-line value in order, or the
   // one PET_<DEST> value. Absent: neither given.
   std::map<std::string, std::vector<RawValue>, std::less<>> lists;
+  // Dests the user set, on the command line or by PET_<DEST>: not defaults,
+  // nor what the launcher derived (launcher/slurm.h).
+  std::set<std::string, std::less<>> given;
   bool has_program = false;
   std::string program;
   std::vector<std::string> program_args;
@@ -42,6 +45,7 @@ struct RawOptions {
     throw std::logic_error("option " + std::string(dest) + " has no value and no default");
   }
   bool flag(std::string_view dest) const { return flags.count(dest) != 0; }
+  bool was_given(std::string_view dest) const { return given.count(dest) != 0; }
   const std::vector<RawValue>& list(std::string_view dest) const {
     static const std::vector<RawValue> none;
     auto it = lists.find(dest);

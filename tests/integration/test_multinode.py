@@ -58,6 +58,23 @@ class MultiNode(TempDirTest):
         envs = self.check_one_job(4, 2)
         self.assertEqual({e["TORCHELASTIC_RUN_ID"] for e in envs}, {run_id})
 
+    def test_slurm_step_variables_alone_form_one_job(self):
+        # What srun -N3 --ntasks-per-node=1 sets in each task, with no
+        # rendezvous flag given: every agent derives the same job.
+        port = free_port()
+        procs = []
+        for node in range(3):
+            env = clean_env(SLURM_JOB_ID="77", SLURM_STEP_ID="3", SLURM_STEP_NUM_NODES="3", SLURM_NODEID=str(node),
+                            SLURM_STEP_NODELIST="localhost,localhost,localhost", SLURM_STEP_NUM_TASKS="3",
+                            SLURM_GPUS_ON_NODE="2")
+            procs.append(start([f"--rdzv-endpoint=:{port}", self.dump_script()], env=env))
+        for rc, out, err in finish_all(self, procs, 60):
+            self.assertEqual(rc, 0, err)
+            self.assertIn("Slurm job 77 step 3: node", err)
+        envs = self.check_one_job(3, 2)
+        self.assertEqual({e["TORCHELASTIC_RUN_ID"] for e in envs}, {"slurm-77.3"})
+        self.assertIn("SIGUSR1", envs[0]["TORCHELASTIC_SIGNALS_TO_HANDLE"])
+
     def test_elastic_range_takes_late_joiners(self):
         port, run_id = free_port(), uuid.uuid4().hex
         argv = self.c10d_args(port, "2:4", run_id, conf="last_call_timeout=3")
