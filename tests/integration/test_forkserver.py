@@ -163,7 +163,9 @@ class Forkserver(OrphanCheckTest):
                         user = [l for l in trace if l.startswith("[default0]:  File ")]
                         first = 2 if entry[0] == "-m" else 0  # runpy's own frames come first
                         self.assertTrue(all("<frozen runpy>" in l for l in user[:first]), trace)
-                        where = os.path.join(self.lib, "endsmod.py") if entry[0] == "-m" else script
+                        # Python joins the cwd to a relative script path without normalising it.
+                        where = (os.path.join(self.lib, "endsmod.py") if entry[0] == "-m" else
+                                 os.path.join(os.getcwd(), entry[0]))
                         self.assertIn(where, user[first], trace)
                         self.assertNotIn("<string>", "\n".join(trace))
 
