@@ -128,6 +128,7 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   if (const RawValue* numa = raw.find("numa_binding"))
     check_choice(*numa, {"node", "socket", "exclusive", "core-complex"});
   apply_extensions(raw, env, c, out.warnings);
+  std::vector<std::string> local_rank = local_rank_args(raw.find("append_local_rank"));
 
   // 2. Valid requests for what this cxxrun does not do; --nnodes, --node-rank
   // and the backend's endpoint against each other.
@@ -146,8 +147,8 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
 
   if (!raw.has_program)
     throw UsageError("missing the training program: cxxrun [options] training_script [args...]");
-  Program program = build_program({raw.program, raw.program_args, raw.flag("module"),
-                                   raw.flag("no_python"), raw.flag("run_path")},
+  Program program = build_program({raw.program, raw.program_args, std::move(local_rank),
+                                   raw.flag("module"), raw.flag("no_python"), raw.flag("run_path")},
                                   env);
   apply_start_method(raw, program, c, out.warnings);
   c.command = std::move(program.command);

@@ -10,20 +10,12 @@ namespace {
 constexpr size_t kWidth = 100;      // usage lines wrap here
 constexpr size_t kHelpColumn = 24;  // argparse's default help position
 
-std::vector<std::string_view> spellings(const OptionSpec& spec) {
-  std::vector<std::string_view> out;
-  std::string_view rest = spec.names;
-  for (;;) {
-    auto comma = rest.find(',');
-    out.push_back(rest.substr(0, comma));
-    if (comma == std::string_view::npos) return out;
-    rest.remove_prefix(comma + 1);
-  }
-}
-
 std::string with_metavar(std::string_view name, const OptionSpec& spec) {
   std::string s(name);
-  if (!spec.is_flag()) s += " " + std::string(spec.metavar);
+  if (spec.bare_value != nullptr)
+    s.append("[=").append(spec.metavar).append("]");  // its value never comes in the next word
+  else if (!spec.is_flag())
+    s.append(" ").append(spec.metavar);
   return s;
 }
 
@@ -31,7 +23,7 @@ std::string usage() {
   const std::string lead = "usage: cxxrun ";
   std::vector<std::string> items;
   for (const OptionSpec& spec : option_table())
-    items.push_back("[" + with_metavar(spellings(spec).front(), spec) + "]");
+    items.push_back("[" + with_metavar(spellings_of(spec).front(), spec) + "]");
   items.push_back("training_script ...");
 
   std::string out = lead, line;
@@ -71,7 +63,7 @@ std::string help_text() {
     for (const OptionSpec& spec : option_table()) {
       if (spec.group != group) continue;
       std::string left;
-      for (std::string_view name : spellings(spec))
+      for (std::string_view name : spellings_of(spec))
         left += (left.empty() ? "" : ", ") + with_metavar(name, spec);
       entry(out, left, spec.help);
     }
@@ -84,6 +76,8 @@ std::string help_text() {
          "--run-path read PET_<NAME>=0|1. The command line wins. --inject-fault reads\n"
          "CXXRUN_INJECT_FAULTS instead;\n"
          "the faults from both are injected. --tty reads CXXRUN_TTY instead.\n"
+         "A long option may be shortened to any prefix that names one option (--nproc=2),\n"
+         "as torchrun's argparse allows; a prefix of several options is refused.\n"
          "TORCHELASTIC_ENABLE_FILE_TIMER=1 starts torchrun's file-timer watchdog (FIFO at\n"
          "$TORCHELASTIC_TIMER_FILE, or a fresh path).\n"
          "ELF binaries and scripts whose #! line is not python run directly; other\n"

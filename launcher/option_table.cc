@@ -100,6 +100,11 @@ constexpr OptionSpec kOptions[] = {
      "Pseudo-terminals for the workers' output, so colours and progress bars work as under "
      "torchrun: auto (the streams shown on a terminal), always, or never (pipes); default "
      "$CXXRUN_TTY, else auto."},
+    {"--append-local-rank,--append_local_rank", "{dash,underscore}", nullptr, value, extensions,
+     "Give each worker --local-rank=N (dash, torch >= 2.0) or --local_rank=N (underscore, older "
+     "torch) right after the program, as python -m torch.distributed.launch does without "
+     "--use-env; alone: dash.",
+     false, "dash"},
     {"--inject-fault,--inject_fault", "SPEC", nullptr, none, extensions,
      "Testing: kill:rank=R,after=MS[,signal=S][,attempt=A], stop:rank=R,after=MS[,attempt=A], "
      "drop_store:node=N,after=MS or delay_store:node=N,ms=MS (repeatable; also "
@@ -120,6 +125,17 @@ constexpr OptionSpec kOptions[] = {
 }  // namespace
 
 std::span<const OptionSpec> option_table() { return kOptions; }
+
+std::vector<std::string_view> spellings_of(const OptionSpec& spec) {
+  std::vector<std::string_view> out;
+  std::string_view rest = spec.names;
+  for (;;) {
+    auto comma = rest.find(',');
+    out.push_back(rest.substr(0, comma));
+    if (comma == std::string_view::npos) return out;
+    rest.remove_prefix(comma + 1);
+  }
+}
 
 std::string main_name_of(const OptionSpec& spec) {
   std::string_view rest = spec.names;

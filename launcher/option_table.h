@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cxxrun::launcher {
 
@@ -26,11 +27,20 @@ struct OptionSpec {
   // Given several times, every value counts (RawOptions::lists); PET_<DEST>,
   // if read, is one comma-separated list. Otherwise the last one wins.
   bool repeatable = false;
+  // An option whose value is optional: given alone it has this value, and a
+  // value comes only after '=', never in the next word, so "--opt train.py"
+  // keeps train.py as the program.
+  const char* bare_value = nullptr;
 
   bool is_flag() const { return metavar.empty(); }
+  // "--opt VALUE" as well as "--opt=VALUE".
+  bool takes_separate_value() const { return !is_flag() && bare_value == nullptr; }
 };
 
 std::span<const OptionSpec> option_table();
+
+// Every spelling in spec.names, in order: {"-r", "--redirects"}.
+std::vector<std::string_view> spellings_of(const OptionSpec& spec);
 
 // argparse's dest: the first long spelling, dashes -> underscores.
 std::string dest_of(const OptionSpec& spec);

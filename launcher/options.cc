@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "launcher/abbreviations.h"
 #include "launcher/option_table.h"
 #include "launcher/raw_options.h"
 #include "launcher/slurm.h"
@@ -75,6 +76,15 @@ RawOptions read_command_line(const std::vector<std::string>& args, const Env& en
                  std::make_unique<std::vector<std::string>>()};
     if (spec.is_flag()) {
       r.option = app.add_flag(std::string(spec.names))->disable_flag_override();
+    } else if (spec.bare_value != nullptr) {
+      // A flag that also takes "=VALUE": "--name{value}" is CLI11's way to say
+      // what the flag alone means.
+      std::string names;
+      for (std::string_view name : spellings_of(spec))
+        names += (names.empty() ? "" : ",") + std::string(name) + "{" + spec.bare_value + "}";
+      r.option = app.add_flag(names, *r.text)
+                     ->type_name(std::string(spec.metavar))
+                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     } else if (spec.repeatable) {
       // One value per occurrence: "--section-timeout a=1 train.py" must leave
       // the program alone.
@@ -91,8 +101,10 @@ RawOptions read_command_line(const std::vector<std::string>& args, const Env& en
     registered.push_back(std::move(r));
   }
 
+  const std::vector<std::string> spelled_out = expand_abbreviations(args, option_table());
   std::vector<std::string> reversed;
-  for (auto it = args.rbegin(); it != args.rend(); ++it) reversed.push_back(mark_empty(*it));
+  for (auto it = spelled_out.rbegin(); it != spelled_out.rend(); ++it)
+    reversed.push_back(mark_empty(*it));
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {

@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include "launcher/values.h"
+
 namespace cxxrun::launcher {
 namespace {
 
@@ -107,7 +109,10 @@ void require_executable(const std::string& program, const Env& env) {
   if (!info.executable) throw UsageError("program " + quoted(program) + " is not executable");
 }
 
+// Every mode's command ends with the program's name (script, module or
+// binary): the launcher's words go right after it, then the program's own.
 Program with_args(std::vector<std::string> head, const ProgramRequest& request, std::string name) {
+  head.insert(head.end(), request.launcher_args.begin(), request.launcher_args.end());
   head.insert(head.end(), request.args.begin(), request.args.end());
   return {std::move(head), std::move(name)};
 }
@@ -159,6 +164,12 @@ std::optional<std::string> find_on_path(const std::string& name, const std::stri
     if (colon == std::string::npos) return std::nullopt;
     start = colon + 1;
   }
+}
+
+std::vector<std::string> local_rank_args(const RawValue* value) {
+  if (value == nullptr) return {};
+  check_choice(*value, {"dash", "underscore"});
+  return {value->text == "dash" ? "--local-rank=${local_rank}" : "--local_rank=${local_rank}"};
 }
 
 Program build_program(const ProgramRequest& request, const Env& env) {

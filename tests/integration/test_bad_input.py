@@ -95,7 +95,12 @@ class BadInput(TempDirTest):
         self.assert_rejected([self.prog], "abc", env=clean_env(PET_NPROC_PER_NODE="abc"))
 
     def test_unknown_option(self):
-        self.assert_rejected(["--nproc-per-nod=2", self.prog], "--nproc-per-nod")
+        self.assert_rejected(["--nproc-per-nodes=2", self.prog], "--nproc-per-nodes")
+
+    def test_ambiguous_abbreviation(self):
+        self.assert_rejected(["--rdzv=c10d", self.prog],
+                             "ambiguous option: --rdzv could match --rdzv-backend, --rdzv-endpoint, "
+                             "--rdzv-id, --rdzv-conf")
 
     def test_node_rank_out_of_range(self):
         self.assert_rejected(["--nnodes=2", "--node-rank=5", self.prog], "--node-rank=5")
