@@ -61,13 +61,13 @@ class MultiNode(TempDirTest):
     def test_slurm_step_variables_alone_form_one_job(self):
         # What srun -N3 --ntasks-per-node=1 sets in each task, with no
         # rendezvous flag given: every agent derives the same job.
-        port = free_port()
+        port, dump = free_port(), self.dump_script()  # written once: agents read it while others start
         procs = []
         for node in range(3):
             env = clean_env(SLURM_JOB_ID="77", SLURM_STEP_ID="3", SLURM_STEP_NUM_NODES="3", SLURM_NODEID=str(node),
                             SLURM_STEP_NODELIST="localhost,localhost,localhost", SLURM_STEP_NUM_TASKS="3",
                             SLURM_GPUS_ON_NODE="2")
-            procs.append(start([f"--rdzv-endpoint=:{port}", self.dump_script()], env=env))
+            procs.append(start([f"--rdzv-endpoint=:{port}", dump], env=env))
         for rc, out, err in finish_all(self, procs, 60):
             self.assertEqual(rc, 0, err)
             self.assertIn("Slurm job 77 step 3: node", err)
