@@ -112,8 +112,7 @@ CgroupTarget JobCgroup::open_child(const std::string& name) {
   try {
     open_target(path_ + "/" + name, target);
   } catch (...) {
-    for (int fd : {target.dir, target.procs})
-      if (fd >= 0) close(fd);
+    close_target(target);
     throw;
   }
   return target;
@@ -132,10 +131,7 @@ void JobCgroup::kill_attempt() const {
 }
 
 void JobCgroup::end_attempt() {
-  for (int* fd : {&target_.dir, &target_.procs}) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
-  }
+  close_target(target_);
   if (attempt_.empty()) return;
   kill_attempt();
   finished_.push_back(attempt_);
