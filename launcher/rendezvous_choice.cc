@@ -74,6 +74,8 @@ void fill_settings(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
   s.entrypoint = c.entrypoint_name;
   const RawValue* local_addr = raw.find("local_addr");
   s.local_addr = local_addr != nullptr ? local_addr->text : "";
+  // Not an option: only launcher/slurm.cc derives it.
+  if (const RawValue* order = raw.find("node_order")) s.node_order = std::stoi(order->text);
 }
 
 void standalone(const RawOptions& raw, agent::Config& c, const Nodes& nodes,

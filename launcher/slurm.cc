@@ -133,6 +133,8 @@ std::optional<std::string> apply_slurm(RawOptions& raw, const Env& env, const No
     const int port = endpoint_port(raw);
     raw.values["rdzv_backend"] = {"c10d", "SLURM_JOB_ID"};
     raw.values["rdzv_endpoint"] = {fmt::format("{}:{}", host, port), list->origin};
+    // c10d ranks nodes itself; this puts group rank 0 on Slurm's first node.
+    raw.values["node_order"] = {std::to_string(node), node_id->origin};
     where = fmt::format("rendezvous c10d at {}:{}", host, port);
   } else {
     raw.values["node_rank"] = {std::to_string(node), node_id->origin};

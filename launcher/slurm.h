@@ -4,7 +4,8 @@
 // user writes by hand, from the step's own variables (docs/torchrun-compat.md,
 // "Slurm"):
 //   --nnodes          SLURM_STEP_NUM_NODES, else SLURM_JOB_NUM_NODES
-//   node rank         SLURM_NODEID (static backend; c10d orders nodes itself)
+//   node rank         SLURM_NODEID (static: --node-rank; c10d: the key the
+//                     rendezvous orders nodes by, RendezvousSettings::node_order)
 //   --rdzv-endpoint   the first host of SLURM_STEP_NODELIST (else the job's)
 //                     on port 29400, or the port of --rdzv-endpoint=:PORT
 //   --rdzv-id         slurm-<SLURM_JOB_ID>.<SLURM_STEP_ID>

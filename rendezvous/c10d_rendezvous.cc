@@ -33,19 +33,21 @@ std::string seconds_text(milliseconds d) {
 }
 
 std::string describe(const Member& m) {
-  return m.addr + "|" + m.host + "|" + std::to_string(m.pid) + "|" + std::to_string(m.nproc);
+  return m.addr + "|" + m.host + "|" + std::to_string(m.pid) + "|" + std::to_string(m.nproc) + "|" +
+         std::to_string(m.order);
 }
 
 Member parse_member(const std::string& text) {
   Member m;
-  size_t a = text.find('|'), b = text.find('|', a + 1), c = text.find('|', b + 1);
-  if (a == std::string::npos || b == std::string::npos || c == std::string::npos)
+  size_t a = text.find('|'), b = text.find('|', a + 1), c = text.find('|', b + 1), d = text.find('|', c + 1);
+  if (a == std::string::npos || b == std::string::npos || c == std::string::npos || d == std::string::npos)
     throw RendezvousError("malformed member record in the rendezvous store: '" + text + "'");
   m.addr = text.substr(0, a);
   m.host = text.substr(a + 1, b - a - 1);
   try {
     m.pid = std::stol(text.substr(b + 1, c - b - 1));
-    m.nproc = std::stoi(text.substr(c + 1));
+    m.nproc = std::stoi(text.substr(c + 1, d - c - 1));
+    m.order = std::stoi(text.substr(d + 1));
   } catch (const std::exception&) {
     throw RendezvousError("malformed member record in the rendezvous store: '" + text + "'");
   }
@@ -110,7 +112,7 @@ Assignment C10dRendezvous::join(int expected) {
 
 bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignment& out) {
   me_ = Member{s_.local_addr.empty() ? store_.local_address() : s_.local_addr, hostname(),
-               static_cast<long>(getpid()), s_.local_world_size};
+               static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder)};
   const int slot = static_cast<int>(store_.add(round_key(round, "count"), 1)) - 1;
   store_.set(round_key(round, "node/" + std::to_string(slot)), describe(me_));
   store_.set(round_key(round, "wake/" + std::to_string(slot)), "joined");
@@ -202,7 +204,8 @@ void C10dRendezvous::publish_assignments(int round, int members) {
   std::vector<int> order(members);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return std::tie(all[a].addr, all[a].host, all[a].pid, a) < std::tie(all[b].addr, all[b].host, all[b].pid, b);
+    return std::tie(all[a].order, all[a].addr, all[a].host, all[a].pid, a) <
+           std::tie(all[b].order, all[b].addr, all[b].host, all[b].pid, b);
   });
   int world = 0;
   for (const Member& m : all) world += m.nproc;

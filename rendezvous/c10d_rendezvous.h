@@ -13,7 +13,7 @@
 //   closed             exists once the job is over
 //   round              the open round number
 //   r<k>/count         ADD counter: a joiner's slot is the value it gets back
-//   r<k>/node/<slot>   the joiner's descriptor "addr|host|pid|nproc"
+//   r<k>/node/<slot>   the joiner's descriptor "addr|host|pid|nproc|order"
 //   r<k>/wake/<slot>   written by joiner <slot>; wake/<max-1> also by the
 //                      node that completes the round
 //   r<k>/complete      the number of members n; slots >= n wait for a later round
@@ -33,8 +33,11 @@
 //   r<k>/finished      ADD counter of members whose workers succeeded
 //   r<k>/stopped       ADD counter of members whose workers stopped after a
 //                      failure; r<k>/all_stopped set by the last of them
-// Group ranks are the members sorted by (addr, host, pid): the same set of
-// nodes always gets the same ranks, whatever order they joined in.
+// Group ranks are the members sorted by (order, addr, host, pid): the same
+// set of nodes always gets the same ranks, whatever order they joined in.
+// `order` is RendezvousSettings::node_order where the launcher knows one
+// (Slurm's SLURM_NODEID), so group rank 0 is on the node the scheduler
+// lists first; nodes without one sort after those with one.
 #pragma once
 
 #include <chrono>
@@ -54,7 +57,10 @@ struct Member {
   std::string host;
   long pid = 0;
   int nproc = 1;
+  int order = 0;
 };
+// Member::order of a node whose settings have no node_order.
+inline constexpr int kNoOrder = 1 << 30;
 
 class C10dRendezvous {
  public:

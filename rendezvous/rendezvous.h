@@ -64,6 +64,10 @@ struct RendezvousSettings {
   // The address other nodes reach this one by; empty = the address this
   // node's store connection uses.
   std::string local_addr;
+  // Where this node sorts among a round's members, ahead of its address:
+  // the scheduler's node index (SLURM_NODEID) when the launcher derived the
+  // job from one, so group rank 0 is on the scheduler's first node.
+  std::optional<int> node_order;
   std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};
   std::chrono::milliseconds last_call_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds close_timeout{std::chrono::seconds(30)};

@@ -162,6 +162,9 @@ class SlurmCase(OrphanCheckTest):
             job, step = envs[0]["SLURM_JOB_ID"], envs[0]["SLURM_STEP_ID"]
             self.assertEqual({e["TORCHELASTIC_RUN_ID"] for e in envs}, {f"slurm-{job}.{step}"})
             self.assertEqual(p.stderr.count(f"Slurm job {job} step {step}: node "), 2, p.stderr)
+            # Group rank 0 on the step's first node, as SLURM_NODEID says.
+            for e in envs:
+                self.assertEqual(e["GROUP_RANK"], e["SLURM_NODEID"], mode)
         return p.stderr
 
 

@@ -222,3 +222,24 @@ TEST_CASE("rendezvous: the failure summary waits for every member to stop, withi
   pair[0]->rdzv.wait_all_stopped(300ms);
   CHECK(std::chrono::steady_clock::now() - start >= 300ms);
 }
+
+TEST_CASE("rendezvous: a scheduler's node order decides group ranks before addresses") {
+  // Slurm's SLURM_NODEID (launcher/slurm.h): rank 0 on the first node of
+  // the step even when its address sorts last; a node without an order
+  // comes after those with one.
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  const std::vector<std::pair<const char*, std::optional<int>>> layout = {
+      {"10.0.0.1", std::nullopt}, {"10.0.0.2", 1}, {"10.0.0.3", 2}, {"10.0.0.9", 0}};
+  for (const auto& [addr, order] : layout) {
+    RendezvousSettings s = settings(4, 4);
+    s.node_order = order;
+    nodes.push_back(std::make_unique<Node>(store, addr, s));
+  }
+  auto result = join_all(nodes);
+  CHECK(result[3].group_rank == 0);
+  CHECK(result[1].group_rank == 1);
+  CHECK(result[2].group_rank == 2);
+  CHECK(result[0].group_rank == 3);
+  for (const auto& a : result) CHECK(a.master_addr == "10.0.0.9");
+}

@@ -53,6 +53,7 @@ TEST_CASE("slurm: a step's layout becomes a c10d job across its nodes") {
   CHECK(p.config.rdzv.host == "gpu001.addr");
   CHECK(p.config.rdzv.port == 29400);
   CHECK(p.config.run_id == "slurm-4242.0");
+  CHECK(p.config.rdzv.settings.node_order == 5);  // group rank 0 on the step's first node
   CHECK(p.config.nproc_per_node == 1);
   CHECK(std::find(p.config.signals_to_handle.begin(), p.config.signals_to_handle.end(), SIGUSR1) !=
         p.config.signals_to_handle.end());
