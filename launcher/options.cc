@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "launcher/abbreviations.h"
+#include "launcher/kubeflow.h"
 #include "launcher/option_table.h"
 #include "launcher/raw_options.h"
 #include "launcher/slurm.h"
@@ -44,9 +45,11 @@ bool flag_from_env(const OptionSpec& spec, const Env& env) {
   auto it = env.find(name);
   if (it == env.end()) return false;
   if (it->second == "0") return false;
-  if (it->second == "1") return true;
+  // Set but empty means on: the Kubeflow training operator writes
+  // PET_STANDALONE="" for elasticPolicy.standalone (torchrun fails on it).
+  if (it->second == "1" || it->second.empty()) return true;
   throw UsageError(name + "=" + it->second + ": " + main_name_of(spec) + " reads " + name +
-                   " as 0 or 1");
+                   " as 0 (off), 1 or empty (on)");
 }
 
 // CLI11 has already consumed the launcher's options; what it left starts with
@@ -181,9 +184,10 @@ Parsed parse(const std::vector<std::string>& args, const Env& env, const NodeAdd
   Parsed early;
   RawOptions raw = read_command_line(args, env, early);
   if (early.help || early.version) return early;
-  const std::optional<std::string> slurm = apply_slurm(raw, env, slurm_node_address);
+  std::optional<std::string> derived = apply_slurm(raw, env, slurm_node_address);
+  if (!derived) derived = apply_master_env(raw, env);
   Parsed parsed = build_config(raw, env);
-  if (slurm) parsed.notes.insert(parsed.notes.begin(), *slurm);
+  if (derived) parsed.notes.insert(parsed.notes.begin(), *derived);
   return parsed;
 }
 

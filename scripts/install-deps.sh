@@ -11,6 +11,7 @@ packages=(
   libssl-dev
   clang libclang-rt-14-dev
   python3 python3-torch
+  python3-yaml  # reads examples/kubernetes/ in tests/integration/test_kubernetes.py
   procps iproute2 util-linux
   tmux  # a real terminal for the --tty test (tests/integration/test_tty.py)
   # A private two-node Slurm cluster for tests/integration/test_slurm.py. The

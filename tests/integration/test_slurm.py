@@ -15,6 +15,7 @@ import os
 import re
 import socket
 import subprocess
+import time
 import unittest
 import uuid
 
@@ -291,6 +292,52 @@ exec sleep 120 {self.marker}
                 self.assertEqual(p.returncode, 0, f"{mode}: {p.stderr}\n{log}")
                 self.assertIn("on 4 rank(s)", log)
                 self.assertRegex(log, r"final loss 0\.00")
+
+    def test_preemption_warning_reaches_every_worker(self):
+        # srun --signal=USR1@N: N seconds before the time limit, slurmd sends
+        # SIGUSR1 to the step's tasks (the agents); under Slurm cxxrun adds
+        # SIGUSR1 to the signals it forwards, so each worker's handler runs
+        # and the job goes on. Slurm checks time limits about every 30 s, so
+        # the warning comes within a minute of a 1-minute limit.
+        out = self.out
+        worker = self.worker(f"""trap 'echo $SECONDS > {out}/usr1.$RANK; exit 0' USR1
+touch {out}/started.$RANK
+for i in $(seq 1200); do sleep 0.1; done
+exit 3
+""")
+        for mode in self.modes(need_auto=True):
+            self.clear_out()
+            started = time.monotonic()
+            p = self.srun(mode, ["--ntasks-per-node=1", "--time=1", "--signal=USR1@59"],
+                          ["--nproc-per-node=2", worker], timeout=150)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(sorted(n for n in os.listdir(out) if n.startswith("usr1.")),
+                             ["usr1.0", "usr1.1", "usr1.2", "usr1.3"], p.stderr)
+            self.assertIn("forwarding SIGUSR1 to 2 workers", p.stderr)
+            print(f"\nSIGUSR1 reached every worker; job ended {time.monotonic() - started:.1f}s after srun",
+                  flush=True)
+
+    def test_batch_script_is_not_a_step(self):
+        # sbatch runs the script outside any step: no SLURM_STEP_ID, so
+        # cxxrun there derives nothing and says nothing about Slurm (the
+        # script must srun it); inside the script's srun, it does.
+        script = self.script("job.sh", f"""#!/bin/bash
+env -0 > {self.out}/batch.env
+env -u PET_RDZV_ENDPOINT cxxrun --nproc-per-node=1 /bin/true
+srun cxxrun --nproc-per-node=1 /bin/true
+""")
+        env = self.env("auto")
+        output = os.path.join(self.dir, "job.out")
+        p = self.cluster.command(["sbatch", "--wait", "-N2", "--ntasks-per-node=1", f"--output={output}", script],
+                                 timeout=JOB_TIMEOUT, env=env, cwd=self.dir)
+        with open(output) as f:
+            log = f.read()
+        self.assertEqual(p.returncode, 0, f"{p.stderr}\n{log}")
+        with open(os.path.join(self.out, "batch.env")) as f:
+            batch = dict(kv.split("=", 1) for kv in f.read().split("\0") if kv)
+        self.assertIn("SLURM_JOB_ID", batch)
+        self.assertNotIn("SLURM_STEP_ID", batch)
+        self.assertEqual(log.count("Slurm job "), 2, log)  # the two srun tasks, not the batch script
 
     def test_two_tasks_per_node_are_refused(self):
         worker = self.worker(f'env -0 > {self.out}/env.$RANK.$$\n')

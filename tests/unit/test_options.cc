@@ -104,7 +104,7 @@ TEST_CASE("PET_ variables: command line beats environment beats default") {
   CHECK_THAT(failure({kProg}, env).message, Contains("PET_NNODES=2:1"));
 }
 
-TEST_CASE("PET_ flags read 0 or 1 only") {
+TEST_CASE("PET_ flags read 0, 1 or empty only") {
   Env env = base_env();
   env["PET_STANDALONE"] = "1";
   Parsed p = run({kProg}, env);
@@ -115,7 +115,7 @@ TEST_CASE("PET_ flags read 0 or 1 only") {
   env["PET_STANDALONE"] = "true";
   Failure f = failure({kProg}, env);
   CHECK_THAT(f.message, Contains("PET_STANDALONE=true"));
-  CHECK_THAT(f.message, Contains("0 or 1"));
+  CHECK_THAT(f.message, Contains("0 (off), 1 or empty (on)"));
   // Even the flag on the command line does not excuse a malformed variable.
   CHECK_THAT(failure({"--standalone", kProg}, env).message, Contains("PET_STANDALONE=true"));
 
