@@ -19,6 +19,9 @@ packages=(
   # installed here stay idle: slurmd/slurmctld need /etc/slurm/slurm.conf,
   # which nothing writes, and a system munged on /run/munge is not used.
   slurmctld slurmd slurm-client munge
+  # A private three-member etcd cluster for the etcd client's tests
+  # (tests/integration/etcd_cluster.py), on ports of its own.
+  etcd-server etcd-client
 )
 
 missing=()
@@ -36,3 +39,18 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "install-deps: installed ${missing[*]}"
+
+# Debian's etcd-server starts a system etcd on 2379/2380 as it installs. The
+# tests run their own members and never want it: left running it would hold
+# the well-known ports and take any traffic a misconfigured test or client
+# sent there, with data that outlives the test. Stop it and keep it off.
+if [[ " ${missing[*]} " == *" etcd-server "* ]]; then
+  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    "${sudo_cmd[@]}" systemctl disable --now etcd >/dev/null 2>&1 || true
+  else
+    # No systemd: the package's init script started it; stop it the same way,
+    # and make sure it does not come back with the next boot.
+    "${sudo_cmd[@]}" service etcd stop >/dev/null 2>&1 || true
+    command -v update-rc.d >/dev/null && "${sudo_cmd[@]}" update-rc.d etcd disable >/dev/null 2>&1 || true
+  fi
+fi

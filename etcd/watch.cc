@@ -1,0 +1,311 @@
+// Watch: the stream, its resumption on another member, and cancellation.
+// The connection is swapped only under `mutex`, so cancel() from another
+// thread always interrupts the connection in use (or finds the flag set
+// before the next one is made).
+#include "etcd/watch.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "etcd/backoff.h"
+#include "etcd/http_connection.h"
+#include "etcd/json_stream.h"
+#include "etcd/transport.h"
+#include "etcd/wire.h"
+
+namespace cxxrun::etcd {
+
+struct Watch::Impl {
+  Impl(const Options& options, std::string k, Scope scope, int64_t start)
+      : transport(options), key(std::move(k)), start_revision(start),
+        reasons(transport.endpoints().size()),
+        permanent(reasons.size(), 0) {
+    if (scope == Scope::prefix) {
+      Op op = Op::get_prefix(key);
+      key = op.key;
+      range_end = op.range_end;
+    }
+    if (start > 0) {
+      last = start - 1;
+      known = true;
+    }
+  }
+
+  Transport transport;  // endpoints, TLS and token; its own requests only authenticate
+  std::string key;
+  std::string range_end;
+  int64_t start_revision;
+  int64_t last = 0;    // every event up to here has been delivered
+  bool known = false;  // false: "from now", until the first creation says when now was
+  size_t current = 0;
+  bool connected = false;  // the stream on `connection` is created and live
+  int connections = 0;
+  std::unique_ptr<HttpConnection> connection;
+  JsonStream messages;
+  std::optional<Clock::time_point> broken_since;
+  std::vector<std::optional<std::string>> reasons;  // each member's last failure, for EtcdUnavailable
+  std::vector<int> permanent;  // each member's last failure: 0 transient, 1 permanent, 2 TLS (permanent)
+  bool any_answered = false;
+  Backoff backoff;
+  size_t streak = 0;
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::atomic<bool> cancelled{false};
+
+  std::string name() const { return "etcd watch on '" + key + "'"; }
+  const Endpoint& member() const { return transport.endpoints()[current]; }
+
+  void install(std::unique_ptr<HttpConnection> c) {
+    std::lock_guard lock(mutex);
+    connection = std::move(c);
+    if (cancelled && connection) connection->interrupt();
+  }
+
+  void sleep_until(Clock::time_point t) {
+    std::unique_lock lock(mutex);
+    wake.wait_until(lock, t, [&] { return cancelled.load(); });
+  }
+
+  std::string failures() const {
+    std::string out;
+    for (size_t i = 0; i < reasons.size(); ++i)
+      if (reasons[i]) out += (out.empty() ? "" : "; ") + transport.endpoints()[i].text() + ": " + *reasons[i];
+    return out;
+  }
+
+  // This member failed: the next one, after a pause once all have.
+  void move_on(const std::string& reason, Clock::time_point deadline) {
+    spdlog::debug("{}: {}: {}", name(), member().text(), reason);
+    reasons[current] = reason;
+    install(nullptr);
+    connected = false;
+    messages.clear();
+    if (!broken_since) broken_since = Clock::now();
+    current = (current + 1) % reasons.size();
+    if (++streak % reasons.size() == 0) sleep_until(backoff.next_wake(deadline));
+  }
+
+  [[noreturn]] void compacted(const wire::WatchMessage& m) {
+    throw EtcdCompacted(name() + ": revision " + std::to_string(last + 1) + " was compacted (the oldest kept is " +
+                            std::to_string(m.compact_revision) + "); read the state again and start a new watch",
+                        m.compact_revision);
+  }
+
+  // A member's refusal (an error answer, or an error on the stream). True:
+  // try the same member again (with a fresh token); false: move on.
+  bool refused(int status, const wire::ServerError& error, bool& authenticated_again) {
+    switch (classify(status, error.code, error.message)) {
+      case Refusal::bad_token:
+        if (!transport.options().username.empty() && !authenticated_again) {
+          authenticated_again = true;
+          transport.forget_token();
+          return true;
+        }
+        [[fallthrough]];
+      case Refusal::auth:
+        throw EtcdAuthError("etcd " + member().text() + ": watch: " + error.message +
+                            (transport.options().username.empty() ? " (the cluster requires a username and password)"
+                                                                  : ""));
+      case Refusal::retry:
+      case Refusal::maybe_applied:
+        any_answered = true;
+        return false;
+      case Refusal::final:
+        break;
+    }
+    throw EtcdRequestError("etcd " + member().text() + ": watch: " + error.message, error.code);
+  }
+
+  // Creates the watch on the current member or the ones after it. False
+  // when the deadline passed first, or on cancel().
+  bool establish(Clock::time_point deadline) {
+    bool authenticated_again = false;
+    while (!cancelled) {
+      auto now = Clock::now();
+      if (broken_since && now - *broken_since >= transport.options().timeout) {
+        auto spent = format_duration(now - *broken_since);
+        if (any_answered) throw EtcdTimeout(name() + ": not re-established in " + spent + ": " + failures());
+        throw EtcdUnavailable(name() + ": no member reachable in " + spent + ": " + failures());
+      }
+      if (now >= deadline) return false;
+      messages.clear();
+      install(std::make_unique<HttpConnection>(member(), transport.tls()));
+      try {
+        int64_t from = known ? last + 1 : start_revision;
+        HttpRequest request{"/v3/watch", wire::watch_create_request(key, range_end, from), transport.token(deadline)};
+        auto answer = connection->open_stream(request, deadline, now + kConnectLimit);
+        if (answer.status != 200) {
+          auto error = wire::parse_error(answer.body);
+          if (refused(answer.status, error.value_or(wire::ServerError{0, "HTTP " + std::to_string(answer.status)}),
+                      authenticated_again))
+            continue;
+          move_on(error ? error->message : "HTTP " + std::to_string(answer.status), deadline);
+          continue;
+        }
+        if (await_created(deadline, authenticated_again)) return true;
+        if (Clock::now() >= deadline || cancelled) {
+          install(nullptr);  // a creation half done: start it again next time
+          return false;
+        }
+      } catch (const TransportError& e) {
+        if (e.kind == TransportError::Kind::cancelled) return false;
+        if (e.kind == TransportError::Kind::timeout) {
+          install(nullptr);
+          return false;
+        }
+        permanent[current] = e.permanent ? (e.kind == TransportError::Kind::tls ? 2 : 1) : 0;
+        if (std::all_of(permanent.begin(), permanent.end(), [](int p) { return p > 0; })) {
+          reasons[current] = e.what();
+          std::string why = reasons.size() == 1 ? "etcd " + member().text() + ": watch: " + e.what()
+                                                : name() + ": every endpoint failed: " + failures();
+          if (std::all_of(permanent.begin(), permanent.end(), [](int p) { return p == 2; })) throw EtcdTlsError(why);
+          throw EtcdUnavailable(why);
+        }
+        move_on(e.what(), deadline);
+      }
+    }
+    return false;
+  }
+
+  // Reads the stream until the member confirms the watch. False on the
+  // deadline, or after a refusal (the caller moves on or retries).
+  bool await_created(Clock::time_point deadline, bool& authenticated_again) {
+    while (true) {
+      while (auto object = messages.next()) {
+        auto m = parse(*object);
+        if (m.kind == wire::WatchMessage::Kind::error) {
+          if (!refused(200, m.error, authenticated_again)) move_on(m.error.message, deadline);
+          return false;
+        }
+        if (m.kind != wire::WatchMessage::Kind::created) continue;
+        if (!known) {
+          last = m.revision;
+          known = true;
+        }
+        if (connections++ > 0)
+          spdlog::info("{}: resumed on {} from revision {}", name(), member().text(), last + 1);
+        connected = true;
+        broken_since.reset();
+        reasons.assign(reasons.size(), std::nullopt);
+        permanent.assign(permanent.size(), 0);
+        any_answered = false;
+        streak = 0;
+        backoff = Backoff();
+        return true;
+      }
+      std::string bytes;
+      if (!connection->read_stream(bytes, deadline)) return false;
+      messages.feed(bytes);
+    }
+  }
+
+  // A cancellation by the member is compaction (final for this watch) or a
+  // refusal like any other ("user name is empty", "permission denied"), so
+  // it becomes an error for refused() to judge.
+  wire::WatchMessage parse(const std::string& object) {
+    wire::WatchMessage m;
+    try {
+      m = wire::parse_watch_message(object);
+    } catch (const wire::Malformed& e) {
+      throw EtcdError("etcd " + member().text() + ": watch: " + e.what());
+    }
+    if (m.kind == wire::WatchMessage::Kind::canceled) {
+      if (m.compact_revision > 0) compacted(m);
+      m.kind = wire::WatchMessage::Kind::error;
+      m.error = wire::ServerError{0, "cancelled: " + m.cancel_reason};
+    }
+    return m;
+  }
+
+  // The events of one message not delivered before (a resumed stream
+  // starts after `last`, so this drops nothing etcd sends; it is the guard
+  // that makes "exactly once" not depend on that).
+  std::vector<WatchEvent> fresh(std::vector<WatchEvent> events) {
+    std::vector<WatchEvent> out;
+    for (auto& e : events)
+      if (e.kv.mod_revision > last) out.push_back(std::move(e));
+    for (const auto& e : out) last = std::max(last, e.kv.mod_revision);
+    return out;
+  }
+
+  std::optional<std::vector<WatchEvent>> next(Clock::time_point deadline) {
+    bool authenticated_again = false;
+    while (!cancelled) {
+      if (!connected) {
+        if (!establish(deadline)) return std::nullopt;
+        continue;
+      }
+      while (connected) {
+        auto object = messages.next();
+        if (!object) break;
+        auto m = parse(*object);
+        switch (m.kind) {
+          case wire::WatchMessage::Kind::events:
+            if (auto events = fresh(std::move(m.events)); !events.empty()) return events;
+            break;
+          case wire::WatchMessage::Kind::progress:
+            last = std::max(last, m.revision);
+            break;
+          case wire::WatchMessage::Kind::created:
+            break;
+          case wire::WatchMessage::Kind::canceled:  // parse() made it an error
+          case wire::WatchMessage::Kind::error:
+            // e.g. "no leader": this member lost its peers; resume elsewhere.
+            refused(200, m.error, authenticated_again);
+            spdlog::info("{}: {} ended the stream: {}", name(), member().text(), m.error.message);
+            move_on(m.error.message, deadline);
+            break;
+        }
+      }
+      if (!connected) continue;
+      try {
+        std::string bytes;
+        if (!connection->read_stream(bytes, deadline)) return std::nullopt;
+        messages.feed(bytes);
+      } catch (const TransportError& e) {
+        if (e.kind == TransportError::Kind::cancelled) return std::nullopt;
+        spdlog::info("{}: the stream from {} broke ({}); resuming from revision {}", name(), member().text(),
+                     e.what(), last + 1);
+        move_on(e.what(), deadline);
+      }
+    }
+    return std::nullopt;
+  }
+};
+
+Watch::Watch(const Options& options, std::string key, Scope scope, int64_t start_revision)
+    : impl_(std::make_unique<Impl>(options, std::move(key), scope, start_revision)) {
+  auto deadline = Clock::now() + options.timeout;
+  impl_->broken_since = Clock::now();  // "not yet connected" ends in a throw at the same deadline
+  if (!impl_->establish(deadline)) {
+    if (impl_->cancelled) return;
+    throw EtcdTimeout(impl_->name() + ": not created in " + format_duration(options.timeout) +
+                      (impl_->failures().empty() ? "" : ": " + impl_->failures()));
+  }
+}
+
+Watch::~Watch() = default;
+
+std::optional<std::vector<WatchEvent>> Watch::next(Clock::time_point deadline) { return impl_->next(deadline); }
+
+std::optional<std::vector<WatchEvent>> Watch::next(std::chrono::milliseconds timeout) {
+  return impl_->next(Clock::now() + timeout);
+}
+
+void Watch::cancel() {
+  impl_->cancelled = true;
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->connection) impl_->connection->interrupt();
+  impl_->wake.notify_all();
+}
+
+bool Watch::cancelled() const { return impl_->cancelled; }
+int64_t Watch::revision() const { return impl_->last; }
+std::string Watch::endpoint() const { return impl_->connected ? impl_->member().text() : std::string(); }
+int Watch::connections() const { return impl_->connections; }
+
+}  // namespace cxxrun::etcd

@@ -1,0 +1,66 @@
+// A watch on one key or one prefix, over a streaming connection of its own
+// (POST /v3/watch; the answer is a chunked stream of JSON messages).
+//
+// Promises: events come in revision order, each exactly once, across member
+// failures: when the stream breaks, the watch is created again on the next
+// member from the last delivered revision + 1. If that revision has been
+// compacted away it cannot be, and next() throws EtcdCompacted. next()
+// waits no longer than its deadline; cancel(), from any thread, makes a
+// blocked next() return nullopt at once, and every later one too.
+//
+// Thread rule: one thread calls next() (and the accessors); cancel() may be
+// called from any other while the Watch exists.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "etcd/errors.h"
+#include "etcd/options.h"
+#include "etcd/types.h"
+
+namespace cxxrun::etcd {
+
+class Watch {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum class Scope { key, prefix };
+
+  // Creates the watch on the first member that takes it, within
+  // options.timeout; throws as Client's calls do when none does.
+  // start_revision 0: events after the revision current at creation;
+  // otherwise events from that revision on (history, if not compacted).
+  Watch(const Options& options, std::string key, Scope scope = Scope::key, int64_t start_revision = 0);
+  ~Watch();
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
+
+  // The next batch of events (never empty), or nullopt when the deadline
+  // passes first or the watch was cancelled. While no member can be
+  // reached it keeps trying; after options.timeout of that it throws
+  // EtcdUnavailable naming each member and why.
+  std::optional<std::vector<WatchEvent>> next(Clock::time_point deadline);
+  std::optional<std::vector<WatchEvent>> next(std::chrono::milliseconds timeout);
+
+  // Any thread. Idempotent.
+  void cancel();
+  bool cancelled() const;
+
+  // Every event up to this revision has been delivered (the creation
+  // revision before any has).
+  int64_t revision() const;
+  // The member the stream is on, "host:port"; empty while reconnecting.
+  std::string endpoint() const;
+  // How many times the stream was created (1 + reconnections).
+  int connections() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cxxrun::etcd

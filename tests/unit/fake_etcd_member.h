@@ -1,0 +1,140 @@
+// A fake etcd member on loopback for the client's failover tests: a thread
+// that serves one HTTP/1.1 connection at a time and answers each request
+// with what the script returns for it. Every wait polls with a timeout, so a
+// client bug fails a test instead of hanging it.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+class FakeEtcdMember {
+ public:
+  struct Request {
+    std::string target;
+    std::string body;
+    std::string authorization;
+  };
+  // The whole HTTP answer; "" closes the connection without one; an answer
+  // that starts with kCloseAfter is sent, then the connection closed.
+  using Script = std::function<std::string(const Request&)>;
+  static constexpr const char* kCloseAfter = "CLOSE:";
+
+  static std::string answer(int status, const std::string& json) {
+    return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(json.size()) + "\r\n\r\n" + json;
+  }
+  static std::string ok(const std::string& json) { return answer(200, json); }
+
+  explicit FakeEtcdMember(Script script) : script_(std::move(script)) {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(listen(listener_, 8) == 0);
+    socklen_t len = sizeof addr;
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeEtcdMember() {
+    stop_ = true;
+    thread_.join();
+    close(listener_);
+  }
+
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  int connections() const { return connections_; }
+  std::vector<Request> requests() const {
+    std::lock_guard lock(mutex_);
+    return requests_;
+  }
+  int count(const std::string& target) const {
+    int n = 0;
+    for (const auto& r : requests()) n += r.target == target;
+    return n;
+  }
+
+ private:
+  bool readable(int fd) {
+    while (!stop_) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 20) > 0) return true;
+    }
+    return false;
+  }
+
+  void serve() {
+    while (readable(listener_)) {
+      int fd = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      ++connections_;
+      serve_connection(fd);
+      close(fd);
+    }
+  }
+
+  void serve_connection(int fd) {
+    std::string in;
+    while (true) {
+      auto head_end = in.find("\r\n\r\n");
+      while (head_end == std::string::npos) {
+        if (!read_more(fd, in)) return;
+        head_end = in.find("\r\n\r\n");
+      }
+      std::string head = in.substr(0, head_end);
+      size_t length = std::stoul(header(head, "content-length", "0"));
+      while (in.size() < head_end + 4 + length)
+        if (!read_more(fd, in)) return;
+      Request r{head.substr(5, head.find(' ', 5) - 5), in.substr(head_end + 4, length), header(head, "authorization", "")};
+      in.erase(0, head_end + 4 + length);
+      {
+        std::lock_guard lock(mutex_);
+        requests_.push_back(r);
+      }
+      std::string out = script_(r);
+      if (out.empty()) return;
+      bool close_after = out.rfind(kCloseAfter, 0) == 0;
+      if (close_after) out.erase(0, std::string(kCloseAfter).size());
+      if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size()) || close_after) return;
+    }
+  }
+
+  bool read_more(int fd, std::string& in) {
+    if (!readable(fd)) return false;
+    char buf[4096];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return false;
+    in.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+
+  static std::string header(const std::string& head, const std::string& name, const std::string& fallback) {
+    std::string lower;
+    for (char c : head) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    auto at = lower.find("\r\n" + name + ":");
+    if (at == std::string::npos) return fallback;
+    auto start = head.find_first_not_of(' ', at + 3 + name.size());
+    return head.substr(start, head.find("\r\n", start) - start);
+  }
+
+  Script script_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+  mutable std::mutex mutex_;
+  std::vector<Request> requests_;
+  std::thread thread_;
+};

@@ -1,0 +1,199 @@
+// The failover, retry and auth rules (etcd/transport.h) against fake
+// members that fail on cue: what is sent again, what is not, and what the
+// caller is told.
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "etcd/client.h"
+#include "etcd/transport.h"
+#include "fake_etcd_member.h"
+
+using namespace cxxrun::etcd;
+using namespace std::chrono_literals;
+using Member = FakeEtcdMember;
+
+namespace {
+
+const std::string kHeader = R"("header":{"cluster_id":"1","member_id":"222","revision":"5"})";
+const std::string kRange = "{" + kHeader + R"(,"kvs":[{"key":"aw==","value":"dg==","mod_revision":"5"}],"count":"1"})";
+const std::string kPut = "{" + kHeader + "}";
+
+std::string refusal(int status, int code, const std::string& message) {
+  return Member::answer(status, R"({"error":")" + message + R"(","message":")" + message +
+                                    R"(","code":)" + std::to_string(code) + "}");
+}
+
+Client client_of(const std::vector<const Member*>& members, std::chrono::milliseconds timeout = 5s) {
+  Options o;
+  o.endpoints.clear();
+  for (auto* m : members) o.endpoints.push_back(m->endpoint());
+  o.timeout = timeout;
+  return Client(o);
+}
+
+// Answers a put or a range; anything else is a test bug.
+std::string serves(const Member::Request& r) {
+  if (r.target == "/v3/kv/range") return Member::ok(kRange);
+  if (r.target == "/v3/kv/put") return Member::ok(kPut);
+  if (r.target == "/v3/maintenance/status") return Member::ok("{" + kHeader + R"(,"leader":"222"})");
+  return Member::answer(404, "Not Found");
+}
+
+}  // namespace
+
+TEST_CASE("etcd transport: a read whose answer was lost is read again from the next member") {
+  Member a([](const Member::Request&) { return std::string(); });
+  Member b(serves);
+  auto c = client_of({&a, &b});
+  auto r = c.range("k");
+  REQUIRE(r.kv);
+  CHECK(r.kv->value == "v");
+  CHECK(a.requests().size() == 1);
+  CHECK(c.endpoint() == b.endpoint());
+}
+
+TEST_CASE("etcd transport: a write whose answer was lost is indeterminate, never sent twice") {
+  Member a([](const Member::Request&) { return std::string(); });
+  Member b(serves);
+  auto c = client_of({&a, &b});
+  CHECK_THROWS_AS(c.put("k", "v"), EtcdIndeterminate);
+  CHECK_THROWS_WITH(c.txn({}, {Op::put("k", "v")}), Catch::Contains("may or may not have been applied"));
+  CHECK(b.requests().empty());
+}
+
+TEST_CASE("etcd transport: 'no leader' was not applied: a write moves on") {
+  Member a([](const Member::Request&) { return refusal(503, 14, "etcdserver: no leader"); });
+  Member b(serves);
+  auto c = client_of({&a, &b});
+  CHECK(c.put("k", "v") == 5);
+  CHECK(a.count("/v3/kv/put") == 1);
+  CHECK(b.count("/v3/kv/put") == 1);
+}
+
+TEST_CASE("etcd transport: 'request timed out' may have applied: reads retry, writes do not") {
+  Member a([](const Member::Request&) { return refusal(503, 14, "etcdserver: request timed out"); });
+  Member b(serves);
+  auto c = client_of({&a, &b});
+  CHECK_THROWS_AS(c.put("k", "v"), EtcdIndeterminate);
+  CHECK(b.requests().empty());
+  CHECK(c.range("k").kv);
+}
+
+TEST_CASE("etcd transport: a refusal is final and names the member") {
+  Member a([](const Member::Request&) { return refusal(400, 3, "etcdserver: key is not provided"); });
+  Member b(serves);
+  auto c = client_of({&a, &b});
+  try {
+    c.put("", "v");
+    FAIL("no error");
+  } catch (const EtcdRequestError& e) {
+    CHECK(e.grpc_code == 3);
+    CHECK(std::string(e.what()) == "etcd " + a.endpoint() + ": put: etcdserver: key is not provided");
+  }
+  CHECK(b.requests().empty());
+}
+
+TEST_CASE("etcd transport: the deadline bounds retries against a member without a leader") {
+  Member a([](const Member::Request&) { return refusal(503, 14, "etcdserver: no leader"); });
+  auto c = client_of({&a}, 300ms);
+  auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(c.range("k"), EtcdTimeout);
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took >= 300ms);
+  CHECK(took < 1500ms);
+  CHECK_THROWS_WITH(c.range("k"), Catch::Contains("etcdserver: no leader"));
+  CHECK(a.requests().size() > 2);  // retried, with backoff
+}
+
+TEST_CASE("etcd transport: kept-alive connections, and one the member closed while idle") {
+  std::atomic<int> n{0};
+  Member a([&](const Member::Request& r) {
+    // The second answer closes the connection, as a member going away.
+    return ++n == 2 ? Member::kCloseAfter + serves(r) : serves(r);
+  });
+  auto c = client_of({&a});
+  c.range("k");
+  c.put("k", "v");
+  CHECK(a.connections() == 1);
+  std::this_thread::sleep_for(50ms);
+  // Found closed before use: a fresh connection, so no indeterminate write.
+  CHECK(c.put("k", "v") == 5);
+  CHECK(a.connections() == 2);
+}
+
+TEST_CASE("etcd transport: an expired token is replaced once") {
+  std::atomic<int> tokens{0};
+  Member a([&](const Member::Request& r) {
+    if (r.target == "/v3/auth/authenticate")
+      return Member::ok("{" + kHeader + R"(,"token":"t)" + std::to_string(++tokens) + R"("})");
+    if (r.authorization != "t2") return refusal(401, 16, "etcdserver: invalid auth token");
+    return serves(r);
+  });
+  Options o;
+  o.endpoints = {a.endpoint()};
+  o.username = "u";
+  o.password = "p";
+  Client c(o);
+  CHECK(c.put("k", "v") == 5);
+  CHECK(tokens == 2);
+  CHECK(c.put("k", "v") == 5);
+  CHECK(tokens == 2);
+  // A member that refuses every token: one new token, then the error.
+  Member b([&](const Member::Request& r) {
+    if (r.target == "/v3/auth/authenticate") return Member::ok("{" + kHeader + R"(,"token":"x"})");
+    return refusal(401, 16, "etcdserver: invalid auth token");
+  });
+  o.endpoints = {b.endpoint()};
+  Client d(o);
+  CHECK_THROWS_AS(d.put("k", "v"), EtcdAuthError);
+  CHECK(b.count("/v3/auth/authenticate") == 2);
+}
+
+TEST_CASE("etcd transport: after losing a member, wait until the next follows another leader") {
+  auto a = std::make_unique<Member>([](const Member::Request&) {
+    return Member::ok(R"({"header":{"cluster_id":"1","member_id":"111","revision":"4"}})");
+  });
+  std::atomic<int> polls{0};
+  Member b([&](const Member::Request& r) {
+    if (r.target == "/v3/maintenance/status")
+      return Member::ok("{" + kHeader + R"(,"leader":")" + (++polls < 4 ? "111" : "222") + R"("})");
+    return serves(r);
+  });
+  auto c = client_of({a.get(), &b});
+  CHECK(c.put("k", "v") == 4);  // from a, whose id is now known
+  a.reset();                    // a dies
+  CHECK(c.put("k", "v") == 5);
+  CHECK(polls == 4);
+  CHECK(b.count("/v3/kv/put") == 1);
+}
+
+TEST_CASE("etcd transport: no member reachable, each named") {
+  int port;
+  {
+    Member gone(serves);
+    port = std::stoi(gone.endpoint().substr(10));
+  }
+  Options o;
+  o.endpoints = {"127.0.0.1:" + std::to_string(port)};
+  o.timeout = 200ms;
+  Client c(o);
+  CHECK_THROWS_AS(c.range("k"), EtcdUnavailable);
+  CHECK_THROWS_WITH(c.range("k"), Catch::Contains("no member reachable") &&
+                                      Catch::Contains("127.0.0.1:" + std::to_string(port) + ": Connection refused"));
+}
+
+TEST_CASE("etcd transport: which refusals are retried") {
+  CHECK(classify(503, 14, "etcdserver: no leader") == Refusal::retry);
+  CHECK(classify(503, 14, "etcdserver: leader changed") == Refusal::retry);
+  CHECK(classify(503, 14, "etcdserver: request timed out") == Refusal::maybe_applied);
+  CHECK(classify(503, 14, "etcdserver: server stopped") == Refusal::maybe_applied);
+  CHECK(classify(502, 0, "HTTP 502: bad gateway") == Refusal::maybe_applied);
+  CHECK(classify(401, 16, "etcdserver: invalid auth token") == Refusal::bad_token);
+  CHECK(classify(400, 3, "etcdserver: user name is empty") == Refusal::bad_token);
+  CHECK(classify(400, 3, "etcdserver: authentication failed, invalid user ID or password") == Refusal::auth);
+  CHECK(classify(403, 7, "etcdserver: permission denied") == Refusal::auth);
+  CHECK(classify(400, 3, "etcdserver: key is not provided") == Refusal::final);
+  CHECK(classify(404, 5, "etcdserver: requested lease not found") == Refusal::final);
+  CHECK(format_duration(250ms) == "250 ms");
+  CHECK(format_duration(1500ms) == "1.5 s");
+}
