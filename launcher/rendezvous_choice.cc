@@ -19,6 +19,7 @@ namespace rdzv = cxxrun::rendezvous;
 using rendezvous::Backend;
 
 constexpr int kC10dDefaultPort = 29400;
+constexpr int kEtcdDefaultPort = 2379;
 constexpr const char* kLoopback = "127.0.0.1";
 
 store::Endpoint endpoint_of(const RawValue& v, int default_port) {
@@ -121,6 +122,56 @@ void c10d(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
                        " is ignored: --node-rank is only used by the static backend");
 }
 
+bool is_etcd(const std::string& backend) {
+  return backend == "etcd-v3" || backend == "etcd" || backend == "etcd-v2";
+}
+
+// "h1:2379,h2,[::1]:2379": every member, port 2379 unless given.
+std::vector<store::Endpoint> etcd_endpoints(const RawOptions& raw) {
+  const RawValue& text = raw.at("rdzv_endpoint");
+  if (text.text.empty())
+    throw UsageError(raw.at("rdzv_backend").shown() + " needs --rdzv-endpoint=HOST[:PORT][,HOST[:PORT]...] "
+                     "naming etcd's members");
+  std::vector<store::Endpoint> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.text.find(',', start);
+    const std::string one = text.text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (one.empty()) throw UsageError(text.shown() + ": an empty member in the list");
+    out.push_back(endpoint_of({one, text.origin}, kEtcdDefaultPort));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+void etcd(const RawOptions& raw, agent::Config& c, const Nodes& nodes, std::vector<std::string>& notes) {
+  const std::string& name = raw.at("rdzv_backend").text;
+  if (name != "etcd-v3")
+    notes.push_back(fmt::format("--rdzv-backend={} runs on cxxrun's etcd-v3 backend: etcd's v3 API, which every "
+                                "etcd since 3.4 serves (torch's {} backend speaks v2)",
+                                name, name));
+  const std::vector<store::Endpoint> members = etcd_endpoints(raw);
+  c.rdzv.backend = Backend::etcd;
+  c.rdzv.name = "etcd-v3";
+  c.rdzv.host = members.front().host;
+  c.rdzv.port = members.front().port;
+  c.run_id = raw.at("rdzv_id").text;
+  // As with c10d, the rendezvous decides group ranks and where rank 0's
+  // workers host their store.
+  c.master_addr.clear();
+  c.master_port = 0;
+  c.use_agent_store = false;
+  fill_settings(raw, c, nodes, members.front());
+  rdzv::EtcdSettings& etcd = c.rdzv.settings.etcd;
+  etcd.endpoints.clear();
+  for (const auto& m : members) etcd.endpoints.push_back(store::format_endpoint(m));
+  std::string list;
+  for (const auto& e : etcd.endpoints) list += (list.empty() ? "" : ",") + e;
+  c.rdzv.settings.endpoint = (etcd.https ? "https://" : "http://") + list;
+  if ((etcd.cert.empty()) != (etcd.key.empty()))
+    throw UsageError(raw.at("rdzv_conf").shown() + ": cert and key go together (a client certificate and its key)");
+}
+
 void static_backend(const RawOptions& raw, agent::Config& c, const Nodes& nodes) {
   const RawValue& endpoint_text = raw.at("rdzv_endpoint");
   const RawValue* origin = &raw.at("master_port");
@@ -197,11 +248,12 @@ void check_rendezvous_supported(const RawOptions& raw) {
     return;
   }
   const RawValue& backend = raw.at("rdzv_backend");
-  if (backend.text == "etcd" || backend.text == "etcd-v2")
-    throw UsageError(backend.shown() +
-                     ": etcd rendezvous is not supported by cxxrun (use c10d or static)");
+  if (is_etcd(backend.text)) {
+    etcd_endpoints(raw);
+    return;
+  }
   if (backend.text != "static" && backend.text != "c10d")
-    throw UsageError(backend.shown() + ": unknown rendezvous backend (choose from static, c10d)");
+    throw UsageError(backend.shown() + ": unknown rendezvous backend (choose from static, c10d, etcd-v3)");
   if (backend.text == "c10d") {
     c10d_endpoint(raw);  // --node-rank is ignored, as torchrun does
     return;
@@ -238,8 +290,18 @@ void choose_rendezvous(const RawOptions& raw, agent::Config& config, std::vector
     standalone(raw, config, nodes, notes);
   else if (raw.at("rdzv_backend").text == "c10d")
     c10d(raw, config, nodes, warnings);
+  else if (is_etcd(raw.at("rdzv_backend").text))
+    etcd(raw, config, nodes, notes);
   else
     static_backend(raw, config, nodes);
+  const bool on_etcd = config.rdzv.backend == Backend::etcd;
+  for (const auto& [key, value] : parse_rdzv_conf(raw.at("rdzv_conf")))
+    if (!on_etcd && (key == "protocol" || key == "cacert" || key == "cert" || key == "key" || key == "etcd_prefix"))
+      throw UsageError(raw.at("rdzv_conf").shown() + ": " + key + " is read by the etcd backends only (--rdzv-backend=etcd-v3)");
+  if (on_etcd && !config.rdzv.settings.token.empty())
+    throw UsageError(raw.at("rdzv_conf").shown() +
+                     ": token_file is the c10d store's secret; an etcd cluster admits its clients by certificate "
+                     "(protocol=https with cacert, cert and key)");
   if (config.rdzv.settings.token.empty()) return;
   // The static backend's store is the workers' store too (MASTER_PORT), and
   // torch workers have no way to give a token: they would all be refused.

@@ -9,14 +9,14 @@
 
 namespace cxxrun::rendezvous {
 
-C10dBackend::C10dBackend(const RendezvousConfig& config, const WorkerStorePlan& workers)
-    : config_(config), plan_(workers) {}
+C10dBackend::C10dBackend(const RendezvousConfig& config, const WorkerStorePlan& workers, OpenStore open)
+    : config_(config), plan_(workers), open_(std::move(open)) {}
 
 C10dBackend::~C10dBackend() = default;
 
 Assignment C10dBackend::join() {
   const RendezvousSettings& s = config_.settings;
-  store_ = std::make_unique<JobStore>(config_);
+  store_ = open_();
   const std::string local = s.local_addr.empty() ? store_->client().local_address() : s.local_addr;
   // Asked only when this node becomes group rank 0: where its workers'
   // store will be (the MASTER_PORT rule, worker_store.h).
@@ -25,8 +25,12 @@ Assignment C10dBackend::join() {
   };
   rdzv_ = std::make_unique<C10dRendezvous>(store_->client(), s, pick,
                                            [](const std::string& line) { spdlog::info("{}", line); });
-  beats_ = store_->connect_another(std::max(std::chrono::milliseconds(500), s.keep_alive_interval));
-  rdzv_->use_for_keep_alives(*beats_);
+  if (MemberLiveness* liveness = store_->liveness()) {
+    rdzv_->use_liveness(*liveness);
+  } else {
+    beats_ = store_->connect_another(std::max(std::chrono::milliseconds(500), s.keep_alive_interval));
+    rdzv_->use_for_keep_alives(*beats_);
+  }
   return joined(rdzv_->next_rendezvous());
 }
 

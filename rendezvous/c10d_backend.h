@@ -1,24 +1,28 @@
 // The c10d backend: the rendezvous algorithm of c10d_rendezvous.h over the
-// job's store (job_store.h), with everything elastic around it: a watcher
+// job's state store (a TCPStore, job_store.h, or etcd, etcd_job_store.h), with everything elastic around it: a watcher
 // woken by the store when the round ends, keep-alives on a connection of
 // their own with a short deadline (so a lost store shows within
 // keep_alive_max_attempt beats), and the workers' store served by group
 // rank 0's agent.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "rendezvous/c10d_rendezvous.h"
-#include "rendezvous/job_store.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/round_watcher.h"
+#include "rendezvous/state_store.h"
 #include "rendezvous/worker_store.h"
 
 namespace cxxrun::rendezvous {
 
 class C10dBackend : public Rendezvous {
  public:
-  C10dBackend(const RendezvousConfig& config, const WorkerStorePlan& workers);
+  // `open` connects to the job's state store (hosting it if need be) when
+  // the node joins.
+  using OpenStore = std::function<std::unique_ptr<StateStore>()>;
+  C10dBackend(const RendezvousConfig& config, const WorkerStorePlan& workers, OpenStore open);
   ~C10dBackend() override;
 
   Assignment join() override;
@@ -43,7 +47,8 @@ class C10dBackend : public Rendezvous {
   const RendezvousConfig config_;
   const WorkerStorePlan plan_;
   WorkerStore workers_;
-  std::unique_ptr<JobStore> store_;
+  OpenStore open_;
+  std::unique_ptr<StateStore> store_;
   std::unique_ptr<store::StoreClient> beats_;
   std::unique_ptr<C10dRendezvous> rdzv_;
   int beat_failures_ = 0;

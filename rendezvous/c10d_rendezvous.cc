@@ -114,6 +114,7 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
   me_ = Member{s_.local_addr.empty() ? store_.local_address() : s_.local_addr, hostname(),
                static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder)};
   const int slot = static_cast<int>(store_.add(round_key(round, "count"), 1)) - 1;
+  if (liveness_) liveness_->joining(round_key(round, "alive/" + std::to_string(slot)));
   store_.set(round_key(round, "node/" + std::to_string(slot)), describe(me_));
   store_.set(round_key(round, "wake/" + std::to_string(slot)), "joined");
   log_("node " + me_.addr + " (pid " + std::to_string(me_.pid) + ") attempts to join round " +
@@ -247,6 +248,7 @@ Assignment C10dRendezvous::assign(int round, int members, int slot, Clock::time_
   members_ = members;
   rank_of_slot_.clear();
   seen_alive_.clear();
+  if (liveness_) liveness_->joined(round_key(round, "alive/"), members);
   log_("node " + me_.addr + " joined round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
        "' as rank " + std::to_string(out.group_rank) + " in a world of size " + std::to_string(members) + " (" +
        std::to_string(out.world_size) + " workers, master " + where + ")");
@@ -284,6 +286,7 @@ void C10dRendezvous::progress(const std::string& what) {
 }
 
 void C10dRendezvous::keep_alive() {
+  if (liveness_) return liveness_->beat();
   if (round_ >= 0) beats_->add(round_key(round_, "alive/" + std::to_string(slot_)), 1);
 }
 
@@ -297,6 +300,11 @@ std::vector<int> C10dRendezvous::dead_members() {
   // leaves the verdict within interval * max_attempt of the last real beat.
   const auto limit = s_.keep_alive_interval * s_.keep_alive_max_attempt - s_.keep_alive_interval / 4;
   const auto& ranks = rank_of_slot();
+  if (liveness_) {
+    for (int slot : liveness_->dead_slots())
+      if (slot != slot_ && slot < members_) dead.push_back(ranks.at(slot));
+    return dead;
+  }
   const bool leader = ranks.at(slot_) == 0;
   for (int i = 0; i < members_; ++i) {
     if (i == slot_ || (!leader && ranks.at(i) != 0)) continue;

@@ -62,6 +62,25 @@ struct Member {
 // Member::order of a node whose settings have no node_order.
 inline constexpr int kNoOrder = 1 << 30;
 
+// How members show they are alive, and how the others see one stop. Without
+// one, C10dRendezvous counts keep-alive beats in the store, a counter per
+// member (keep_alive(), dead_members()); over etcd, leases do it
+// (rendezvous/etcd_liveness.h). Called from the rendezvous's one thread.
+class MemberLiveness {
+ public:
+  virtual ~MemberLiveness() = default;
+  // This node took a slot; `alive_key` is its key, written here before
+  // anyone can learn of the slot.
+  virtual void joining(const std::string& alive_key) = 0;
+  // This node is a member of a round of `members`, whose keys are
+  // `alive_prefix` + slot.
+  virtual void joined(const std::string& alive_prefix, int members) = 0;
+  // One keep-alive; throws on failure (the backend logs it).
+  virtual void beat() = 0;
+  // Slots of the round whose members stopped.
+  virtual std::vector<int> dead_slots() = 0;
+};
+
 class C10dRendezvous {
  public:
   using Log = std::function<void(const std::string&)>;
@@ -106,6 +125,8 @@ class C10dRendezvous {
   // short deadline, so a lost store is noticed within a beat) instead of the
   // main store. Must outlive this object.
   void use_for_keep_alives(store::StoreClient& beats) { beats_ = &beats; }
+  // Liveness by `liveness` instead of beat counters. Must outlive this object.
+  void use_liveness(MemberLiveness& liveness) { liveness_ = &liveness; }
   // One keep-alive beat for the current round.
   void keep_alive();
   // Group ranks of members whose keep-alive counter has not moved for about
@@ -144,6 +165,7 @@ class C10dRendezvous {
 
   store::StoreClient& store_;
   store::StoreClient* beats_ = &store_;
+  MemberLiveness* liveness_ = nullptr;
   RendezvousSettings s_;
   PickPort pick_port_;
   Log log_;

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/state_store.h"
 #include "store/client.h"
 
 namespace cxxrun::store {
@@ -17,24 +18,24 @@ class BackgroundStoreServer;
 
 namespace cxxrun::rendezvous {
 
-class JobStore {
+class JobStore : public StateStore {
  public:
   // Hosts the store if this node is the host (c10d: the endpoint is this
   // machine, or --rdzv-conf is_host; static: node 0), then connects. Blocks
   // up to join_timeout (static: its timeout). Throws RendezvousError.
   explicit JobStore(const RendezvousConfig& config);
-  ~JobStore();  // not copyable: it owns a connection
+  ~JobStore() override;  // not copyable: it owns a connection
 
-  store::StoreClient& client() { return *client_; }
+  store::StoreClient& client() override { return *client_; }
   // A connection of its own (keep-alives, the event watcher), with
   // `timeout` as its calls' deadline.
-  std::unique_ptr<store::StoreClient> connect_another(std::chrono::milliseconds timeout) const;
+  std::unique_ptr<store::StoreClient> connect_another(std::chrono::milliseconds timeout) const override;
 
   // Says this node is done. The host then waits until all `members` have
   // said so: up to close_timeout after a success, at most 5 s after a
   // failure (the others only read the failure records then). `first` runs
   // before that, under the same short deadline. Logs, never throws.
-  void leave(bool succeeded, int members, const std::function<void()>& first = {});
+  void leave(bool succeeded, int members, const std::function<void()>& first = {}) override;
 
  private:
   bool host_if_needed(bool first);

@@ -1,5 +1,8 @@
 // --rdzv-conf keys (docs/torchrun-compat.md §4) into RendezvousSettings.
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 
@@ -47,6 +50,15 @@ std::string bool_value(const std::string& key, const std::string& value) {
                               "' does not represent a valid boolean value: '" + value + "'");
 }
 
+// Checked now, so a wrong path is a usage error before anything starts.
+std::string readable_file(const std::string& key, const std::string& path) {
+  std::ifstream f(path);
+  if (!f)
+    throw std::invalid_argument("--rdzv-conf " + key + "=" + path + ": cannot read the file (" +
+                                std::strerror(errno) + ")");
+  return path;
+}
+
 }  // namespace
 
 std::string apply_rdzv_conf(const std::map<std::string, std::string>& conf, RendezvousSettings& s) {
@@ -69,6 +81,18 @@ std::string apply_rdzv_conf(const std::map<std::string, std::string>& conf, Rend
         throw std::invalid_argument("--rdzv-conf token_file=" + value + ": " + e.what());
       }
     }
+    else if (key == "protocol") {
+      if (value != "http" && value != "https")
+        throw std::invalid_argument("--rdzv-conf protocol=" + value + ": must be http or https");
+      s.etcd.https = value == "https";
+    } else if (key == "cacert") s.etcd.cacert = readable_file(key, value);
+    else if (key == "cert") s.etcd.cert = readable_file(key, value);
+    else if (key == "key") s.etcd.key = readable_file(key, value);
+    else if (key == "etcd_prefix") {
+      if (value.empty() || value.front() != '/')
+        throw std::invalid_argument("--rdzv-conf etcd_prefix=" + value + ": must start with '/'");
+      s.etcd.prefix = value;
+    }
     else if (key == "store_type") {
       if (value != "tcp")
         throw std::invalid_argument("--rdzv-conf store_type=" + value + ": only 'tcp' is supported by cxxrun");
@@ -76,7 +100,7 @@ std::string apply_rdzv_conf(const std::map<std::string, std::string>& conf, Rend
       throw std::invalid_argument("--rdzv-conf " + key + "=" + value +
                                   ": unknown key (known: join_timeout, last_call_timeout, close_timeout, "
                                   "keep_alive_interval, keep_alive_max_attempt, read_timeout, heartbeat_timeout, "
-                                  "timeout, is_host, store_type, token_file)");
+                                  "timeout, is_host, store_type, token_file; etcd: protocol, cacert, cert, key, etcd_prefix)");
   }
   return is_host;
 }

@@ -1,6 +1,8 @@
 #include "rendezvous/rendezvous.h"
 
 #include "rendezvous/c10d_backend.h"
+#include "rendezvous/etcd_job_store.h"
+#include "rendezvous/job_store.h"
 #include "rendezvous/local_backend.h"
 #include "rendezvous/static_backend.h"
 
@@ -27,7 +29,11 @@ std::unique_ptr<Rendezvous> make_rendezvous(const RendezvousConfig& config, cons
   switch (config.backend) {
     case Backend::local: return std::make_unique<LocalBackend>(workers);
     case Backend::static_tcp: return std::make_unique<StaticBackend>(config, workers);
-    case Backend::c10d: return std::make_unique<C10dBackend>(config, workers);
+    case Backend::c10d:
+      return std::make_unique<C10dBackend>(config, workers, [config] { return std::make_unique<JobStore>(config); });
+    case Backend::etcd:
+      return std::make_unique<C10dBackend>(config, workers,
+                                           [config] { return std::make_unique<EtcdJobStore>(config.settings); });
   }
   return nullptr;
 }

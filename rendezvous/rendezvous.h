@@ -50,6 +50,20 @@ enum class Backend {
   static_tcp,
   // c10d-style rendezvous through the store at --rdzv-endpoint.
   c10d,
+  // The same algorithm over an etcd v3 cluster (--rdzv-backend=etcd-v3, and
+  // torch's etcd/etcd-v2 names): no agent hosts the job's state.
+  etcd,
+};
+
+// How to reach etcd: --rdzv-endpoint's members and the --rdzv-conf keys that
+// torch's etcd backends read (docs/torchrun-compat.md §4).
+struct EtcdSettings {
+  std::vector<std::string> endpoints;  // "host:port", each request fails over to the next
+  bool https = false;                  // protocol=https
+  std::string cacert;                  // PEM files: the CA that signed the members,
+  std::string cert;                    // and this client's certificate and key
+  std::string key;
+  std::string prefix = "/torchelastic/p2p";  // etcd_prefix, torch's default
 };
 
 struct RendezvousSettings {
@@ -79,6 +93,7 @@ struct RendezvousSettings {
   std::chrono::milliseconds static_timeout{std::chrono::seconds(900)};
   // How often a waiting node says what it waits for.
   std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
+  EtcdSettings etcd;  // Backend::etcd only
   // The rendezvous store's shared secret (--rdzv-conf token_file, read when
   // the options are parsed); empty: none. The store this node hosts requires
   // it, and every connection to the store proves it.

@@ -119,8 +119,8 @@ class BadInput(TempDirTest):
         self.assert_rejected(["--rdzv-backend=c10d", "--rdzv-endpoint=localhost:29400",
                               "--rdzv-conf=join_timout=5", self.prog], "join_timout")
 
-    def test_etcd_not_supported(self):
-        self.assert_rejected(["--rdzv-backend=etcd", self.prog], "etcd")
+    def test_etcd_needs_its_members(self):
+        self.assert_rejected(["--rdzv-backend=etcd", self.prog], "--rdzv-backend=etcd needs --rdzv-endpoint")
 
     def test_bad_signal_name(self):
         self.assert_rejected(["--signals-to-handle=SIGFOO", self.prog], "SIGFOO")

@@ -139,10 +139,7 @@ TEST_CASE("features that are not built yet say so") {
   CHECK(failure({"--numa-binding=node", kProg}).not_built_yet);
   CHECK(failure({"--event-log-handler=console", kProg}).not_built_yet);
 
-  Failure f = failure({"--rdzv-backend=etcd-v2", kProg});
-  CHECK_FALSE(f.not_built_yet);
-  CHECK_THAT(f.message, Contains("not supported by cxxrun"));
-  f = failure({"--logs-specs=mine", kProg});
+  Failure f = failure({"--logs-specs=mine", kProg});
   CHECK_FALSE(f.not_built_yet);
   CHECK_THAT(f.message, Contains("--logs-specs=mine: not supported"));
   // Multi-node runs now.

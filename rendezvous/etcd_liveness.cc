@@ -1,0 +1,140 @@
+#include "rendezvous/etcd_liveness.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "etcd/client.h"
+#include "etcd/options.h"
+#include "etcd/watch.h"
+#include "rendezvous/etcd_store.h"
+#include "store/client.h"
+
+namespace cxxrun::rendezvous {
+namespace {
+
+using std::chrono::milliseconds;
+
+int64_t ttl_of(const RendezvousSettings& s) {
+  const auto ms = (s.keep_alive_interval * s.keep_alive_max_attempt).count();
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ms / 1000.0)));
+}
+
+// The slot at the end of an alive key, -1 if it is not one.
+int slot_of(const std::string& key, const std::string& prefix) {
+  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return -1;
+  int slot = -1;
+  auto [end, ec] = std::from_chars(key.data() + prefix.size(), key.data() + key.size(), slot);
+  return ec == std::errc() && end == key.data() + key.size() ? slot : -1;
+}
+
+// The algorithm above speaks the store's errors.
+template <typename F>
+auto as_store_errors(const char* what, F&& call) {
+  try {
+    return call();
+  } catch (const etcd::EtcdTimeout& e) {
+    throw store::StoreTimeout(std::string(what) + ": " + e.what());
+  } catch (const etcd::EtcdError& e) {
+    throw store::StoreError(std::string(what) + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+EtcdLiveness::EtcdLiveness(const RendezvousSettings& settings, std::string key_prefix)
+    : etcd_(settings.etcd),
+      key_prefix_(std::move(key_prefix)),
+      ttl_seconds_(ttl_of(settings)),
+      // A beat must not outlast its interval, or a slow member stalls the next.
+      call_timeout_(std::max(milliseconds(500), settings.keep_alive_interval)),
+      client_(std::make_unique<etcd::Client>(etcd_options(etcd_, call_timeout_))) {}
+
+EtcdLiveness::~EtcdLiveness() = default;
+
+void EtcdLiveness::grant() {
+  lease_ = client_->lease_grant(ttl_seconds_).id;
+}
+
+void EtcdLiveness::joining(const std::string& alive_key) {
+  as_store_errors("cannot hold a lease on etcd", [&] {
+    if (lease_ == 0 || client_->lease_keep_alive(lease_) == 0) grant();
+    alive_key_ = key_prefix_ + alive_key;
+    client_->put(alive_key_, "", lease_);
+  });
+}
+
+void EtcdLiveness::joined(const std::string& alive_prefix, int members) {
+  watched_ = key_prefix_ + alive_prefix;
+  watch_.reset();
+  dead_.clear();
+  // Every member wrote its key before its slot was known to anyone, so a
+  // key missing now is a member already gone.
+  const auto present =
+      as_store_errors("cannot read the members' leases", [&] { return client_->range_prefix(watched_); });
+  std::set<int> alive;
+  for (const auto& kv : present.kvs) alive.insert(slot_of(kv.key, watched_));
+  for (int slot = 0; slot < members; ++slot)
+    if (!alive.count(slot)) dead_.insert(slot);
+  resume_from_ = present.revision + 1;
+  rewatch();
+}
+
+void EtcdLiveness::rewatch() {
+  try {
+    watch_ = std::make_unique<etcd::Watch>(etcd_options(etcd_, call_timeout_), watched_, etcd::Watch::Scope::prefix,
+                                           resume_from_);
+  } catch (const etcd::EtcdError& e) {
+    spdlog::warn("cannot watch the members' leases on etcd (trying again): {}", e.what());
+  }
+}
+
+void EtcdLiveness::beat() {
+  if (lease_ == 0) return;
+  if (as_store_errors("lease keep-alive", [&] { return client_->lease_keep_alive(lease_); }) > 0) return;
+  // The lease expired (this node or etcd stalled past its TTL): the others
+  // may already count this node dead and re-form; it stays in the job it
+  // is told of, under a new lease.
+  spdlog::warn("this node's lease on etcd expired; taking a new one");
+  as_store_errors("cannot renew this node's lease", [&] {
+    grant();
+    if (!alive_key_.empty()) client_->put(alive_key_, "", lease_);
+  });
+}
+
+std::vector<int> EtcdLiveness::dead_slots() {
+  if (!watched_.empty() && !watch_) rewatch();
+  if (watch_) {
+    try {
+      // Only what has arrived: the DELETEs are pushed, never polled for.
+      // A moment to read what the socket holds; a deadline already past reads nothing.
+      while (auto events = watch_->next(milliseconds(2))) {
+        for (const auto& e : *events) {
+          const int slot = slot_of(e.kv.key, watched_);
+          if (slot < 0) continue;
+          if (e.type == etcd::WatchEvent::Type::del) dead_.insert(slot);
+          else dead_.erase(slot);
+        }
+      }
+    } catch (const etcd::EtcdError& e) {
+      resume_from_ = watch_->revision() + 1;
+      watch_.reset();
+      spdlog::warn("the watch on the members' leases broke (resuming from revision {}): {}", resume_from_, e.what());
+    }
+  }
+  return {dead_.begin(), dead_.end()};
+}
+
+void EtcdLiveness::release() {
+  if (lease_ == 0) return;
+  try {
+    client_->lease_revoke(lease_);
+  } catch (const etcd::EtcdError& e) {
+    spdlog::debug("cannot revoke this node's lease: {}", e.what());
+  }
+  lease_ = 0;
+}
+
+}  // namespace cxxrun::rendezvous

@@ -1,0 +1,62 @@
+// Liveness by leases, for the rendezvous over etcd (MemberLiveness in
+// c10d_rendezvous.h). This node holds one lease with a TTL of
+// keep_alive_interval * keep_alive_max_attempt (whole seconds, 3 s by
+// default) and renews it every interval; its alive key of each round hangs
+// on that lease. When a node dies, etcd deletes its key as the lease
+// expires, and every other member sees the DELETE on a watch of the round's
+// alive keys: no member polls another's counter. The watch resumes on
+// another member from the last revision seen (etcd/watch.h), so no DELETE
+// is lost when a member fails.
+//
+// Called from the rendezvous's one thread; its own connections.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/rendezvous.h"
+
+namespace cxxrun::etcd {
+class Client;
+class Watch;
+}  // namespace cxxrun::etcd
+
+namespace cxxrun::rendezvous {
+
+class EtcdLiveness : public MemberLiveness {
+ public:
+  // `key_prefix` turns the algorithm's keys into etcd's (EtcdStore::etcd_key).
+  EtcdLiveness(const RendezvousSettings& settings, std::string key_prefix);
+  ~EtcdLiveness() override;
+
+  void joining(const std::string& alive_key) override;
+  void joined(const std::string& alive_prefix, int members) override;
+  void beat() override;
+  std::vector<int> dead_slots() override;
+
+  // Revokes the lease: the others see this node go at once, not a TTL
+  // later. Best effort, bounded by one call's deadline.
+  void release();
+
+ private:
+  void grant();
+  void rewatch();
+
+  const EtcdSettings etcd_;
+  const std::string key_prefix_;
+  const int64_t ttl_seconds_;
+  const std::chrono::milliseconds call_timeout_;
+  std::unique_ptr<etcd::Client> client_;
+  int64_t lease_ = 0;
+  std::string alive_key_;  // etcd's key, on the lease
+  std::string watched_;    // etcd's prefix of the round's alive keys
+  int64_t resume_from_ = 0;
+  std::unique_ptr<etcd::Watch> watch_;
+  std::set<int> dead_;
+};
+
+}  // namespace cxxrun::rendezvous

@@ -1,0 +1,232 @@
+#include "rendezvous/etcd_store.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "etcd/client.h"
+#include "etcd/endpoints.h"
+#include "etcd/options.h"
+#include "etcd/watch.h"
+
+namespace cxxrun::rendezvous {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// etcd's default --max-txn-ops.
+constexpr size_t kMaxTxnOps = 128;
+
+milliseconds remaining(Clock::time_point deadline) {
+  return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+}
+
+std::string members(const EtcdSettings& s) {
+  std::string out;
+  for (const auto& e : s.endpoints) out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
+}  // namespace
+
+etcd::Options etcd_options(const EtcdSettings& settings, milliseconds timeout) {
+  etcd::Options o;
+  o.endpoints = settings.endpoints;
+  o.protocol = settings.https ? etcd::Protocol::https : etcd::Protocol::http;
+  o.cacert = settings.cacert;
+  o.cert = settings.cert;
+  o.key = settings.key;
+  o.timeout = timeout;
+  return o;
+}
+
+EtcdStore::EtcdStore(const EtcdSettings& settings, Duration timeout)
+    : settings_(settings), prefix_(settings.prefix + "/"), timeout_(timeout) {
+  try {
+    client_ = std::make_unique<etcd::Client>(etcd_options(settings_, timeout_));
+  } catch (const etcd::EtcdError& e) {
+    throw store::StoreError(e.what());
+  }
+}
+
+EtcdStore::~EtcdStore() = default;
+
+template <typename F>
+auto EtcdStore::guarded(const char* what, const std::string& key, F&& call) {
+  try {
+    return call();
+  } catch (const etcd::EtcdTimeout& e) {
+    throw store::StoreTimeout("etcd " + std::string(what) + " " + key + " at " + members(settings_) + ": " + e.what());
+  } catch (const etcd::EtcdError& e) {
+    throw store::StoreError("etcd " + std::string(what) + " " + key + " at " + members(settings_) + ": " + e.what());
+  }
+}
+
+void EtcdStore::set(const std::string& key, const std::string& value) {
+  guarded("set", key, [&] { return client_->put(etcd_key(key), value); });
+}
+
+std::string EtcdStore::get(const std::string& key) { return get(key, timeout_); }
+
+std::string EtcdStore::get(const std::string& key, Duration timeout) {
+  wait({key}, timeout);
+  auto got = guarded("get", key, [&] { return client_->range(etcd_key(key)); });
+  if (!got.kv) throw store::StoreError("etcd get " + key + ": the key was deleted while being read");
+  return got.kv->value;
+}
+
+int64_t EtcdStore::add(const std::string& key, int64_t delta) {
+  const std::string k = etcd_key(key);
+  if (delta == 0) {
+    auto got = guarded("add", key, [&] { return client_->range(k); });
+    return got.kv ? got.kv->version : 0;
+  }
+  if (delta != 1) throw std::invalid_argument("etcd store: add counts by 0 or 1 only, not " + std::to_string(delta));
+  // The read after the write in one transaction sees it: the version it
+  // returns is this add's own count.
+  auto r = guarded("add", key, [&] { return client_->txn({}, {etcd::Op::put(k, ""), etcd::Op::get(k)}); });
+  if (r.responses.size() < 2 || r.responses[1].kvs.empty())
+    throw store::StoreError("etcd add " + key + ": the transaction did not read the key back");
+  return r.responses[1].kvs.front().version;
+}
+
+std::string EtcdStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
+  using etcd::Compare;
+  const std::string k = etcd_key(key);
+  const Compare holds = expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
+                                         : Compare::value_is(k, Compare::Result::equal, expected);
+  auto r = guarded("compare_set", key,
+                   [&] { return client_->txn({holds}, {etcd::Op::put(k, desired)}, {etcd::Op::get(k)}); });
+  if (r.succeeded) return desired;
+  // torch's quirk (store/client.h): an absent key with a non-empty expected
+  // value answers `expected`.
+  if (r.responses.empty() || r.responses.front().kvs.empty()) return expected;
+  return r.responses.front().kvs.front().value;
+}
+
+bool EtcdStore::check(const std::vector<std::string>& keys) {
+  for (const auto& key : keys)
+    if (!guarded("check", key, [&] { return client_->range(etcd_key(key)); }).kv) return false;
+  return true;
+}
+
+void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (const auto& key : keys) wait_one(key, deadline);
+}
+
+void EtcdStore::wait_one(const std::string& key, Clock::time_point deadline) {
+  const std::string k = etcd_key(key);
+  auto got = guarded("wait", key, [&] { return client_->range(k); });
+  if (got.kv) return;
+  if (!watch_ || watched_ != key) {
+    watch_.reset();
+    // From the revision after the read: a write in between is delivered.
+    watch_ = guarded("wait", key, [&] {
+      return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), k, etcd::Watch::Scope::key,
+                                           got.revision + 1);
+    });
+    watched_ = key;
+  }
+  for (;;) {
+    std::optional<std::vector<etcd::WatchEvent>> events;
+    try {
+      events = watch_->next(deadline);
+    } catch (const etcd::EtcdError& e) {
+      watch_.reset();
+      throw store::StoreError("etcd wait " + key + " at " + members(settings_) + ": " + e.what());
+    }
+    if (!events) throw store::StoreTimeout("etcd wait " + key + ": the key was not written in time");
+    for (const auto& e : *events)
+      if (e.type == etcd::WatchEvent::Type::put) return;
+  }
+}
+
+int64_t EtcdStore::num_keys() {
+  auto r = guarded("num_keys", prefix_, [&] { return client_->range_prefix(prefix_); });
+  return static_cast<int64_t>(r.kvs.size());
+}
+
+bool EtcdStore::delete_key(const std::string& key) {
+  return guarded("delete", key, [&] { return client_->delete_range(etcd_key(key)); }) > 0;
+}
+
+void EtcdStore::append(const std::string& key, const std::string& value) {
+  using etcd::Compare;
+  const std::string k = etcd_key(key);
+  const auto deadline = Clock::now() + timeout_;
+  // Appends are rare (a failure record per failing node): a
+  // compare-and-swap loop is enough.
+  while (Clock::now() < deadline) {
+    auto got = guarded("append", key, [&] { return client_->range(k); });
+    const Compare unchanged = got.kv ? Compare::mod_revision_is(k, Compare::Result::equal, got.kv->mod_revision)
+                                     : Compare::create_revision_is(k, Compare::Result::equal, 0);
+    const std::string next = (got.kv ? got.kv->value : "") + value;
+    if (guarded("append", key, [&] { return client_->txn({unchanged}, {etcd::Op::put(k, next)}); }).succeeded)
+      return;
+  }
+  throw store::StoreTimeout("etcd append " + key + ": every attempt raced another writer");
+}
+
+std::vector<std::string> EtcdStore::multi_get(const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
+    std::vector<etcd::Op> ops;
+    for (size_t i = at; i < std::min(keys.size(), at + kMaxTxnOps); ++i) ops.push_back(etcd::Op::get(etcd_key(keys[i])));
+    auto r = guarded("multi_get", keys[at], [&] { return client_->txn({}, ops); });
+    for (size_t i = 0; i < r.responses.size(); ++i) {
+      if (r.responses[i].kvs.empty()) throw store::StoreError("etcd multi_get: no key " + keys[at + i]);
+      out.push_back(r.responses[i].kvs.front().value);
+    }
+  }
+  return out;
+}
+
+void EtcdStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+  if (keys.size() != values.size()) throw std::invalid_argument("multi_set: as many values as keys");
+  for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
+    std::vector<etcd::Op> ops;
+    for (size_t i = at; i < std::min(keys.size(), at + kMaxTxnOps); ++i)
+      ops.push_back(etcd::Op::put(etcd_key(keys[i]), values[i]));
+    guarded("multi_set", keys[at], [&] { return client_->txn({}, ops); });
+  }
+}
+
+void EtcdStore::set_timeout(Duration timeout) {
+  timeout_ = timeout;
+  client_->set_timeout(timeout);
+}
+
+std::string EtcdStore::local_address() const {
+  if (!local_address_.empty()) return local_address_;
+  const std::string first = settings_.endpoints.empty() ? "127.0.0.1:2379" : settings_.endpoints.front();
+  const size_t colon = first.rfind(':');
+  std::string host = first.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), first.substr(colon + 1).c_str(), &hints, &found) != 0 || found == nullptr)
+    throw store::StoreError("cannot resolve etcd member " + first + " to find this host's address");
+  const int fd = socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  const bool ok = fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+  freeaddrinfo(found);
+  if (fd >= 0) ::close(fd);
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* addr = local.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                                                 : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+  if (!ok || inet_ntop(local.ss_family, addr, text, sizeof text) == nullptr)
+    throw store::StoreError("cannot find the address this host reaches etcd member " + first + " by");
+  local_address_ = text;
+  return local_address_;
+}
+
+}  // namespace cxxrun::rendezvous

@@ -1,0 +1,90 @@
+// The store primitives the rendezvous algorithm runs on (store::StoreClient),
+// over an etcd v3 cluster instead of a TCPStore, so c10d_rendezvous.h is the
+// one algorithm for both (docs/etcd.md).
+//
+// How each primitive maps onto etcd, one request unless said:
+//   set, multi_set      put; a txn of puts (128 per txn, etcd's limit)
+//   get, check, multi_get  range; a txn of ranges
+//   compare_set         a txn: compare the value (absent: create_revision 0),
+//                       put on success, read back on failure
+//   add(k, 1)           a txn of [put k, range k]: the key's version is the
+//                       count, so concurrent adds never retry; add(k, 0)
+//                       reads it. Other deltas are refused: the algorithm
+//                       counts by one, and the version cannot count by more
+//   append              a compare-and-swap loop on mod_revision
+//   wait                a range, then a watch from the revision after it, so
+//                       a key written in between is never missed; the watch
+//                       stays open while the next wait is on the same key
+//                       (the round watcher's slices cost no request)
+// Keys are `etcd_prefix` + "/" + the algorithm's key. A counter's value is
+// empty: read it with add(k, 0), never get().
+//
+// Errors are the store's: StoreTimeout when a deadline passes, StoreError for
+// anything else, each one line naming etcd's members.
+//
+// Not thread-safe, like every StoreClient: one per thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rendezvous/rendezvous.h"
+#include "store/client.h"
+
+namespace cxxrun::etcd {
+class Client;
+class Watch;
+struct Options;
+}  // namespace cxxrun::etcd
+
+namespace cxxrun::rendezvous {
+
+// etcd's client options from the settings: members, TLS, and `timeout` as
+// each call's deadline.
+etcd::Options etcd_options(const EtcdSettings& settings, std::chrono::milliseconds timeout);
+
+class EtcdStore : public store::StoreClient {
+ public:
+  EtcdStore(const EtcdSettings& settings, Duration timeout);
+  ~EtcdStore() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  std::string get(const std::string& key, Duration timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
+  bool check(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, Duration timeout) override;
+  int64_t num_keys() override;
+  bool delete_key(const std::string& key) override;
+  void append(const std::string& key, const std::string& value) override;
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override;
+  void set_timeout(Duration timeout) override;
+  // The address this host reaches the first member from (a routing lookup:
+  // a UDP socket connected there, nothing sent).
+  std::string local_address() const override;
+
+  // The etcd key behind one of the algorithm's keys.
+  std::string etcd_key(const std::string& key) const { return prefix_ + key; }
+  etcd::Client& client() { return *client_; }
+
+ private:
+  // Runs `call`, turning etcd's errors into the store's.
+  template <typename F>
+  auto guarded(const char* what, const std::string& key, F&& call);
+  void wait_one(const std::string& key, std::chrono::steady_clock::time_point deadline);
+
+  const EtcdSettings settings_;
+  const std::string prefix_;
+  Duration timeout_;
+  std::unique_ptr<etcd::Client> client_;
+  // The watch of the last wait(), kept while waits are on the same key.
+  std::unique_ptr<etcd::Watch> watch_;
+  std::string watched_;
+  mutable std::string local_address_;
+};
+
+}  // namespace cxxrun::rendezvous

@@ -1,0 +1,192 @@
+"""Agents meet through a private three-member etcd cluster
+(--rdzv-backend=etcd-v3): one job forms, the job outlives etcd's leader,
+a dead agent's lease expires and the survivors re-form, TLS with client
+certificates, and one clear line for what cannot work (docs/etcd.md)."""
+import os
+import re
+import signal
+import time
+import unittest
+import uuid
+
+import etcd_cluster
+from harness import OrphanCheckTest, clean_env, finish_all, start, wait_for, with_marker
+
+
+class EtcdCase(OrphanCheckTest):
+    tls = False
+    cluster = None
+
+    @classmethod
+    def setUpClass(cls):
+        reason = etcd_cluster.unavailable(tls=cls.tls)
+        if reason:
+            raise unittest.SkipTest(reason)
+        cls.cluster = etcd_cluster.EtcdCluster(tls=cls.tls).start()
+        print(f"\n{cls.__name__}: etcd cluster up after {cls.cluster.started_in:.2f}s", flush=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.cluster:
+            cls.cluster.stop()
+
+    def setUp(self):
+        super().setUp()
+        # Every member runs: a test that killed one has restarted it.
+        for i in range(self.cluster.size):
+            if not self.cluster.members[i].running():
+                self.cluster.restart_member(i)
+        self.out = os.path.join(self.dir, "out")
+        os.makedirs(self.out)
+
+    def conf(self, extra=""):
+        keys = []
+        if self.tls:
+            c = self.cluster
+            keys.append(f"protocol=https,cacert={c.ca},cert={c.client_cert},key={c.client_key}")
+        if extra:
+            keys.append(extra)
+        return ["--rdzv-conf=" + ",".join(keys)] if keys else []
+
+    def args(self, nnodes, worker, run_id=None, conf="", extra=(), endpoints=None):
+        return (["--rdzv-backend=etcd-v3", f"--rdzv-endpoint={endpoints or self.cluster.endpoints()}",
+                 f"--rdzv-id={run_id or uuid.uuid4().hex}", f"--nnodes={nnodes}", "--nproc-per-node=2",
+                 *self.conf(conf), *extra, worker])
+
+    def recorder(self, body=""):
+        """A worker that records its environment once per attempt, then runs `body`."""
+        return self.script("worker.sh", f"""env -0 > {self.out}/.tmp.$$ && mv {self.out}/.tmp.$$ \\
+  {self.out}/env.$RANK.$TORCHELASTIC_RESTART_COUNT
+{body}""")
+
+    def envs(self):
+        out = {}
+        for name in sorted(os.listdir(self.out)):
+            if name.startswith("env."):
+                with open(os.path.join(self.out, name)) as f:
+                    out[name] = dict(kv.split("=", 1) for kv in f.read().split("\0") if kv)
+        return out
+
+    def check_ranks(self, envs, nodes, nproc=2):
+        world = nodes * nproc
+        self.assertEqual(sorted(int(e["RANK"]) for e in envs), list(range(world)))
+        self.assertEqual({e["WORLD_SIZE"] for e in envs}, {str(world)})
+        self.assertEqual({e["GROUP_WORLD_SIZE"] for e in envs}, {str(nodes)})
+        self.assertEqual(len({(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in envs}), 1)
+
+
+class EtcdRendezvous(EtcdCase):
+    def test_three_agents_form_one_job(self):
+        run_id, worker = uuid.uuid4().hex, self.recorder()
+        procs = [start(self.args(3, worker, run_id)) for _ in range(3)]
+        for rc, out, err in finish_all(self, procs, 60):
+            self.assertEqual(rc, 0, err)
+            self.assertIn("rendezvous through etcd at http://", err)
+        envs = list(self.envs().values())
+        self.check_ranks(envs, 3)
+        self.assertEqual({e["TORCHELASTIC_RUN_ID"] for e in envs}, {run_id})
+        # The last agent to leave removes the job's keys: the id can run again.
+        self.assertEqual(self.cluster.etcdctl("get", "--prefix", "--keys-only",
+                                              f"/torchelastic/p2p/cxxrun/rdzv/{run_id}/").stdout.strip(), "")
+        procs = [start(self.args(3, self.script("true.sh", "exit 0\n"), run_id)) for _ in range(3)]
+        for rc, out, err in finish_all(self, procs, 60):
+            self.assertEqual(rc, 0, err)
+
+    def test_job_outlives_the_etcd_leader(self):
+        # SIGKILL etcd's leader while the workers run: the job finishes with
+        # exit 0 and no restart (each worker recorded one attempt only).
+        worker = self.recorder(f"for i in $(seq 40); do sleep 0.1; done\n")
+        run_id = uuid.uuid4().hex
+        procs = [start(self.args(2, worker, run_id)) for _ in range(2)]
+        wait_for(lambda: len(self.envs()) == 4, timeout=30, what="all four workers to start")
+        leader = self.cluster.leader()
+        killed = time.monotonic()
+        self.cluster.kill(leader)
+        results = finish_all(self, procs, 60)
+        print(f"\netcd leader (member {leader}) killed; job ended {time.monotonic() - killed:.1f}s later", flush=True)
+        for rc, out, err in results:
+            self.assertEqual(rc, 0, err)
+            self.assertNotIn("re-forming", err)
+        self.assertEqual(sorted(self.envs()), [f"env.{r}.0" for r in range(4)])
+
+    def test_dead_agent_lease_expires_and_survivors_reform(self):
+        # Three agents; one is SIGKILLed. Its lease expires (TTL 3 s), the
+        # others see the DELETE on their watch and re-form as two nodes, a
+        # membership change that costs no restart budget (--max-restarts=0).
+        # A membership change is no restart: the rounds differ by world size.
+        worker = self.script("worker.sh", f"""env -0 > {self.out}/.tmp.$$ && mv {self.out}/.tmp.$$ \\
+  {self.out}/env.$RANK.w$WORLD_SIZE.$TORCHELASTIC_RESTART_COUNT
+[ "$WORLD_SIZE" = 6 ] && exec sleep 60 {self.marker}
+exit 0
+""")
+        run_id = uuid.uuid4().hex
+        procs = [start(self.args("2:3", worker, run_id, extra=["--max-restarts=0"])) for _ in range(3)]
+        wait_for(lambda: len(self.envs()) == 6, timeout=30, what="all six workers to start")
+        victim = procs[2]
+        killed = time.monotonic()
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+        wait_for(lambda: len([n for n in self.envs() if ".w4." in n]) == 4, timeout=30,
+                 what="the survivors' next round to start")
+        print(f"\nsurvivors re-formed {time.monotonic() - killed:.1f}s after an agent's SIGKILL", flush=True)
+        for rc, out, err in finish_all(self, procs[:2], 60):
+            self.assertEqual(rc, 0, err)
+            self.assertIn("a node stopped sending keep-alives; restarting the job without it", err)
+        second = [e for n, e in self.envs().items() if ".w4." in n]
+        self.check_ranks(second, 2)
+        self.assertEqual({e["TORCHELASTIC_RESTART_COUNT"] for e in second}, {"0"}, "no restart budget used")
+        wait_for(lambda: not with_marker(self.marker), timeout=10, what="the dead agent's workers to go")
+
+
+class EtcdBadInput(EtcdCase):
+    def one_line_failure(self, args, expect):
+        p = start(args)
+        (rc, out, err), = finish_all(self, [p], 60)
+        self.assertNotEqual(rc, 0, err)
+        lines = [l for l in err.splitlines() if expect in l]
+        self.assertEqual(len(lines), 1, err)
+        self.assertNotIn("Traceback", err)
+        return lines[0]
+
+    def test_unreachable_members_are_named(self):
+        from harness import free_port
+        dead = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
+        line = self.one_line_failure(self.args(1, "/bin/true", conf="read_timeout=2", endpoints=dead),
+                                     "cannot reach the etcd cluster")
+        for member in dead.split(","):
+            self.assertIn(member, line)
+
+
+class EtcdTls(EtcdCase):
+    tls = True
+
+    def test_https_with_client_certificates(self):
+        worker, run_id = self.recorder(), uuid.uuid4().hex
+        procs = [start(self.args(2, worker, run_id)) for _ in range(2)]
+        for rc, out, err in finish_all(self, procs, 60):
+            self.assertEqual(rc, 0, err)
+            self.assertIn("rendezvous through etcd at https://", err)
+        self.check_ranks(list(self.envs().values()), 2)
+
+    def test_wrong_ca_is_one_clear_line(self):
+        c = self.cluster
+        args = ["--rdzv-backend=etcd-v3", f"--rdzv-endpoint={c.endpoints()}", "--rdzv-id=x", "--nnodes=1",
+                f"--rdzv-conf=protocol=https,cacert={c.other_ca},cert={c.client_cert},key={c.client_key},"
+                "read_timeout=3", "/bin/true"]
+        p = start(args)
+        (rc, out, err), = finish_all(self, [p], 60)
+        self.assertNotEqual(rc, 0, err)
+        self.assertRegex(err, r"cannot reach the etcd cluster: .*(certificate|TLS)")
+
+    def test_no_client_certificate_is_one_clear_line(self):
+        c = self.cluster
+        args = ["--rdzv-backend=etcd-v3", f"--rdzv-endpoint={c.endpoints()}", "--rdzv-id=x", "--nnodes=1",
+                f"--rdzv-conf=protocol=https,cacert={c.ca},read_timeout=3", "/bin/true"]
+        p = start(args)
+        (rc, out, err), = finish_all(self, [p], 60)
+        self.assertNotEqual(rc, 0, err)
+        self.assertIn("cannot reach the etcd cluster", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
