@@ -202,7 +202,8 @@ struct HttpConnection::Impl {
                                                                     : ""));
     // A member that serves plain http closes on our ClientHello; so does one
     // that is going down. Only the first is worth a hint, and both retry.
-    bool closed = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+    bool closed = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated ||
+                  ec == asio::error::connection_reset;
     throw TransportError(Kind::unreachable, false, false,
                          "TLS handshake broke off: " + broken(ec) + (closed ? " (does the member serve https?)" : ""));
   }
