@@ -202,7 +202,8 @@ struct HttpConnection::Impl {
                                                                     : ""));
     // A member that serves plain http closes on our ClientHello; so does one
     // that is going down. Only the first is worth a hint, and both retry.
-    bool closed = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+    bool closed = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated ||
+                  ec == asio::error::connection_reset;
     throw TransportError(Kind::unreachable, false, false,
                          "TLS handshake broke off: " + broken(ec) + (closed ? " (does the member serve https?)" : ""));
   }
@@ -283,6 +284,10 @@ struct HttpConnection::Impl {
     if (ec) receive_failed(ec);
   }
 
+  HttpResponse post(const HttpRequest& request, Clock::time_point deadline, Clock::time_point connect_deadline);
+  HttpResponse open_stream(const HttpRequest& request, Clock::time_point deadline, Clock::time_point connect_deadline);
+  bool read_stream(std::string& out, Clock::time_point deadline);
+
   void close() {
     error_code ignored;
     resolver.cancel();
@@ -313,76 +318,106 @@ HttpConnection::~HttpConnection() { impl_->close(); }
 
 const Endpoint& HttpConnection::endpoint() const { return impl_->endpoint; }
 
+namespace {
+
+// What Asio or OpenSSL might still throw (allocation of an SSL object, a
+// socket option) becomes a TransportError, so callers see one kind of
+// failure. Whether the request went out is unknown then: say it may have.
+template <class F>
+auto guarded(HttpConnection& connection, F&& f) {
+  try {
+    return f();
+  } catch (const TransportError&) {
+    throw;
+  } catch (const std::exception& e) {
+    connection.close();
+    throw TransportError(Kind::lost, true, false, e.what());
+  }
+}
+
+}  // namespace
+
 HttpResponse HttpConnection::post(const HttpRequest& request, Clock::time_point deadline,
                                   Clock::time_point connect_deadline) {
-  auto& d = *impl_;
-  bool fresh = !d.connected();
-  d.send(request, deadline, connect_deadline);
+  return guarded(*this, [&] { return impl_->post(request, deadline, connect_deadline); });
+}
+
+HttpResponse HttpConnection::open_stream(const HttpRequest& request, Clock::time_point deadline,
+                                         Clock::time_point connect_deadline) {
+  return guarded(*this, [&] { return impl_->open_stream(request, deadline, connect_deadline); });
+}
+
+bool HttpConnection::read_stream(std::string& out, Clock::time_point deadline) {
+  return guarded(*this, [&] { return impl_->read_stream(out, deadline); });
+}
+
+HttpResponse HttpConnection::Impl::post(const HttpRequest& request, Clock::time_point deadline,
+                                        Clock::time_point connect_deadline) {
+  bool fresh = !connected();
+  send(request, deadline, connect_deadline);
   http::response_parser<http::string_body> parser;
   parser.body_limit(kBodyLimit);
   try {
-    d.receive([&](auto& s, auto&& handler) { http::async_read(s, d.buffer, parser, handler); }, deadline);
+    receive([&](auto& s, auto&& handler) { http::async_read(s, buffer, parser, handler); }, deadline);
   } catch (const TransportError& e) {
     // An https member closes on a plain request without a byte of answer;
     // so would one that died just then, so this is a hint, not a verdict.
-    if (fresh && !d.tls && e.kind == Kind::lost && !parser.got_some())
+    if (fresh && !tls && e.kind == Kind::lost && !parser.got_some())
       throw TransportError(e.kind, e.sent, e.permanent,
                            std::string(e.what()) + " without answering (does it serve https?)");
     throw;
   }
   auto& response = parser.get();
   HttpResponse out{static_cast<int>(response.result_int()), std::move(response.body())};
-  if (!response.keep_alive()) d.close();
+  if (!response.keep_alive()) close();
   return out;
 }
 
-HttpResponse HttpConnection::open_stream(const HttpRequest& request, Clock::time_point deadline,
-                                         Clock::time_point connect_deadline) {
-  auto& d = *impl_;
-  d.close();
-  d.send(request, deadline, connect_deadline);
-  d.stream.emplace();
-  d.stream->body_limit(boost::none);
-  d.receive([&](auto& s, auto&& handler) { http::async_read_header(s, d.buffer, *d.stream, handler); }, deadline);
-  int status = static_cast<int>(d.stream->get().result_int());
+HttpResponse HttpConnection::Impl::open_stream(const HttpRequest& request, Clock::time_point deadline,
+                                               Clock::time_point connect_deadline) {
+  close();
+  send(request, deadline, connect_deadline);
+  stream.emplace();
+  stream->body_limit(boost::none);
+  receive([&](auto& s, auto&& handler) { http::async_read_header(s, buffer, *stream, handler); }, deadline);
+  int status = static_cast<int>(stream->get().result_int());
   if (status != 200) {
-    d.receive([&](auto& s, auto&& handler) { http::async_read(s, d.buffer, *d.stream, handler); }, deadline);
-    HttpResponse out{status, std::move(d.stream->get().body())};
-    d.close();
+    receive([&](auto& s, auto&& handler) { http::async_read(s, buffer, *stream, handler); }, deadline);
+    HttpResponse out{status, std::move(stream->get().body())};
+    close();
     return out;
   }
   // Chunks go straight to stream_bytes instead of growing the body.
-  d.stream->on_chunk_body(d.on_chunk);
+  stream->on_chunk_body(on_chunk);
   return {status, {}};
 }
 
-bool HttpConnection::read_stream(std::string& out, Clock::time_point deadline) {
-  auto& d = *impl_;
-  d.throw_if_interrupted(true);
-  if (!d.stream) throw TransportError(Kind::lost, true, false, "no stream open");
-  if (!d.reading) {
-    d.reading = true;
-    d.read_error = {};
-    d.with_stream([&](auto& s) {
-      http::async_read_some(s, d.buffer, *d.stream, [&d](error_code e, size_t) {
-        d.read_error = e;
-        d.reading = false;
+bool HttpConnection::Impl::read_stream(std::string& out, Clock::time_point deadline) {
+  throw_if_interrupted(true);
+  if (!stream) throw TransportError(Kind::lost, true, false, "no stream open");
+  if (!reading) {
+    reading = true;
+    read_error = {};
+    with_stream([&](auto& s) {
+      http::async_read_some(s, buffer, *stream, [this](error_code e, size_t) {
+        read_error = e;
+        reading = false;
       });
     });
   }
-  d.ioc.restart();
-  while (d.reading) {
-    if (d.ioc.run_one_until(deadline) == 0 && d.reading) return false;
+  ioc.restart();
+  while (reading) {
+    if (ioc.run_one_until(deadline) == 0 && reading) return false;
   }
-  d.throw_if_interrupted(true);
-  out += d.stream_bytes;
-  d.stream_bytes.clear();
+  throw_if_interrupted(true);
+  out += stream_bytes;
+  stream_bytes.clear();
   // An answer without chunked encoding keeps its bytes in the body.
-  out += d.stream->get().body();
-  d.stream->get().body().clear();
-  if (d.read_error) d.receive_failed(d.read_error);
-  if (d.stream->is_done()) {
-    d.close();
+  out += stream->get().body();
+  stream->get().body().clear();
+  if (read_error) receive_failed(read_error);
+  if (stream->is_done()) {
+    close();
     throw TransportError(Kind::lost, true, false, "the member ended the stream");
   }
   return true;

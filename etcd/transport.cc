@@ -159,7 +159,10 @@ std::string Transport::call(std::string_view what, const std::string& path, cons
     spdlog::debug("etcd {}: {}: {}; next: {}", from.text(), what, entry.reason,
                   endpoints_[(current_ + 1) % endpoints_.size()].text());
     if (!entry.answered && !member_ids_[current_].empty()) lost_member_ = member_ids_[current_];
-    failures.entries[current_] = std::move(entry);
+    // An attempt cut short by the deadline itself ("connect timed out")
+    // says less about the member than the failure before it.
+    auto& slot = failures.entries[current_];
+    if (!slot || Clock::now() < deadline) slot = std::move(entry);
     if (failures.all(&Failures::Entry::permanent)) throw_permanent(failures, endpoints_, what);
     move_on();
     if (++streak % endpoints_.size() == 0) std::this_thread::sleep_until(backoff.next_wake(deadline));

@@ -80,7 +80,7 @@ struct Watch::Impl {
   // This member failed: the next one, after a pause once all have.
   void move_on(const std::string& reason, Clock::time_point deadline) {
     spdlog::debug("{}: {}: {}", name(), member().text(), reason);
-    reasons[current] = reason;
+    if (!reasons[current] || Clock::now() < deadline) reasons[current] = reason;  // as in transport.cc
     install(nullptr);
     connected = false;
     messages.clear();

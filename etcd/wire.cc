@@ -158,7 +158,9 @@ std::string lease_grant_request(int64_t ttl_seconds) { return json{{"TTL", std::
 std::string lease_id_request(int64_t id) { return json{{"ID", std::to_string(id)}}.dump(); }
 
 std::string authenticate_request(const std::string& name, const std::string& password) {
-  return json{{"name", name}, {"password", password}}.dump();
+  // The only strings here that are not base64: bytes that are not UTF-8
+  // must not make dump() throw.
+  return json{{"name", name}, {"password", password}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string watch_create_request(const std::string& key, const std::string& range_end, int64_t start_revision) {
