@@ -84,7 +84,10 @@ std::string health_json(const HealthSnapshot& s) {
                                  {"group_world_size", s.group_world_size},
                                  {"restart_count", s.restart_count},
                                  {"max_restarts", s.max_restarts},
+                                 {"rendezvous_reachable", !s.rendezvous_unreachable_seconds},
+                                 {"rendezvous_unreachable_seconds", nullptr},
                                  {"workers", std::move(workers)}};
+  if (s.rendezvous_unreachable_seconds) body["rendezvous_unreachable_seconds"] = *s.rendezvous_unreachable_seconds;
   // Invalid UTF-8 in a user-given run id must not turn a probe into a 500.
   return body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
@@ -111,6 +114,9 @@ std::string prometheus_text(const HealthSnapshot& s) {
   m.sample("", s.max_restarts);
   m.family("cxxrun_remaining_restarts", "gauge", "Worker group restarts still allowed.");
   m.sample("", std::max(0, s.max_restarts - s.restart_count));
+  m.family("cxxrun_rendezvous_reachable", "gauge",
+           "0 while the rendezvous store is unreachable and the workers go on (etcd without quorum), else 1.");
+  m.sample("", s.rendezvous_unreachable_seconds ? 0 : 1);
 
   const auto running = std::count_if(s.workers.begin(), s.workers.end(),
                                      [](const WorkerHealth& w) { return w.state == WorkerRunState::running; });

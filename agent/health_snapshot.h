@@ -66,6 +66,9 @@ struct HealthSnapshot {
   int group_world_size = 1;
   int restart_count = 0;  // restarts already made (TORCHELASTIC_RESTART_COUNT)
   int max_restarts = 0;
+  // How long the rendezvous store has been unreachable while the workers go
+  // on (a replicated store without quorum); nullopt while it answers.
+  std::optional<double> rendezvous_unreachable_seconds;
   std::vector<WorkerHealth> workers;
 };
 

@@ -43,9 +43,13 @@ void KeepAlive::tick() {
     // A re-formed job starts its beats afresh: the rendezvous itself proved
     // the store alive.
     last_ok_ = now;
+    lost_ = false;
     return;
   }
-  if (now - last_ok_ >= limit_) hooks_.lost(duration_cast<milliseconds>(now - last_ok_));
+  if (now - last_ok_ >= limit_) {
+    lost_ = true;
+    hooks_.lost(duration_cast<milliseconds>(now - last_ok_));
+  }
   if (in_flight_ || done_) return;
   const bool judging = hooks_.judging();
   const bool beat = now - last_beat_ >= interval_;
@@ -58,7 +62,11 @@ void KeepAlive::tick() {
     const bool ok = beat ? r.keep_alive() : true;
     const auto liveness = ok && check ? r.check_members() : Rendezvous::Liveness{};
     return [this, beat, ok, liveness] {
-      if (beat && ok) last_ok_ = Clock::now();
+      if (beat && ok) {
+        last_ok_ = Clock::now();
+        if (lost_ && !done_ && hooks_.regained) hooks_.regained();
+        lost_ = false;
+      }
       answered(liveness);
     };
   });

@@ -32,6 +32,8 @@ class KeepAlive {
     // No beat got through for interval * max_attempt; called on every tick
     // from then on, until a beat gets through again.
     std::function<void(std::chrono::milliseconds silent)> lost;
+    // A beat got through again after lost() was called.
+    std::function<void()> regained;
     // Some members stopped their keep-alives.
     std::function<void(const rendezvous::Rendezvous::Liveness&)> dead;
   };
@@ -55,6 +57,7 @@ class KeepAlive {
   Clock::time_point last_beat_{};
   Clock::time_point last_check_{};
   bool in_flight_ = false;
+  bool lost_ = false;  // lost() was called since the last beat that got through
   bool done_ = false;
 };
 

@@ -79,6 +79,9 @@ HealthSnapshot Reporter::snapshot() const {
   h.group_world_size = c_.group_world_size;
   h.restart_count = attempt_;
   h.max_restarts = c_.max_restarts;
+  if (unreachable_since_)
+    h.rendezvous_unreachable_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - *unreachable_since_).count();
   for (const auto& w : group_.workers()) {
     WorkerHealth wh;
     wh.local_rank = w->local_rank;

@@ -4,8 +4,10 @@
 // watchdog; nothing it does changes the job.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
@@ -41,6 +43,10 @@ class Reporter {
   // SUCCEEDED when the group succeeded, TERMINATED for those stopped.
   void attempt_ended(bool succeeded);
   void restarting(int attempt, const std::string& why);
+  // The rendezvous store is unreachable since `since` (a replicated store
+  // without quorum, while the workers go on), or reachable again: /healthz.
+  void rendezvous_unreachable(std::chrono::steady_clock::time_point since) { unreachable_since_ = since; }
+  void rendezvous_reachable() { unreachable_since_.reset(); }
   void exiting(int code);
 
  private:
@@ -48,6 +54,7 @@ class Reporter {
 
   Config c_;
   int attempt_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> unreachable_since_;
   const WorkerGroup& group_;
   const HangWatchdog& watchdog_;
   std::function<GroupState()> state_;

@@ -60,6 +60,7 @@ class Supervisor final : WorkerGroup::Listener {
         keep_alive_(io_, *link_, rdzv_.keep_alive_interval(), c_.rdzv.settings.keep_alive_max_attempt,
                     {[this] { return phase_ == Phase::rendezvous; }, [this] { return phase_ == Phase::running; },
                      [this](std::chrono::milliseconds silent) { on_store_lost(silent); },
+                     [this] { on_store_regained(); },
                      [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}) {
     set_logger();
   }
@@ -161,6 +162,7 @@ class Supervisor final : WorkerGroup::Listener {
       case Action::wait:
         log_->info("waiting for the other nodes to finish");
         phase_ = Phase::barrier;
+        barrier_since_ = std::chrono::steady_clock::now();
         return;
       case Action::fail: return report_failure();
       case Action::restart:
@@ -221,6 +223,7 @@ class Supervisor final : WorkerGroup::Listener {
     apply_assignment(c_, a);
     round_ = a.round;
     set_logger();
+    on_store_regained();  // the rendezvous went through it
     reporter_.rendezvous_done(c_, attempt_);
     start_attempt();
   }
@@ -274,10 +277,34 @@ class Supervisor final : WorkerGroup::Listener {
   void on_store_lost(std::chrono::milliseconds silent) {
     if (phase_ != Phase::barrier && phase_ != Phase::running) return;
     const auto& s = c_.rdzv.settings;
+    // A replicated store (etcd without quorum) comes back: healthy workers
+    // need nothing from it, and waiting for the other nodes does, bounded
+    // by read_timeout.
+    if (rdzv_.survives_store_outage()) {
+      if (!outage_) {
+        outage_ = true;
+        reporter_.rendezvous_unreachable(std::chrono::steady_clock::now() - silent);
+        log_->warn("the rendezvous store at {} is unreachable ({} ms without a keep-alive); the workers go on, and "
+                   "a failure or a node joining waits up to read_timeout={} ms for it",
+                   s.endpoint, silent.count(), s.read_timeout.count());
+      }
+      if (phase_ == Phase::running || std::chrono::steady_clock::now() - barrier_since_ < s.read_timeout) return;
+      log_->error("the rendezvous store at {} has been unreachable for {} ms; this node's workers succeeded, and it "
+                  "waited read_timeout={} ms for the other nodes' results; giving up",
+                  s.endpoint, silent.count(), s.read_timeout.count());
+      return finish(exit_code::lost);
+    }
     log_->error("lost the rendezvous store of job={} at {}: no keep-alive got through for {} ms (limit {} ms)",
                 s.run_id, s.endpoint, silent.count(), (s.keep_alive_interval * s.keep_alive_max_attempt).count());
     if (phase_ == Phase::barrier) return finish(exit_code::lost);
     if (phase_ == Phase::running) stop(Cause::lost, SIGTERM);
+  }
+
+  void on_store_regained() {
+    if (!outage_) return;
+    outage_ = false;
+    reporter_.rendezvous_reachable();
+    log_->info("the rendezvous store at {} is reachable again", c_.rdzv.settings.endpoint);
   }
 
   void on_members_dead(const Rendezvous::Liveness& l) {
@@ -375,6 +402,8 @@ class Supervisor final : WorkerGroup::Listener {
   int attempt_ = 0;
   int alive_nodes_ = 1;
   int agent_signal_ = 0;
+  bool outage_ = false;  // the replicated rendezvous store is unreachable; the workers go on
+  std::chrono::steady_clock::time_point barrier_since_{};
   int exit_code_ = exit_code::internal_error;
 };
 

@@ -37,6 +37,10 @@ Assignment C10dBackend::join() {
 Assignment C10dBackend::rejoin() {
   int expected = std::max(1, rdzv_->members());
   const auto& settings = config_.settings;
+  if (store_gone_)
+    throw RendezvousError("the rendezvous store at " + settings.endpoint + " did not answer within read_timeout=" +
+                          std::to_string(settings.read_timeout.count()) +
+                          " ms (etcd without quorum?); the job cannot re-form without it");
   try {
     // Whoever found members dead counted them: every survivor expects the
     // same number back, and too few is an error now, not after join_timeout.
@@ -81,6 +85,7 @@ bool C10dBackend::keep_alive() {
     rdzv_->keep_alive();
     if (beat_failures_ > 0) spdlog::info("keep-alives reach the rendezvous store again");
     beat_failures_ = 0;
+    store_gone_ = false;
     last_beat_ok_ = std::chrono::steady_clock::now();
     return true;
   } catch (const std::exception& e) {
@@ -119,24 +124,32 @@ Rendezvous::Liveness C10dBackend::check_members() {
   return out;
 }
 
+void C10dBackend::coordination_failed(const char* what, const std::exception& e) {
+  spdlog::warn("{}: {}", what, e.what());
+  if (survives_store_outage()) store_gone_ = true;
+}
+
 void C10dBackend::publish_failure(const std::string& record) {
+  if (store_gone_) return;
   try {
     rdzv_->publish_failure(record);
   } catch (const std::exception& e) {
-    spdlog::warn("cannot tell the other nodes about the failure: {}", e.what());
+    coordination_failed("cannot tell the other nodes about the failure", e);
   }
 }
 
 RoundEvent C10dBackend::finish_round() {
+  if (store_gone_) return RoundEvent::none;
   try {
     return rdzv_->finish_round();
   } catch (const std::exception& e) {
-    spdlog::warn("cannot report success to the rendezvous store: {}", e.what());
+    coordination_failed("cannot report success to the rendezvous store", e);
     return RoundEvent::none;
   }
 }
 
 std::vector<std::string> C10dBackend::failure_records(std::chrono::milliseconds limit) {
+  if (store_gone_) return {};
   try {
     rdzv_->wait_all_stopped(limit);
     return rdzv_->failure_records();

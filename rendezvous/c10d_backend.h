@@ -29,6 +29,7 @@ class C10dBackend : public Rendezvous {
   Assignment rejoin() override;
   void renew_worker_store() override { workers_.renew(); }
   bool elastic() const override { return true; }
+  bool survives_store_outage() const override { return store_ && store_->replicated(); }
   std::chrono::milliseconds keep_alive_interval() const override { return config_.settings.keep_alive_interval; }
   bool keep_alive() override;
   Liveness check_members() override;
@@ -43,6 +44,10 @@ class C10dBackend : public Rendezvous {
   Assignment joined(const Assignment& a);
   // No beat got through for keep_alive_interval * keep_alive_max_attempt.
   bool store_lost() const;
+  // A coordination call failed for want of the store. With a replicated
+  // store, the steps after it fail at once instead of waiting out their own
+  // deadlines: one read_timeout bounds the whole failure.
+  void coordination_failed(const char* what, const std::exception& e);
 
   const RendezvousConfig config_;
   const WorkerStorePlan plan_;
@@ -52,6 +57,7 @@ class C10dBackend : public Rendezvous {
   std::unique_ptr<store::StoreClient> beats_;
   std::unique_ptr<C10dRendezvous> rdzv_;
   int beat_failures_ = 0;
+  bool store_gone_ = false;  // see coordination_failed()
   std::chrono::steady_clock::time_point last_beat_ok_ = std::chrono::steady_clock::now();
   // Members found dead in this round: the next round expects them gone.
   int dead_seen_ = 0;

@@ -21,6 +21,7 @@ class EtcdJobStore : public StateStore {
 
   store::StoreClient& client() override { return store_; }
   std::unique_ptr<store::StoreClient> connect_another(std::chrono::milliseconds timeout) const override;
+  bool replicated() const override { return true; }
   MemberLiveness* liveness() override { return &liveness_; }
   void leave(bool succeeded, int members, const std::function<void()>& first) override;
 

@@ -167,6 +167,10 @@ class Rendezvous {
   // Whether a failure on one node restarts every node through a new round,
   // with round events, keep-alives and failure records.
   virtual bool elastic() const = 0;
+  // Whether the job goes on while the store is unreachable: a replicated
+  // store (etcd) that lost quorum comes back, and only coordination waits
+  // for it. Otherwise an unreachable store ends the job.
+  virtual bool survives_store_outage() const { return false; }
   // The period of keep_alive(); zero when the backend has none.
   virtual std::chrono::milliseconds keep_alive_interval() const = 0;
   // One beat; whether it got through. A store hiccup is logged, not thrown.

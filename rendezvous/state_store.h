@@ -23,6 +23,9 @@ class StateStore {
   // A connection of its own (keep-alives, the event watcher), with
   // `timeout` as its calls' deadline.
   virtual std::unique_ptr<store::StoreClient> connect_another(std::chrono::milliseconds timeout) const = 0;
+  // Replicated (etcd): an outage is waited out, not fatal
+  // (Rendezvous::survives_store_outage).
+  virtual bool replicated() const { return false; }
   // How members show they are alive; nullptr: beat counters in the store.
   virtual MemberLiveness* liveness() { return nullptr; }
   // This node is done with the job, one of `members`. `first` runs before

@@ -2,15 +2,16 @@
 (--rdzv-backend=etcd-v3): one job forms, the job outlives etcd's leader,
 a dead agent's lease expires and the survivors re-form, TLS with client
 certificates, and one clear line for what cannot work (docs/etcd.md)."""
+import json
 import os
-import re
 import signal
 import time
 import unittest
+import urllib.request
 import uuid
 
 import etcd_cluster
-from harness import OrphanCheckTest, clean_env, finish_all, start, wait_for, with_marker
+from harness import OrphanCheckTest, finish_all, free_port, start, wait_for, with_marker
 
 
 class EtcdCase(OrphanCheckTest):
@@ -138,6 +139,52 @@ exit 0
         wait_for(lambda: not with_marker(self.marker), timeout=10, what="the dead agent's workers to go")
 
 
+    def test_training_goes_on_without_quorum(self):
+        # Two of three members stop while the workers run: etcd has no
+        # quorum. The workers go on and /healthz says the store is
+        # unreachable. Then a worker fails: its node waits read_timeout for
+        # etcd and ends with one clear line.
+        out = self.out
+        worker = self.script("worker.sh", f"""touch {out}/started.$RANK
+for i in $(seq 600); do
+  echo $i >> {out}/progress.$RANK
+  if [ -e {out}/go ]; then [ "$RANK" = 3 ] && exit 5; sleep 1; exit 0; fi
+  sleep 0.1
+done
+""")
+        health = free_port()
+        args = self.args(2, worker, uuid.uuid4().hex, conf="read_timeout=5", extra=["--max-restarts=3"])
+        procs = [start([f"--health-port={health}"] + args), start(args)]
+        wait_for(lambda: len([n for n in os.listdir(out) if n.startswith("started.")]) == 4, timeout=30,
+                 what="all four workers to start")
+        self.cluster.stop_member(1)
+        self.cluster.stop_member(2)
+        healthz = lambda: json.loads(urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=5).read())
+        wait_for(lambda: not healthz()["rendezvous_reachable"], timeout=20, what="/healthz to report the outage")
+        self.assertEqual(healthz()["state"], "HEALTHY")
+        def progress():
+            counts = []
+            for r in range(4):
+                with open(f"{out}/progress.{r}") as f:
+                    counts.append(len(f.read().split()))
+            return counts
+
+        before = progress()
+        wait_for(lambda: all(a > b + 5 for a, b in zip(progress(), before)), timeout=20,
+                 what="every worker to make progress without quorum")
+        open(f"{out}/go", "w").close()
+        failed_at = time.monotonic()
+        results = finish_all(self, procs, 60)
+        print(f"\nwithout quorum, a failure ended the job {time.monotonic() - failed_at:.1f}s later "
+              f"(read_timeout 5 s)", flush=True)
+        errs = "".join(err for _, _, err in results)
+        for rc, _, err in results:
+            self.assertNotEqual(rc, 0, err)
+        self.assertEqual(errs.count("did not answer within read_timeout=5000 ms (etcd without quorum?); the job "
+                                    "cannot re-form without it"), 1, errs)
+        self.assertIn("the workers go on", errs)
+
+
 class EtcdBadInput(EtcdCase):
     def one_line_failure(self, args, expect):
         p = start(args)
@@ -149,7 +196,6 @@ class EtcdBadInput(EtcdCase):
         return lines[0]
 
     def test_unreachable_members_are_named(self):
-        from harness import free_port
         dead = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
         line = self.one_line_failure(self.args(1, "/bin/true", conf="read_timeout=2", endpoints=dead),
                                      "cannot reach the etcd cluster")

@@ -438,3 +438,17 @@ TEST_CASE("health server: an empty host listens on every interface") {
   io.stop();
   loop.join();
 }
+
+TEST_CASE("health report: an unreachable rendezvous store while the workers go on") {
+  HealthSnapshot s = sample_snapshot();
+  json body = json::parse(health_json(s));
+  CHECK(body["rendezvous_reachable"] == true);
+  CHECK(body["rendezvous_unreachable_seconds"].is_null());
+  CHECK(prometheus_text(s).find("\ncxxrun_rendezvous_reachable 1\n") != std::string::npos);
+  s.rendezvous_unreachable_seconds = 4.5;
+  body = json::parse(health_json(s));
+  CHECK(body["rendezvous_reachable"] == false);
+  CHECK(body["rendezvous_unreachable_seconds"] == 4.5);
+  CHECK(body["state"] == "HEALTHY");  // the workers are
+  CHECK(prometheus_text(s).find("\ncxxrun_rendezvous_reachable 0\n") != std::string::npos);
+}
