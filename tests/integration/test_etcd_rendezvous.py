@@ -139,6 +139,31 @@ exit 0
         wait_for(lambda: not with_marker(self.marker), timeout=10, what="the dead agent's workers to go")
 
 
+    def test_abort_reaches_every_agent_after_a_member_restart(self):
+        # The agents' watches are on the first member; it is killed and
+        # started again while the job runs. A worker failure after that must
+        # still reach every agent through the resumed watches: both restart
+        # (attempt 1) and finish.
+        worker = self.recorder(f"""if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+  for i in $(seq 300); do [ -e {self.out}/go ] && {{ [ "$RANK" = 3 ] && exit 4; }}; sleep 0.1; done
+  exit 9
+fi
+exit 0
+""")
+        args = self.args(2, worker, uuid.uuid4().hex, extra=["--max-restarts=1"])
+        procs = [start(args) for _ in range(2)]
+        wait_for(lambda: len(self.envs()) == 4, timeout=30, what="all four workers to start")
+        self.cluster.kill(0)
+        self.cluster.restart_member(0)
+        open(f"{self.out}/go", "w").close()
+        failed_at = time.monotonic()
+        wait_for(lambda: len([n for n in self.envs() if n.endswith(".1")]) == 4, timeout=30,
+                 what="both nodes to restart")
+        print(f"\nafter a member restart, the failure restarted both nodes in {time.monotonic() - failed_at:.2f}s",
+              flush=True)
+        for rc, out, err in finish_all(self, procs, 60):
+            self.assertEqual(rc, 0, err)
+
     def test_training_goes_on_without_quorum(self):
         # Two of three members stop while the workers run: etcd has no
         # quorum. The workers go on and /healthz says the store is
