@@ -122,10 +122,13 @@ void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
 
 void EtcdStore::wait_one(const std::string& key, Clock::time_point deadline) {
   const std::string k = etcd_key(key);
-  auto got = guarded("wait", key, [&] { return client_->range(k); });
-  if (got.kv) return;
+  // A watch kept from the last wait on this key has seen every write since
+  // it found the key absent: no read needed (the round watcher's slices
+  // cost no request).
   if (!watch_ || watched_ != key) {
     watch_.reset();
+    auto got = guarded("wait", key, [&] { return client_->range(k); });
+    if (got.kv) return;
     // From the revision after the read: a write in between is delivered.
     watch_ = guarded("wait", key, [&] {
       return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), k, etcd::Watch::Scope::key,
@@ -143,7 +146,11 @@ void EtcdStore::wait_one(const std::string& key, Clock::time_point deadline) {
     }
     if (!events) throw store::StoreTimeout("etcd wait " + key + ": the key was not written in time");
     for (const auto& e : *events)
-      if (e.type == etcd::WatchEvent::Type::put) return;
+      if (e.type == etcd::WatchEvent::Type::put) {
+        watch_.reset();  // the key exists now; the next wait reads it
+        watched_.clear();
+        return;
+      }
   }
 }
 

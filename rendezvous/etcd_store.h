@@ -13,9 +13,10 @@
 //                       counts by one, and the version cannot count by more
 //   append              a compare-and-swap loop on mod_revision
 //   wait                a range, then a watch from the revision after it, so
-//                       a key written in between is never missed; the watch
-//                       stays open while the next wait is on the same key
-//                       (the round watcher's slices cost no request)
+//                       a key written in between is never missed; until the
+//                       key is written the watch stays open for the next
+//                       wait on it, which then reads nothing (the round
+//                       watcher's slices cost no request)
 // Keys are `etcd_prefix` + "/" + the algorithm's key. A counter's value is
 // empty: read it with add(k, 0), never get().
 //
