@@ -245,15 +245,21 @@ struct HttpConnection::Impl {
         done = true;
       });
     });
-    bool in_time = run(done, deadline);
+    await(done, deadline);
+    if (ec) {
+      close();
+      throw TransportError(Kind::lost, true, false, "sending the request: " + broken(ec));
+    }
+  }
+
+  // Runs the loop until `done`; a deadline that passes first closes the
+  // connection and throws (the request may have been sent).
+  void await(bool& done, Clock::time_point deadline) {
+    const bool in_time = run(done, deadline);
     throw_if_interrupted(true);
     if (!in_time) {
       close();
       throw TransportError(Kind::timeout, true, false, "no answer before the deadline");
-    }
-    if (ec) {
-      close();
-      throw TransportError(Kind::lost, true, false, "sending the request: " + broken(ec));
     }
   }
 
@@ -275,12 +281,7 @@ struct HttpConnection::Impl {
         done = true;
       });
     });
-    bool in_time = run(done, deadline);
-    throw_if_interrupted(true);
-    if (!in_time) {
-      close();
-      throw TransportError(Kind::timeout, true, false, "no answer before the deadline");
-    }
+    await(done, deadline);
     if (ec) receive_failed(ec);
   }
 

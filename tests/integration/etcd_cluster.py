@@ -19,7 +19,6 @@ it, and etcd checks that usage under --client-cert-auth.
 Needs the Debian packages etcd-server and etcd-client (etcd, etcdctl) and
 openssl for TLS mode; unavailable() says what is missing.
 """
-import ctypes
 import json
 import os
 import shutil
@@ -27,9 +26,10 @@ import signal
 import subprocess
 import tempfile
 import time
+import unittest
 import uuid
 
-from harness import free_port
+from harness import die_with_parent, free_port, wait_for
 
 BINARIES = ("etcd", "etcdctl")
 
@@ -40,21 +40,6 @@ def unavailable(tls=False):
     if missing:
         return "etcd test cluster: missing " + " ".join(missing) + " (scripts/install-deps.sh installs them)"
     return None
-
-
-def _die_with_parent():
-    """In the member before exec: SIGKILL when the test process dies, so a
-    test killed at its timeout leaves no member running."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-
-
-def _deadline_wait(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"etcd test cluster: timed out after {timeout}s waiting for {what}")
 
 
 class Member:
@@ -160,7 +145,7 @@ class EtcdCluster:
                 return True
             return False
 
-        _deadline_wait(agreed, timeout, "a leader")
+        wait_for(agreed, timeout, "etcd test cluster: a leader")
         return found[0]
 
     def healthy(self, members=None):
@@ -170,7 +155,7 @@ class EtcdCluster:
         return p.returncode == 0
 
     def wait_healthy(self, members=None, timeout=30):
-        _deadline_wait(lambda: self.healthy(members), timeout, "a put to succeed")
+        wait_for(lambda: self.healthy(members), timeout, "etcd test cluster: a put to succeed")
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -213,7 +198,7 @@ class EtcdCluster:
             return
         log = open(self.path(f"{m.name}.log"), "a")
         m.proc = subprocess.Popen(self._argv(m), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  preexec_fn=_die_with_parent)
+                                  preexec_fn=die_with_parent)
         log.close()
 
     def kill(self, i):
@@ -302,3 +287,27 @@ class EtcdCluster:
                    "extendedKeyUsage=serverAuth,clientAuth\n")
         self._leaf("client", "/CN=cxxrun-test-client",
                    "keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n")
+
+
+class ClusterTest(unittest.TestCase):
+    """A cluster for the test class, started once and stopped after; the
+    class is skipped, saying why, where etcd (or openssl for TLS) is
+    missing."""
+    tls = False
+    size = 3
+    extra_args = ()
+    cluster = None
+
+    @classmethod
+    def setUpClass(cls):
+        why = unavailable(tls=cls.tls)
+        if why:
+            raise unittest.SkipTest(why)
+        cls.cluster = EtcdCluster(size=cls.size, tls=cls.tls, extra_args=cls.extra_args).start()
+        print(f"\n{cls.__name__}: {cls.size}-member etcd cluster{' (TLS)' if cls.tls else ''} "
+              f"up in {cls.cluster.started_in:.2f} s", flush=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.cluster:
+            cls.cluster.stop()

@@ -123,6 +123,14 @@ def wait_for(predicate, timeout=20.0, what="condition"):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def die_with_parent():
+    """preexec_fn of a daemon a test starts (etcd, munged, slurmd...):
+    SIGKILL when the test process dies, so a test killed at its timeout
+    leaves nothing running."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def with_marker(marker):
     """Pids of live processes whose argv holds `marker` (an argument of its
     own): how tests find what a job left behind, whatever it did to hide."""

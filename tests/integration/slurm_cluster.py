@@ -29,7 +29,6 @@ Why it is configured as it is (Debian 12's Slurm 22.05):
 Needs root (slurmd runs steps as the submitting user, and the namespace)
 and the Debian packages slurmctld, slurmd, slurm-client and munge.
 """
-import ctypes
 import os
 import shutil
 import signal
@@ -38,7 +37,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import free_port
+from harness import die_with_parent, free_port, wait_for
 
 NODES = ("n1", "n2")
 BINARIES = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "scancel", "sinfo", "squeue", "scontrol",
@@ -56,21 +55,6 @@ def unavailable():
     if probe.returncode != 0:
         return "cannot make a mount namespace for the nodes' /etc/hosts: " + probe.stderr.strip()
     return None
-
-
-def _deadline_wait(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"slurm test cluster: timed out after {timeout}s waiting for {what}")
-
-
-def _die_with_parent():
-    """In the daemon before exec: SIGTERM when the test process dies, so a
-    test killed at its timeout leaves no cluster running (PR_SET_PDEATHSIG)."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 
 def _mount_ns(pid):
@@ -121,7 +105,7 @@ class SlurmCluster:
 
     def wait_no_jobs(self, timeout=20):
         # A finished job stays in squeue as completing until its steps are gone.
-        _deadline_wait(lambda: not self.job_ids(), timeout, "the cluster's jobs to end")
+        wait_for(lambda: not self.job_ids(), timeout, "slurm test cluster: the cluster's jobs to end")
 
     def logs(self):
         """Every daemon's log, for a failure message."""
@@ -167,7 +151,7 @@ class SlurmCluster:
         self._spawn("munged", ["munged", "-F", f"--socket={self.socket}", f"--key-file={key}",
                                f"--pid-file={m}/munged.pid", f"--seed-file={m}/munged.seed",
                                f"--log-file={m}/munged.log"])
-        _deadline_wait(lambda: os.path.exists(self.socket), 10, "munged's socket")
+        wait_for(lambda: os.path.exists(self.socket), 10, "slurm test cluster: munged's socket")
         self._spawn("slurmctld", ["slurmctld", "-D", "-c", "-i", "-f", self.conf])
         for node in NODES:
             # unshare (no --fork) execs: the Popen pid is slurmd's own.
@@ -176,11 +160,11 @@ class SlurmCluster:
                 'mount --bind "$0" /etc/hosts && exec "$@"', hosts, "slurmd", "-D", "-N", node, "-f", self.conf])
         for node in NODES:
             pid = self.procs[f"slurmd.{node}"].pid
-            _deadline_wait(lambda: self._slurmd_running(pid), 10, f"slurmd {node} in its namespace")
+            wait_for(lambda: self._slurmd_running(pid), 10, f"slurm test cluster: slurmd {node} in its namespace")
             self.node_ns.add(_mount_ns(pid))
         if _mount_ns(os.getpid()) in self.node_ns:
             raise RuntimeError("the slurmds share this process's mount namespace")
-        _deadline_wait(lambda: self.node_states() == {n: "idle" for n in NODES}, timeout, "both nodes idle")
+        wait_for(lambda: self.node_states() == {n: "idle" for n in NODES}, timeout, "slurm test cluster: both nodes idle")
         self.idle_after = time.monotonic() - started
 
     def _slurmd_running(self, pid):
@@ -201,7 +185,7 @@ class SlurmCluster:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         env["SLURM_CONF"] = self.conf
         self.procs[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                                            stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         out.close()
 
     def _slurm_conf(self):
@@ -251,7 +235,7 @@ PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
                 for job in self.job_ids():
                     self.command(["scancel", job], timeout=10)
                 self.wait_no_jobs(timeout=10 + self.kill_wait)
-            except (RuntimeError, subprocess.TimeoutExpired, OSError):
+            except (AssertionError, RuntimeError, subprocess.TimeoutExpired, OSError):
                 pass  # the daemons and the namespaces' processes go below anyway
         for name in reversed(list(self.procs)):
             p = self.procs[name]

@@ -85,27 +85,12 @@ def fields(line):
     return dict(w.split("=", 1) for w in line.split() if "=" in w)
 
 
-class ClusterCase(unittest.TestCase):
-    tls = False
-    size = 3
-    extra_args = ()
-    cluster = None
-
+class ClusterCase(etcd_cluster.ClusterTest):
     @classmethod
     def setUpClass(cls):
-        why = etcd_cluster.unavailable(tls=cls.tls)
-        if why:
-            raise unittest.SkipTest(why)
         if not os.path.exists(PROBE):
             raise unittest.SkipTest(f"{PROBE} not built")
-        cls.cluster = etcd_cluster.EtcdCluster(size=cls.size, tls=cls.tls, extra_args=cls.extra_args).start()
-        print(f"\n{cls.__name__}: {cls.size}-member etcd cluster{' (TLS)' if cls.tls else ''} "
-              f"up in {cls.cluster.started_in:.2f} s", flush=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.cluster:
-            cls.cluster.stop()
+        super().setUpClass()
 
     def setUp(self):
         self.prefix = f"/t/{self._testMethodName}/{uuid.uuid4().hex[:8]}/"

@@ -14,23 +14,7 @@ import etcd_cluster
 from harness import OrphanCheckTest, finish_all, free_port, start, wait_for, with_marker
 
 
-class EtcdCase(OrphanCheckTest):
-    tls = False
-    cluster = None
-
-    @classmethod
-    def setUpClass(cls):
-        reason = etcd_cluster.unavailable(tls=cls.tls)
-        if reason:
-            raise unittest.SkipTest(reason)
-        cls.cluster = etcd_cluster.EtcdCluster(tls=cls.tls).start()
-        print(f"\n{cls.__name__}: etcd cluster up after {cls.cluster.started_in:.2f}s", flush=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.cluster:
-            cls.cluster.stop()
-
+class EtcdCase(etcd_cluster.ClusterTest, OrphanCheckTest):
     def setUp(self):
         super().setUp()
         # Every member runs: a test that killed one has restarted it.
