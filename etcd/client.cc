@@ -45,6 +45,16 @@ RangeResult Client::range_prefix(const std::string& prefix, Duration timeout) {
                   timeout, wire::parse_range);
 }
 
+CountResult Client::count(const std::string& key, const std::string& range_end, Duration timeout) {
+  return exchange(*transport_, "range", "/v3/kv/range", wire::range_request(key, range_end, wire::RangeShape::count_only),
+                  Repeat::always, timeout, wire::parse_count);
+}
+
+RangeResult Client::range_keys(const std::string& key, const std::string& range_end, Duration timeout) {
+  return exchange(*transport_, "range", "/v3/kv/range", wire::range_request(key, range_end, wire::RangeShape::keys_only),
+                  Repeat::always, timeout, wire::parse_range);
+}
+
 int64_t Client::put(const std::string& key, const std::string& value, int64_t lease, Duration timeout) {
   // Sent twice, a put would write twice (two revisions), and a caller that
   // compares mod_revision would see a write it did not expect.

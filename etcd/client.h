@@ -47,6 +47,10 @@ class Client {
   GetResult range(const std::string& key, Duration timeout = kDefault);
   // Every key starting with `prefix` ("" for every key), sorted by key.
   RangeResult range_prefix(const std::string& prefix, Duration timeout = kDefault);
+  // The keys in [key, range_end): how many, or which (values left out), so
+  // that a large range costs a small answer.
+  CountResult count(const std::string& key, const std::string& range_end, Duration timeout = kDefault);
+  RangeResult range_keys(const std::string& key, const std::string& range_end, Duration timeout = kDefault);
 
   // Returns the revision of the write. lease 0: none.
   int64_t put(const std::string& key, const std::string& value, int64_t lease = 0, Duration timeout = kDefault);

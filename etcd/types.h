@@ -31,6 +31,11 @@ struct RangeResult {
   std::vector<KeyValue> kvs;  // sorted by key, as etcd returns them
 };
 
+struct CountResult {
+  int64_t revision = 0;
+  int64_t count = 0;
+};
+
 // One condition of a transaction, on one key. A key that does not exist has
 // version, create_revision and mod_revision 0 and compares as such, so
 // Compare::create_revision(k, equal, 0) is "k is absent".

@@ -136,6 +136,12 @@ std::string range_request(const std::string& key, const std::string& range_end) 
   return keyed(key, range_end).dump();
 }
 
+std::string range_request(const std::string& key, const std::string& range_end, RangeShape shape) {
+  json request = keyed(key, range_end);
+  request[shape == RangeShape::count_only ? "count_only" : "keys_only"] = true;
+  return request.dump();
+}
+
 std::string put_request(const std::string& key, const std::string& value, int64_t lease) {
   return op_json(Op::put(key, value, lease))["request_put"].dump();
 }
@@ -181,6 +187,11 @@ GetResult parse_get(std::string_view body) {
 RangeResult parse_range(std::string_view body) {
   json doc = parse_object(body);
   return RangeResult{header_revision(doc), kvs(doc)};
+}
+
+CountResult parse_count(std::string_view body) {
+  json doc = parse_object(body);
+  return CountResult{header_revision(doc), int_field(doc, "count")};
 }
 
 int64_t parse_revision(std::string_view body) { return header_revision(parse_object(body)); }

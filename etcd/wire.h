@@ -26,6 +26,10 @@ struct Malformed : EtcdError {
 };
 
 std::string range_request(const std::string& key, const std::string& range_end);
+// The same range, answered with its size only (count_only) or with keys
+// and no values (keys_only).
+enum class RangeShape { count_only, keys_only };
+std::string range_request(const std::string& key, const std::string& range_end, RangeShape shape);
 std::string put_request(const std::string& key, const std::string& value, int64_t lease);
 std::string delete_request(const std::string& key, const std::string& range_end);
 std::string txn_request(const std::vector<Compare>& compares, const std::vector<Op>& success,
@@ -38,6 +42,7 @@ std::string watch_create_request(const std::string& key, const std::string& rang
 
 GetResult parse_get(std::string_view body);
 RangeResult parse_range(std::string_view body);
+CountResult parse_count(std::string_view body);
 int64_t parse_revision(std::string_view body);  // put: the header's revision
 int64_t parse_deleted(std::string_view body);
 TxnResult parse_txn(std::string_view body);

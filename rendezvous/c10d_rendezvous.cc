@@ -114,9 +114,12 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
   me_ = Member{s_.local_addr.empty() ? store_.local_address() : s_.local_addr, hostname(),
                static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder)};
   const int slot = static_cast<int>(store_.add(round_key(round, "count"), 1)) - 1;
-  if (liveness_) liveness_->joining(round_key(round, "alive/" + std::to_string(slot)));
+  if (liveness_) liveness_->joining(round_key(round, "alive/"), slot);
   store_.set(round_key(round, "node/" + std::to_string(slot)), describe(me_));
-  store_.set(round_key(round, "wake/" + std::to_string(slot)), "joined");
+  // The max-th joiner completes the round before anyone wakes, so the
+  // others wake to a complete round instead of racing to complete it.
+  if (slot == s_.max_nodes - 1) complete_round(round, s_.max_nodes);
+  else store_.set(round_key(round, "wake/" + std::to_string(slot)), "joined");
   log_("node " + me_.addr + " (pid " + std::to_string(me_.pid) + ") attempts to join round " +
        std::to_string(round) + " of rendezvous '" + s_.run_id + "' at " + s_.endpoint);
   const int members = wait_for_completion(round, deadline);
@@ -137,7 +140,7 @@ int C10dRendezvous::wait_for_completion(int round, Clock::time_point deadline) {
   const std::string complete = round_key(round, "complete");
   std::optional<Clock::time_point> last_call_end;
   for (;;) {
-    if (store_.check({complete})) return to_int(store_.get(complete), "member count");
+    if (auto n = store_.get_if_set(complete)) return to_int(*n, "member count");
     const int count = static_cast<int>(store_.add(round_key(round, "count"), 0));
     const auto now = Clock::now();
     if (count >= s_.max_nodes) return complete_round(round, s_.max_nodes);
@@ -157,10 +160,22 @@ int C10dRendezvous::wait_for_completion(int round, Clock::time_point deadline) {
                                                                            : s_.max_nodes;
     auto until = std::min(deadline, now + s_.progress_interval);
     if (last_call_end) until = std::min(until, *last_call_end);
-    try {
-      store_.wait({round_key(round, "wake/" + std::to_string(milestone - 1))},
-                  std::max(milliseconds(1), duration_cast<milliseconds>(until - now)));
-    } catch (const store::StoreTimeout&) {
+    // A lease (liveness_) must be renewed while this node waits, however
+    // long the others take: the wait goes in slices of one keep-alive
+    // interval, with a beat between them.
+    for (auto at = now;; at = Clock::now()) {
+      const auto step = liveness_ ? std::min(until, at + s_.keep_alive_interval) : until;
+      const auto slice = std::max(milliseconds(1), duration_cast<milliseconds>(step - at));
+      try {
+        // Whoever makes the round full completes it: waiting for the max-th
+        // joiner is waiting for `complete`, and brings the member count.
+        if (milestone == s_.max_nodes) return to_int(store_.get(complete, slice), "member count");
+        store_.wait({round_key(round, "wake/" + std::to_string(milestone - 1))}, slice);
+        break;
+      } catch (const store::StoreTimeout&) {
+        if (step >= until) break;
+        beat_while_waiting();
+      }
     }
     progress("waiting for rendezvous job=" + s_.run_id + " at " + s_.endpoint + ": " + std::to_string(count) + "/" +
              std::to_string(s_.min_nodes) + " nodes" +
@@ -285,6 +300,15 @@ void C10dRendezvous::progress(const std::string& what) {
   log_(what);
 }
 
+void C10dRendezvous::beat_while_waiting() {
+  try {
+    liveness_->beat();
+  } catch (const store::StoreError& e) {
+    // The wait itself reports a store that is gone.
+    progress(std::string("keep-alive while waiting for the other nodes failed: ") + e.what());
+  }
+}
+
 void C10dRendezvous::keep_alive() {
   if (liveness_) return liveness_->beat();
   if (round_ >= 0) beats_->add(round_key(round_, "alive/" + std::to_string(slot_)), 1);
@@ -329,7 +353,8 @@ RoundEvent C10dRendezvous::publish_dead(int count) {
 
 int C10dRendezvous::dead_count() {
   const std::string k = round_key(round_, "dead");
-  return store_.check({k}) ? to_int(store_.get(k), "dead count") : 0;
+  const auto dead = store_.get_if_set(k);
+  return dead ? to_int(*dead, "dead count") : 0;
 }
 
 void C10dRendezvous::start_next_round() {
@@ -353,7 +378,8 @@ RoundEvent C10dRendezvous::publish_event(RoundEvent what) {
 }
 
 RoundEvent C10dRendezvous::current_event() {
-  return store_.check({event_key()}) ? parse_round_event(store_.get(event_key())) : RoundEvent::none;
+  const auto event = store_.get_if_set(event_key());
+  return event ? parse_round_event(*event) : RoundEvent::none;
 }
 
 void C10dRendezvous::publish_failure(const std::string& record) {
@@ -382,8 +408,9 @@ void C10dRendezvous::wait_all_stopped(std::chrono::milliseconds timeout) {
 std::vector<std::string> C10dRendezvous::failure_records() {
   const std::string k = round_key(round_, "failures");
   std::vector<std::string> records;
-  if (!store_.check({k})) return records;
-  std::istringstream lines(store_.get(k));
+  const auto all = store_.get_if_set(k);
+  if (!all) return records;
+  std::istringstream lines(*all);
   for (std::string line; std::getline(lines, line);)
     if (!line.empty()) records.push_back(line);
   return records;

@@ -69,11 +69,11 @@ inline constexpr int kNoOrder = 1 << 30;
 class MemberLiveness {
  public:
   virtual ~MemberLiveness() = default;
-  // This node took a slot; `alive_key` is its key, written here before
-  // anyone can learn of the slot.
-  virtual void joining(const std::string& alive_key) = 0;
-  // This node is a member of a round of `members`, whose keys are
-  // `alive_prefix` + slot.
+  // This node took `slot` in a round whose members show they are alive
+  // under `alive_prefix`; called before anyone can learn of the slot.
+  virtual void joining(const std::string& alive_prefix, int slot) = 0;
+  // This node is a member of that round, which has `members` (slots
+  // 0..members-1).
   virtual void joined(const std::string& alive_prefix, int members) = 0;
   // One keep-alive; throws on failure (the backend logs it).
   virtual void beat() = 0;
@@ -162,6 +162,7 @@ class C10dRendezvous {
   const std::vector<int>& rank_of_slot();
   std::vector<std::string> member_addrs(int round, int members);
   void progress(const std::string& what);
+  void beat_while_waiting();
 
   store::StoreClient& store_;
   store::StoreClient* beats_ = &store_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
 #include "etcd/client.h"
 #include "etcd/options.h"
@@ -50,19 +51,28 @@ EtcdLiveness::EtcdLiveness(const RendezvousSettings& settings, std::string key_p
       ttl_seconds_(ttl_of(settings)),
       // A beat must not outlast its interval, or a slow member stalls the next.
       call_timeout_(std::max(milliseconds(500), settings.keep_alive_interval)),
+      // Joining is a step of the rendezvous, with its deadline: a thousand
+      // nodes joining at once may keep etcd busy longer than a beat may take.
+      join_timeout_(settings.read_timeout),
       client_(std::make_unique<etcd::Client>(etcd_options(etcd_, call_timeout_))) {}
 
 EtcdLiveness::~EtcdLiveness() = default;
 
-void EtcdLiveness::grant() {
-  lease_ = client_->lease_grant(ttl_seconds_).id;
+void EtcdLiveness::grant(milliseconds timeout) {
+  lease_ = client_->lease_grant(ttl_seconds_, timeout).id;
 }
 
-void EtcdLiveness::joining(const std::string& alive_key) {
+std::string EtcdLiveness::slot_key(const std::string& round_prefix, int slot) const {
+  char digits[16];
+  snprintf(digits, sizeof digits, "%010d", slot);
+  return round_prefix + digits;
+}
+
+void EtcdLiveness::joining(const std::string& alive_prefix, int slot) {
   as_store_errors("cannot hold a lease on etcd", [&] {
-    if (lease_ == 0 || client_->lease_keep_alive(lease_) == 0) grant();
-    alive_key_ = key_prefix_ + alive_key;
-    client_->put(alive_key_, "", lease_);
+    if (lease_ == 0 || client_->lease_keep_alive(lease_, join_timeout_) == 0) grant(join_timeout_);
+    alive_key_ = slot_key(key_prefix_ + alive_prefix, slot);
+    client_->put(alive_key_, "", lease_, join_timeout_);
   });
 }
 
@@ -71,20 +81,28 @@ void EtcdLiveness::joined(const std::string& alive_prefix, int members) {
   watch_.reset();
   dead_.clear();
   // Every member wrote its key before its slot was known to anyone, so a
-  // key missing now is a member already gone.
-  const auto present =
-      as_store_errors("cannot read the members' leases", [&] { return client_->range_prefix(watched_); });
-  std::set<int> alive;
-  for (const auto& kv : present.kvs) alive.insert(slot_of(kv.key, watched_));
-  for (int slot = 0; slot < members; ++slot)
-    if (!alive.count(slot)) dead_.insert(slot);
-  resume_from_ = present.revision + 1;
-  rewatch();
+  // key missing now is a member already gone. Counting costs a small
+  // answer; only when some are missing are the keys read (no values), so
+  // a round of N members costs N small reads, not N answers of N keys.
+  const std::string first = slot_key(watched_, 0), end = slot_key(watched_, members);
+  const auto counted = as_store_errors("cannot read the members' leases", [&] { return client_->count(first, end, join_timeout_); });
+  int64_t revision = counted.revision;
+  if (counted.count < members) {
+    const auto present =
+        as_store_errors("cannot read the members' leases", [&] { return client_->range_keys(first, end, join_timeout_); });
+    std::set<int> alive;
+    for (const auto& kv : present.kvs) alive.insert(slot_of(kv.key, watched_));
+    for (int slot = 0; slot < members; ++slot)
+      if (!alive.count(slot)) dead_.insert(slot);
+    revision = present.revision;
+  }
+  resume_from_ = revision + 1;
+  rewatch(join_timeout_);
 }
 
-void EtcdLiveness::rewatch() {
+void EtcdLiveness::rewatch(milliseconds timeout) {
   try {
-    watch_ = std::make_unique<etcd::Watch>(etcd_options(etcd_, call_timeout_), watched_, etcd::Watch::Scope::prefix,
+    watch_ = std::make_unique<etcd::Watch>(etcd_options(etcd_, timeout), watched_, etcd::Watch::Scope::prefix,
                                            resume_from_);
   } catch (const etcd::EtcdError& e) {
     spdlog::warn("cannot watch the members' leases on etcd (trying again): {}", e.what());
@@ -99,13 +117,13 @@ void EtcdLiveness::beat() {
   // is told of, under a new lease.
   spdlog::warn("this node's lease on etcd expired; taking a new one");
   as_store_errors("cannot renew this node's lease", [&] {
-    grant();
+    grant(call_timeout_);
     if (!alive_key_.empty()) client_->put(alive_key_, "", lease_);
   });
 }
 
 std::vector<int> EtcdLiveness::dead_slots() {
-  if (!watched_.empty() && !watch_) rewatch();
+  if (!watched_.empty() && !watch_) rewatch(call_timeout_);
   if (watch_) {
     try {
       // Only what has arrived: the DELETEs are pushed, never polled for.
@@ -128,6 +146,10 @@ std::vector<int> EtcdLiveness::dead_slots() {
 }
 
 void EtcdLiveness::release() {
+  // Closed first: the revokes of a whole job leaving at once are not
+  // pushed to every member that is leaving too.
+  watch_.reset();
+  watched_.clear();
   if (lease_ == 0) return;
   try {
     client_->lease_revoke(lease_);

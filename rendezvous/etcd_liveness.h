@@ -2,7 +2,8 @@
 // c10d_rendezvous.h). This node holds one lease with a TTL of
 // keep_alive_interval * keep_alive_max_attempt (whole seconds, 3 s by
 // default) and renews it every interval; its alive key of each round hangs
-// on that lease. When a node dies, etcd deletes its key as the lease
+// on that lease, its slot zero-padded so that the keys of slots 0..n-1 are
+// one range that etcd can count. When a node dies, etcd deletes its key as the lease
 // expires, and every other member sees the DELETE on a watch of the round's
 // alive keys: no member polls another's counter. The watch resumes on
 // another member from the last revision seen (etcd/watch.h), so no DELETE
@@ -33,7 +34,7 @@ class EtcdLiveness : public MemberLiveness {
   EtcdLiveness(const RendezvousSettings& settings, std::string key_prefix);
   ~EtcdLiveness() override;
 
-  void joining(const std::string& alive_key) override;
+  void joining(const std::string& alive_prefix, int slot) override;
   void joined(const std::string& alive_prefix, int members) override;
   void beat() override;
   std::vector<int> dead_slots() override;
@@ -43,13 +44,16 @@ class EtcdLiveness : public MemberLiveness {
   void release();
 
  private:
-  void grant();
-  void rewatch();
+  void grant(std::chrono::milliseconds timeout);
+  void rewatch(std::chrono::milliseconds timeout);
+  // etcd's key of `slot` under the round's prefix.
+  std::string slot_key(const std::string& round_prefix, int slot) const;
 
   const EtcdSettings etcd_;
   const std::string key_prefix_;
   const int64_t ttl_seconds_;
-  const std::chrono::milliseconds call_timeout_;
+  const std::chrono::milliseconds call_timeout_;  // a beat's
+  const std::chrono::milliseconds join_timeout_;  // a step of the rendezvous: read_timeout
   std::unique_ptr<etcd::Client> client_;
   int64_t lease_ = 0;
   std::string alive_key_;  // etcd's key, on the lease

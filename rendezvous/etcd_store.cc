@@ -74,9 +74,15 @@ void EtcdStore::set(const std::string& key, const std::string& value) {
 std::string EtcdStore::get(const std::string& key) { return get(key, timeout_); }
 
 std::string EtcdStore::get(const std::string& key, Duration timeout) {
-  wait({key}, timeout);
+  const auto deadline = Clock::now() + timeout;
+  // A key that is there costs one read; only an absent one is watched for.
+  if (auto value = read_or_watch("get", key, deadline)) return *value;
+  return await_put(key, deadline);
+}
+
+std::optional<std::string> EtcdStore::get_if_set(const std::string& key) {
   auto got = guarded("get", key, [&] { return client_->range(etcd_key(key)); });
-  if (!got.kv) throw store::StoreError("etcd get " + key + ": the key was deleted while being read");
+  if (!got.kv) return std::nullopt;
   return got.kv->value;
 }
 
@@ -98,6 +104,13 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
 std::string EtcdStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
   using etcd::Compare;
   const std::string k = etcd_key(key);
+  if (expected.empty()) {
+    // Only the first of many writers finds the key absent. etcd runs a
+    // transaction that can write through Raft even when its compare fails;
+    // a read answers the others without a proposal.
+    auto got = guarded("compare_set", key, [&] { return client_->range(k); });
+    if (got.kv) return got.kv->value;
+  }
   const Compare holds = expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
                                          : Compare::value_is(k, Compare::Result::equal, expected);
   auto r = guarded("compare_set", key,
@@ -121,21 +134,30 @@ void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
 }
 
 void EtcdStore::wait_one(const std::string& key, Clock::time_point deadline) {
-  const std::string k = etcd_key(key);
+  if (read_or_watch("wait", key, deadline)) return;
+  await_put(key, deadline);
+}
+
+std::optional<std::string> EtcdStore::read_or_watch(const char* what, const std::string& key,
+                                                    Clock::time_point deadline) {
   // A watch kept from the last wait on this key has seen every write since
   // it found the key absent: no read needed (the round watcher's slices
   // cost no request).
-  if (!watch_ || watched_ != key) {
-    watch_.reset();
-    auto got = guarded("wait", key, [&] { return client_->range(k); });
-    if (got.kv) return;
-    // From the revision after the read: a write in between is delivered.
-    watch_ = guarded("wait", key, [&] {
-      return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), k, etcd::Watch::Scope::key,
-                                           got.revision + 1);
-    });
-    watched_ = key;
-  }
+  if (watch_ && watched_ == key) return std::nullopt;
+  watch_.reset();
+  const std::string k = etcd_key(key);
+  auto got = guarded(what, key, [&] { return client_->range(k); });
+  if (got.kv) return got.kv->value;
+  // From the revision after the read: a write in between is delivered.
+  watch_ = guarded(what, key, [&] {
+    return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), k, etcd::Watch::Scope::key,
+                                         got.revision + 1);
+  });
+  watched_ = key;
+  return std::nullopt;
+}
+
+std::string EtcdStore::await_put(const std::string& key, Clock::time_point deadline) {
   for (;;) {
     std::optional<std::vector<etcd::WatchEvent>> events;
     try {
@@ -149,7 +171,7 @@ void EtcdStore::wait_one(const std::string& key, Clock::time_point deadline) {
       if (e.type == etcd::WatchEvent::Type::put) {
         watch_.reset();  // the key exists now; the next wait reads it
         watched_.clear();
-        return;
+        return e.kv.value;
       }
   }
 }

@@ -6,7 +6,12 @@
 //   set, multi_set      put; a txn of puts (128 per txn, etcd's limit)
 //   get, check, multi_get  range; a txn of ranges
 //   compare_set         a txn: compare the value (absent: create_revision 0),
-//                       put on success, read back on failure
+//                       put on success, read back on failure; against an
+//                       absent key, a range first, so every writer but the
+//                       first reads instead of proposing a write
+//   get                 a range; an absent key is waited for as below, and
+//                       its value comes with the watch's event
+//   get_if_set          a range
 //   add(k, 1)           a txn of [put k, range k]: the key's version is the
 //                       count, so concurrent adds never retry; add(k, 0)
 //                       reads it. Other deltas are refused: the algorithm
@@ -28,6 +33,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +63,7 @@ class EtcdStore : public store::StoreClient {
   int64_t add(const std::string& key, int64_t delta) override;
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   bool check(const std::vector<std::string>& keys) override;
+  std::optional<std::string> get_if_set(const std::string& key) override;
   void wait(const std::vector<std::string>& keys, Duration timeout) override;
   int64_t num_keys() override;
   bool delete_key(const std::string& key) override;
@@ -77,6 +84,13 @@ class EtcdStore : public store::StoreClient {
   template <typename F>
   auto guarded(const char* what, const std::string& key, F&& call);
   void wait_one(const std::string& key, std::chrono::steady_clock::time_point deadline);
+  // The key's value if it exists; else a watch on it from the revision
+  // after the read (kept in watch_), and nullopt.
+  std::optional<std::string> read_or_watch(const char* what, const std::string& key,
+                                           std::chrono::steady_clock::time_point deadline);
+  // Until watch_ delivers a put of `key`, whose value it returns;
+  // StoreTimeout at the deadline.
+  std::string await_put(const std::string& key, std::chrono::steady_clock::time_point deadline);
 
   const EtcdSettings settings_;
   const std::string prefix_;

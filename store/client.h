@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -71,6 +72,13 @@ class StoreClient {
   virtual std::string compare_set(const std::string& key, const std::string& expected,
                                   const std::string& desired) = 0;
   virtual bool check(const std::vector<std::string>& keys) = 0;
+  // The key's value if it exists, without waiting for it. Here CHECK then
+  // GET (the wire has no single request for it); a store that answers a
+  // read of an absent key does it in one.
+  virtual std::optional<std::string> get_if_set(const std::string& key) {
+    if (!check({key})) return std::nullopt;
+    return get(key);
+  }
   // Blocks until every key exists; throws StoreTimeout after `timeout`.
   virtual void wait(const std::vector<std::string>& keys, Duration timeout) = 0;
   virtual int64_t num_keys() = 0;

@@ -77,6 +77,22 @@ class EtcdRendezvous(EtcdCase):
         for rc, out, err in finish_all(self, procs, 60):
             self.assertEqual(rc, 0, err)
 
+    def test_a_node_waiting_longer_than_its_lease_keeps_it(self):
+        # The first agent waits 5 s for the second, longer than its lease's
+        # TTL (3 s): it renews the lease while it waits, so the round forms
+        # with both alive, nobody counts it dead and the job runs once. The
+        # workers run 2 s, long enough for keep-alives and the dead check.
+        run_id, worker = uuid.uuid4().hex, self.recorder("sleep 2")
+        first = start(self.args(2, worker, run_id))
+        time.sleep(5)
+        second = start(self.args(2, worker, run_id))
+        for rc, out, err in finish_all(self, [first, second], 60):
+            self.assertEqual(rc, 0, err)
+            self.assertNotIn("lease on etcd expired", err)
+            self.assertNotIn("stopped sending keep-alives", err)
+            self.assertNotIn("re-forming", err)
+        self.assertEqual(sorted(self.envs()), [f"env.{r}.0" for r in range(4)])
+
     def test_job_outlives_the_etcd_leader(self):
         # SIGKILL etcd's leader while the workers run: the job finishes with
         # exit 0 and no restart (each worker recorded one attempt only).

@@ -71,6 +71,19 @@ TEST_CASE("etcd wire: int64 fields as strings or numbers, absent ones as 0") {
   CHECK(empty.revision == 0);
 }
 
+TEST_CASE("etcd wire: a range answered by its size, or by keys without values") {
+  CHECK(json::parse(wire::range_request("a", "b", wire::RangeShape::count_only)) ==
+        json{{"key", "YQ=="}, {"range_end", "Yg=="}, {"count_only", true}});
+  CHECK(json::parse(wire::range_request("a", "b", wire::RangeShape::keys_only)) ==
+        json{{"key", "YQ=="}, {"range_end", "Yg=="}, {"keys_only", true}});
+  auto counted = wire::parse_count(R"({"header":{"revision":"41"},"count":"1000"})");
+  CHECK(counted.revision == 41);
+  CHECK(counted.count == 1000);
+  // proto3 leaves a zero count out.
+  CHECK(wire::parse_count(R"({"header":{"revision":"7"}})").count == 0);
+  CHECK_THROWS_AS(wire::parse_count(R"({"header":{},"count":"many"})"), wire::Malformed);
+}
+
 TEST_CASE("etcd wire: answers that do not parse") {
   CHECK_THROWS_AS(wire::parse_get("not json"), wire::Malformed);
   CHECK_THROWS_AS(wire::parse_get(R"({"header":{"revision":"x"}})"), wire::Malformed);
