@@ -64,9 +64,11 @@ def stop_all(procs):
         p.communicate(timeout=30)
 
 
-def agent_cmd(kind, build, port, run_id, nnodes, stamp, out, extra=()):
+def agent_cmd(kind, build, port, run_id, nnodes, stamp, out, extra=(), rdzv=None):
+    """`rdzv`: cxxrun's rendezvous flags instead of c10d at 127.0.0.1:port."""
     if kind == "cxxrun":
-        return [os.path.join(build, "bin", "cxxrun"), "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
+        rdzv = rdzv or ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}"]
+        return [os.path.join(build, "bin", "cxxrun"), *rdzv,
                 f"--rdzv-id={run_id}", f"--nnodes={nnodes}", "--nproc-per-node=2", *extra, "--no-python",
                 stamp, "cluster", out]
     return ["/usr/bin/python3", os.path.join(HERE, "torchrun113.py"), "--rdzv_backend=c10d",
@@ -74,7 +76,7 @@ def agent_cmd(kind, build, port, run_id, nnodes, stamp, out, extra=()):
             "--monitor_interval=0.1", *extra, "--no_python", stamp, "cluster", out]
 
 
-def restart_run(kind, build, stamp, timeout=120):
+def restart_run(kind, build, stamp, timeout=120, rdzv=None):
     out = tempfile.mkdtemp(prefix="cxxrun_bench_")
     env = dict(os.environ, STAMP_FAIL_RANK="3", TMPDIR=out)
     port, run_id = free_port(), uuid.uuid4().hex[:10]
@@ -82,8 +84,8 @@ def restart_run(kind, build, stamp, timeout=120):
     procs = []
     try:
         for i in range(3):
-            procs.append(launch(agent_cmd(kind, build, port, run_id, 3, stamp, out, [max_restarts]), env))
-            if i == 0:
+            procs.append(launch(agent_cmd(kind, build, port, run_id, 3, stamp, out, [max_restarts], rdzv), env))
+            if i == 0 and not rdzv:
                 time.sleep(0.3)  # the first agent hosts the store
         # Replacements are the workers started after the failure: torchrun
         # restarts the other nodes as a membership change, so their restart
@@ -115,15 +117,15 @@ def restart_run(kind, build, stamp, timeout=120):
         shutil.rmtree(out, ignore_errors=True)
 
 
-def dead_run(build, stamp, timeout=60):
+def dead_run(build, stamp, timeout=60, rdzv=None):
     out = tempfile.mkdtemp(prefix="cxxrun_bench_")
     env = dict(os.environ, STAMP_DONE_WORLD="2", TMPDIR=out)
     port, run_id = free_port(), uuid.uuid4().hex[:10]
     procs = []
     try:
         for i in range(3):
-            procs.append(launch(agent_cmd("cxxrun", build, port, run_id, "2:3", stamp, out), env))
-            if i == 0:
+            procs.append(launch(agent_cmd("cxxrun", build, port, run_id, "2:3", stamp, out, rdzv=rdzv), env))
+            if i == 0 and not rdzv:
                 time.sleep(0.3)
         deadline = time.monotonic() + 30
         while len(stamps(out, "start.0.3.")) < 6:

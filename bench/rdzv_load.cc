@@ -1,79 +1,134 @@
-// Load generator for the c10d rendezvous: N simulated agents (one thread and
-// one store connection each, speaking the TCPStore protocol) join one job at
-// a store server and wait for their assignments. Prints the wall time from
-// the first connect to the last assignment, and checks that the group ranks
-// are 0..N-1 exactly once.
+// Load generator for the c10d rendezvous: N simulated agents (one thread
+// each, running our real C10dRendezvous) join one job and wait for their
+// assignments. Prints the wall time from the first connect to the last
+// assignment, and checks that the group ranks are 0..N-1 exactly once.
 //
-//   rdzv_load --host 127.0.0.1 --port P --nodes 1000 [--nproc 8]
+//   rdzv_load --port P [--host 127.0.0.1] --nodes 1000 [--nproc 8]
+//       each agent speaks the TCPStore protocol to the store at host:P
+//       (cxxrun-rdzv), with a connection of its own;
+//   rdzv_load --etcd h1:p1,h2:p2,h3:p3 --nodes 1000 [--nproc 8]
+//       each agent meets the others through etcd as --rdzv-backend=etcd-v3
+//       does (EtcdJobStore: its own connections and a lease, its alive key
+//       on it); the job's keys are removed at the end.
 #include <sys/resource.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/etcd_job_store.h"
 #include "store/client.h"
 
 using namespace cxxrun::rendezvous;
 using namespace cxxrun::store;
 using Clock = std::chrono::steady_clock;
 
-int main(int argc, char** argv) {
+namespace {
+
+struct Args {
   std::string host = "127.0.0.1";
-  int port = 0, nodes = 1000, nproc = 8;
+  int port = 0;
+  std::vector<std::string> etcd;  // members; empty: the TCPStore at host:port
+  int nodes = 1000;
+  int nproc = 8;
+};
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+bool parse(int argc, char** argv, Args& a) {
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--host")) host = argv[i + 1];
-    else if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--nodes")) nodes = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--nproc")) nproc = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "--host")) a.host = argv[i + 1];
+    else if (!strcmp(argv[i], "--port")) a.port = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--etcd")) a.etcd = split(argv[i + 1]);
+    else if (!strcmp(argv[i], "--nodes")) a.nodes = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--nproc")) a.nproc = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "rdzv_load: unknown argument %s\n", argv[i]);
-      return 2;
+      return false;
     }
   }
-  if (port <= 0 || nodes <= 0) {
-    fprintf(stderr, "rdzv_load: --port P and --nodes N > 0 are required\n");
-    return 2;
+  if ((a.port <= 0 && a.etcd.empty()) || a.nodes <= 0) {
+    fprintf(stderr, "rdzv_load: --port P or --etcd MEMBERS, and --nodes N > 0, are required\n");
+    return false;
   }
+  return true;
+}
+
+RendezvousSettings settings_for(const Args& a, const std::string& run_id, int node) {
+  RendezvousSettings s;
+  s.run_id = run_id;
+  s.endpoint = a.etcd.empty() ? a.host + ":" + std::to_string(a.port) : a.etcd.front();
+  s.min_nodes = s.max_nodes = a.nodes;
+  s.local_world_size = a.nproc;
+  s.entrypoint = "rdzv_load";
+  s.local_addr = "10.0." + std::to_string(node / 250) + "." + std::to_string(node % 250 + 1);  // just a label
+  s.join_timeout = std::chrono::seconds(60);
+  s.read_timeout = std::chrono::seconds(60);
+  s.etcd.endpoints = a.etcd;
+  return s;
+}
+
+// One simulated agent's rendezvous: its store, then the first round.
+Assignment one_agent(const Args& a, const RendezvousSettings& s, std::unique_ptr<EtcdJobStore>& etcd) {
+  auto pick = [](const std::vector<std::string>&) { return 29500; };
+  auto quiet = [](const std::string&) {};
+  if (a.etcd.empty()) {
+    StoreClient::Options options;
+    options.host = a.host;
+    options.port = a.port;
+    options.timeout = std::chrono::seconds(60);
+    auto client = StoreClient::connect(options);
+    return C10dRendezvous(*client, s, pick, quiet).next_rendezvous();
+  }
+  etcd = std::make_unique<EtcdJobStore>(s);
+  C10dRendezvous rdzv(etcd->client(), s, pick, quiet);
+  rdzv.use_liveness(*etcd->liveness());
+  return rdzv.next_rendezvous();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (!parse(argc, argv, args)) return 2;
+  spdlog::set_level(spdlog::level::warn);  // not a line per simulated agent
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
   const std::string run_id = "load" + std::to_string(getpid());
-  std::vector<int> rank_count(nodes, 0);
+  std::vector<int> rank_count(args.nodes, 0);
+  std::vector<std::unique_ptr<EtcdJobStore>> etcd(args.nodes);
   std::mutex mu;
   std::atomic<int> failures{0};
   const auto start = Clock::now();
   std::vector<std::thread> threads;
-  threads.reserve(nodes);
-  for (int i = 0; i < nodes; ++i) {
+  threads.reserve(args.nodes);
+  for (int i = 0; i < args.nodes; ++i) {
     threads.emplace_back([&, i] {
       try {
-        StoreClient::Options options;
-        options.host = host;
-        options.port = port;
-        options.timeout = std::chrono::seconds(60);
-        auto client = StoreClient::connect(options);
-        RendezvousSettings s;
-        s.run_id = run_id;
-        s.endpoint = host + ":" + std::to_string(port);
-        s.min_nodes = s.max_nodes = nodes;
-        s.local_world_size = nproc;
-        s.entrypoint = "rdzv_load";
-        s.local_addr = "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1);  // just a label
-        s.join_timeout = std::chrono::seconds(60);
-        C10dRendezvous rdzv(*client, s, [](const std::vector<std::string>&) { return 29500; }, [](const std::string&) {});
-        Assignment a = rdzv.next_rendezvous();
+        Assignment a = one_agent(args, settings_for(args, run_id, i), etcd[i]);
         std::lock_guard l(mu);
-        if (a.group_rank >= 0 && a.group_rank < nodes) ++rank_count[a.group_rank];
-        if (a.world_size != nodes * nproc) ++failures;
+        if (a.group_rank >= 0 && a.group_rank < args.nodes) ++rank_count[a.group_rank];
+        if (a.world_size != args.nodes * args.nproc) ++failures;
       } catch (const std::exception& e) {
         if (failures++ == 0) fprintf(stderr, "rdzv_load: node %d: %s\n", i, e.what());
       }
@@ -83,6 +138,13 @@ int main(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   for (int c : rank_count)
     if (c != 1) ++failures;
-  printf("{\"nodes\": %d, \"seconds\": %.3f, \"failures\": %d}\n", nodes, secs, failures.load());
+  // Not timed: every agent leaves, as the last member of a finished job
+  // would, so etcd keeps no keys or leases of the run.
+  threads.clear();
+  for (auto& store : etcd)
+    if (store) threads.emplace_back([&store, n = args.nodes] { store->leave(true, n, {}); });
+  for (auto& t : threads) t.join();
+  printf("{\"store\": \"%s\", \"nodes\": %d, \"seconds\": %.3f, \"failures\": %d}\n",
+         args.etcd.empty() ? "tcpstore" : "etcd", args.nodes, secs, failures.load());
   return failures == 0 ? 0 : 1;
 }

@@ -23,7 +23,9 @@
  *   the top of main. When TORCHELASTIC_RESTART_COUNT > 0, or GROUP_WORLD_SIZE
  *   equals $STAMP_DONE_WORLD, exits 0 there. Otherwise it waits: on SIGTERM
  *   it writes OUTDIR/term.<rank> (CLOCK_REALTIME ns) and exits; rank
- *   $STAMP_FAIL_RANK writes OUTDIR/fail.0 after 500 ms and exits 1.
+ *   $STAMP_FAIL_RANK writes OUTDIR/fail.0 after 500 ms and exits 1. With
+ *   $STAMP_RUN_MS set, every other rank exits 0 after that many ms
+ *   (bench/etcd.py's job that must outlive an etcd leader).
  *
  * Build: cc -O2 -o stamp stamp.c      (bench/run.sh does this in a scratch dir)
  */
@@ -122,7 +124,8 @@ static int cluster(const char *dir, long long t0) {
         write_file(dir, "fail.0", buf);
         _exit(1);
     }
-    sleep_ms(60000);
+    const char *run_s = getenv("STAMP_RUN_MS");
+    sleep_ms(run_s ? atol(run_s) : 60000);
     return 0;
 }
 
