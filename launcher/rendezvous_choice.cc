@@ -219,6 +219,19 @@ void static_backend(const RawOptions& raw, agent::Config& c, const Nodes& nodes)
   fill_settings(raw, c, nodes, endpoint);
 }
 
+// With etcd, token_file holds an etcd user's NAME:PASSWORD, as etcdctl's
+// --user takes them: the password stays out of argv and the environment.
+void etcd_credentials(const RawOptions& raw, rdzv::RendezvousSettings& s) {
+  if (s.token.empty()) return;
+  const auto colon = s.token.find(':');
+  if (colon == 0 || colon == std::string::npos || colon + 1 == s.token.size())
+    throw UsageError(raw.at("rdzv_conf").shown() +
+                     ": with etcd, token_file holds an etcd user's credentials as NAME:PASSWORD on one line");
+  s.etcd.username = s.token.substr(0, colon);
+  s.etcd.password = s.token.substr(colon + 1);
+  s.token.clear();  // not the c10d store's secret
+}
+
 }  // namespace
 
 std::string random_uuid4() {
@@ -298,10 +311,7 @@ void choose_rendezvous(const RawOptions& raw, agent::Config& config, std::vector
   for (const auto& [key, value] : parse_rdzv_conf(raw.at("rdzv_conf")))
     if (!on_etcd && (key == "protocol" || key == "cacert" || key == "cert" || key == "key" || key == "etcd_prefix"))
       throw UsageError(raw.at("rdzv_conf").shown() + ": " + key + " is read by the etcd backends only (--rdzv-backend=etcd-v3)");
-  if (on_etcd && !config.rdzv.settings.token.empty())
-    throw UsageError(raw.at("rdzv_conf").shown() +
-                     ": token_file is the c10d store's secret; an etcd cluster admits its clients by certificate "
-                     "(protocol=https with cacert, cert and key)");
+  if (on_etcd) return etcd_credentials(raw, config.rdzv.settings);
   if (config.rdzv.settings.token.empty()) return;
   // The static backend's store is the workers' store too (MASTER_PORT), and
   // torch workers have no way to give a token: they would all be refused.

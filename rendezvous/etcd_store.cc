@@ -41,6 +41,8 @@ etcd::Options etcd_options(const EtcdSettings& settings, milliseconds timeout) {
   o.cacert = settings.cacert;
   o.cert = settings.cert;
   o.key = settings.key;
+  o.username = settings.username;
+  o.password = settings.password;
   o.timeout = timeout;
   return o;
 }

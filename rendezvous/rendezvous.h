@@ -64,6 +64,10 @@ struct EtcdSettings {
   std::string cert;                    // and this client's certificate and key
   std::string key;
   std::string prefix = "/torchelastic/p2p";  // etcd_prefix, torch's default
+  // An etcd user's credentials, for clusters with authentication enabled
+  // (--rdzv-conf token_file holding NAME:PASSWORD); empty: none.
+  std::string username;
+  std::string password;
 };
 
 struct RendezvousSettings {

@@ -228,6 +228,48 @@ class EtcdBadInput(EtcdCase):
             self.assertIn(member, line)
 
 
+class EtcdAuth(EtcdCase):
+    """A cluster with authentication on: --rdzv-conf token_file holds an
+    etcd user's NAME:PASSWORD."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        for args in (["user", "add", "root:rootpw"], ["user", "grant-role", "root", "root"],
+                     ["user", "add", "alice:alicepw"], ["role", "add", "rw"],
+                     ["role", "grant-permission", "rw", "--prefix=true", "readwrite", "/"],
+                     ["user", "grant-role", "alice", "rw"], ["auth", "enable"]):
+            p = cls.cluster.etcdctl(*args)
+            if p.returncode != 0:
+                cls.cluster.stop()
+                raise RuntimeError(f"etcdctl {args}: {p.stderr}")
+
+    def token(self, text):
+        path = os.path.join(self.dir, "etcd-user")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write(text + "\n")
+        return path
+
+    def test_token_file_holds_an_etcd_users_credentials(self):
+        worker, run_id = self.recorder(), uuid.uuid4().hex
+        conf = f"token_file={self.token('alice:alicepw')}"
+        procs = [start(self.args(2, worker, run_id, conf=conf)) for _ in range(2)]
+        for rc, out, err in finish_all(self, procs, 60):
+            self.assertEqual(rc, 0, err)
+            self.assertNotIn("alicepw", err)
+        self.check_ranks(list(self.envs().values()), 2)
+
+    def test_wrong_password_is_one_clear_line(self):
+        conf = f"token_file={self.token('alice:wrong')},read_timeout=5"
+        p = start(self.args(1, "/bin/true", conf=conf))
+        (rc, out, err), = finish_all(self, [p], 60)
+        self.assertNotEqual(rc, 0, err)
+        lines = [l for l in err.splitlines() if "cannot reach the etcd cluster" in l]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("authentication failed", lines[0])
+        self.assertNotIn("wrong", err)
+
+
 class EtcdTls(EtcdCase):
     tls = True
 

@@ -58,7 +58,19 @@ TEST_CASE("etcd: bad members, files and keys are one clear line") {
   // token means nothing to etcd.
   CHECK_THAT(refusal({"--rdzv-backend=c10d", "--rdzv-endpoint=h", "--rdzv-conf=protocol=https"}),
              Contains("protocol is read by the etcd backends only"));
-  const std::string token = dir.file("token", "secret\n", 0600);
-  CHECK_THAT(refusal({"--rdzv-backend=etcd-v3", "--rdzv-endpoint=e1", "--rdzv-conf=token_file=" + token}),
-             Contains("token_file is the c10d store's secret"));
+  for (const char* text : {"secret\n", ":pw\n", "alice:\n"}) {
+    const std::string token = dir.file("token", text, 0600);
+    CHECK_THAT(refusal({"--rdzv-backend=etcd-v3", "--rdzv-endpoint=e1", "--rdzv-conf=token_file=" + token}),
+               Contains("with etcd, token_file holds an etcd user's credentials as NAME:PASSWORD"));
+  }
+}
+
+TEST_CASE("etcd: token_file holds an etcd user's NAME:PASSWORD") {
+  options_test::TempDir dir;
+  const std::string token = dir.file("token", "alice:pa:ss\n", 0600);
+  Parsed p = run({"--rdzv-backend=etcd-v3", "--rdzv-endpoint=e1", "--rdzv-conf=token_file=" + token, kProg});
+  const auto& s = p.config.rdzv.settings;
+  CHECK(s.etcd.username == "alice");
+  CHECK(s.etcd.password == "pa:ss");  // a password may hold ':'; a name may not, as with etcdctl --user
+  CHECK(s.token.empty());             // not a c10d store secret
 }
