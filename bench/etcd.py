@@ -50,12 +50,15 @@ def rdzv_load(build, args, timeout=120):
 
 
 def compact(cluster):
-    """Drops the history before now, as a production cluster's
-    --auto-compaction-retention does: run after run, 1,000 agents leave
-    ~20,000 revisions behind, and the next run would pay for them."""
+    """Each run meets a cluster in the state an operator keeps it in: the
+    history before now dropped (--auto-compaction-retention does that) and
+    the backend defragmented. Without it, run after run, the history and
+    the free pages of 1,000 agents' keys and leases slow the next run
+    (measured: 8.6-12.5 s for 1,000 agents against 5.9-6.1 s)."""
     revisions = [s["header"]["revision"] for s in cluster.statuses().values()]
     if revisions:
         cluster.etcdctl("compaction", str(max(int(r) for r in revisions)))
+    cluster.etcdctl("defrag", "--cluster")
     time.sleep(1)  # the last run's leases and watches are gone
 
 
