@@ -122,7 +122,7 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
   else store_.set(round_key(round, "wake/" + std::to_string(slot)), "joined");
   log_("node " + me_.addr + " (pid " + std::to_string(me_.pid) + ") attempts to join round " +
        std::to_string(round) + " of rendezvous '" + s_.run_id + "' at " + s_.endpoint);
-  const int members = wait_for_completion(round, deadline);
+  const int members = wait_for_completion(round, slot + 1, deadline);
   if (slot >= members) {
     // Below max, the running members restart to take this node in.
     if (members < s_.max_nodes) store_.compare_set(round_key(round, "event"), "", std::string(to_string(RoundEvent::join)));
@@ -136,12 +136,14 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
 // Completes when max nodes have joined, or last_call_timeout after this node
 // saw min nodes; whoever gets there first writes `complete` and everyone
 // adopts that value.
-int C10dRendezvous::wait_for_completion(int round, Clock::time_point deadline) {
+int C10dRendezvous::wait_for_completion(int round, int joined, Clock::time_point deadline) {
   const std::string complete = round_key(round, "complete");
   std::optional<Clock::time_point> last_call_end;
-  for (;;) {
+  // The first pass counts what this node's own ADD returned: the count only
+  // grows, and a milestone passed since is found by the wait at once.
+  for (bool first = true;; first = false) {
     if (auto n = store_.get_if_set(complete)) return to_int(*n, "member count");
-    const int count = static_cast<int>(store_.add(round_key(round, "count"), 0));
+    const int count = first ? joined : static_cast<int>(store_.add(round_key(round, "count"), 0));
     const auto now = Clock::now();
     if (count >= s_.max_nodes) return complete_round(round, s_.max_nodes);
     if (expected_ >= s_.min_nodes && count >= expected_) return complete_round(round, count);

@@ -154,7 +154,8 @@ class C10dRendezvous {
   void check_config();
   bool join_round(int round, Clock::time_point deadline, Assignment& out);
   Assignment join(int expected);
-  int wait_for_completion(int round, Clock::time_point deadline);
+  // `joined`: how many had joined when this node did (its slot + 1).
+  int wait_for_completion(int round, int joined, Clock::time_point deadline);
   int complete_round(int round, int count);
   void wait_for_next_round(int round, bool full);
   void publish_assignments(int round, int members);
