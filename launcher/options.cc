@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "cxxrun_commit.h"
 #include "launcher/abbreviations.h"
 #include "launcher/kubeflow.h"
 #include "launcher/option_table.h"
@@ -195,6 +196,6 @@ Parsed parse(const std::vector<std::string>& args, const Env& env, const NodeAdd
 #define CXXRUN_VERSION "0.1.0"
 #endif
 
-std::string version_text() { return std::string("cxxrun ") + CXXRUN_VERSION; }
+std::string version_text() { return std::string("cxxrun ") + CXXRUN_VERSION + " (commit " + CXXRUN_COMMIT + ")"; }
 
 }  // namespace cxxrun::launcher

@@ -1,25 +1,50 @@
 // cxxrun-rdzv: a standalone TCPStore server, for a rendezvous endpoint that
 // should outlive any one agent. Usage errors (an unreadable or empty token
 // file included) exit 2 with one line; a port that cannot be bound exits 1
-// with one line; SIGINT/SIGTERM exit 0.
+// with one line; SIGINT/SIGTERM exit 0. Every option can also come from a
+// CXXRUN_RDZV_* variable (a flag wins), so a service manager's environment
+// file configures it (packaging/cxxrun-rdzv.service).
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "store/auth.h"
 #include "store/server.h"
 #include "store/wire.h"
+#include "cxxrun_commit.h"
 
 namespace {
 
+// "<6>" for info: the syslog priority journald reads off the start of each
+// line of a service's stderr (sd-daemon(3)).
+class JournalPriority : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    static constexpr const char* kPriority[] = {"<7>", "<7>", "<6>", "<4>", "<3>", "<2>", "<6>"};
+    const char* p = kPriority[static_cast<int>(msg.level)];
+    dest.append(p, p + 3);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JournalPriority>(); }
+};
+
 void setup_logging() {
   auto logger = spdlog::stderr_color_mt("cxxrun-rdzv");
-  logger->set_pattern("[%H:%M:%S.%e] [%n] %l: %v");
+  if (getenv("JOURNAL_STREAM") != nullptr) {
+    // Started by systemd with stderr on the journal: journald stamps each
+    // line with the time and the unit, and takes the priority from it.
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<JournalPriority>('*').set_pattern("%*%v");
+    logger->set_formatter(std::move(formatter));
+  } else {
+    logger->set_pattern("[%H:%M:%S.%e] [%n] %l: %v");
+  }
   logger->set_level(spdlog::level::info);
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
@@ -46,29 +71,44 @@ int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
   size_t memory_limit_mib = cxxrun::store::wire::kDefaultMemoryLimit >> 20;
   size_t max_value_bytes = cxxrun::store::wire::kMaxValueBytes;
+  app.set_version_flag("--version", "cxxrun-rdzv " CXXRUN_VERSION " (commit " CXXRUN_COMMIT ")",
+                       "show cxxrun-rdzv's version and the commit it was built from, and exit");
   app.add_option("--port", port, "port to listen on; 0 picks a free one")
       ->required()
+      ->envname("CXXRUN_RDZV_PORT")
       ->check(CLI::Range(0, 65535));
   app.add_option("--host", host,
-                 "address or name to listen on (default: 127.0.0.1; 0.0.0.0 or :: for every interface)");
+                 "address or name to listen on (default: 127.0.0.1; 0.0.0.0 or :: for every interface)")
+      ->envname("CXXRUN_RDZV_HOST");
   app.add_option("--memory-limit", memory_limit_mib,
                  "MiB that all connections together may hold in unfinished requests and unsent replies; "
                  "past it the connection holding the most is closed (default 256)")
+      ->envname("CXXRUN_RDZV_MEMORY_LIMIT")
       ->check(CLI::Range(size_t{1}, size_t{1} << 24));
   app.add_option("--max-value-bytes", max_value_bytes,
                  "longest value a request may carry, in bytes (default 8388608, torch's limit)")
+      ->envname("CXXRUN_RDZV_MAX_VALUE_BYTES")
       ->check(CLI::Range(size_t{1}, cxxrun::store::wire::kMaxRequestBytes));
   std::string token_file;
   app.add_option("--token-file", token_file,
                  "a file holding a shared secret that every client must prove it knows before any request "
-                 "(agents: --rdzv-conf token_file=PATH); torch's own clients cannot, and are refused");
+                 "(agents: --rdzv-conf token_file=PATH); torch's own clients cannot, and are refused")
+      ->envname("CXXRUN_RDZV_TOKEN_FILE");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "cxxrun-rdzv: error: " << e.what() << std::endl;
     return 2;
+  }
+  if (const char* credentials = getenv("CREDENTIALS_DIRECTORY"); token_file.empty() && credentials != nullptr) {
+    // Run as a service with LoadCredential=token:PATH: systemd hands the
+    // secret over in a directory only this service can read.
+    const std::string path = std::string(credentials) + "/token";
+    if (access(path.c_str(), F_OK) == 0) token_file = path;
   }
   std::string token;
   if (!token_file.empty()) {
@@ -110,6 +150,7 @@ int main(int argc, char** argv) {
     sigwait(&stop_signals, &received);
     spdlog::info("received {}, stopping", received == SIGINT ? "SIGINT" : "SIGTERM");
     server.stop();
+    spdlog::info("stopped: every connection closed");
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "cxxrun-rdzv: " << e.what() << std::endl;

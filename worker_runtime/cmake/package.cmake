@@ -25,28 +25,31 @@ set_target_properties(cxxrun_worker PROPERTIES EXPORT_NAME worker)
 set_target_properties(cxxrun_store PROPERTIES EXPORT_NAME store)
 set_target_properties(cxxrun PROPERTIES EXPORT_NAME cxxrun)
 
+# Components (packaging/CMakeLists.txt makes a Debian package of each):
+# launcher, the programs; dev, what a program linking cxxrun::worker needs.
 install(TARGETS cxxrun_worker cxxrun_store cxxrun
         EXPORT cxxrunTargets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT launcher)
 install(FILES
           ${PROJECT_SOURCE_DIR}/worker_runtime/communicator.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/cxxrun_worker.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/error_file.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/heartbeat.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/worker_env_reader.h
-        DESTINATION ${cxxrun_include_dir}/worker_runtime)
+        DESTINATION ${cxxrun_include_dir}/worker_runtime COMPONENT dev)
 # server.h names its limits' defaults from wire.h.
 install(FILES ${PROJECT_SOURCE_DIR}/store/client.h ${PROJECT_SOURCE_DIR}/store/server.h
               ${PROJECT_SOURCE_DIR}/store/wire.h
-        DESTINATION ${cxxrun_include_dir}/store)
-install(EXPORT cxxrunTargets NAMESPACE cxxrun:: DESTINATION ${cxxrun_package_dir})
+        DESTINATION ${cxxrun_include_dir}/store COMPONENT dev)
+install(EXPORT cxxrunTargets NAMESPACE cxxrun:: DESTINATION ${cxxrun_package_dir} COMPONENT dev)
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/cxxrunConfig.cmake.in
                               ${CMAKE_CURRENT_BINARY_DIR}/cxxrunConfig.cmake
                               INSTALL_DESTINATION ${cxxrun_package_dir})
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/cxxrunConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
-install(FILES ${CMAKE_CURRENT_LIST_DIR}/nccl.cmake DESTINATION ${cxxrun_package_dir} RENAME cxxrunNccl.cmake)
+install(FILES ${CMAKE_CURRENT_LIST_DIR}/nccl.cmake DESTINATION ${cxxrun_package_dir} RENAME cxxrunNccl.cmake
+        COMPONENT dev)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cxxrunConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/cxxrunConfigVersion.cmake
-        DESTINATION ${cxxrun_package_dir})
+        DESTINATION ${cxxrun_package_dir} COMPONENT dev)
