@@ -19,8 +19,9 @@ constexpr OptionSpec kOptions[] = {
      "Number of workers per node; supported values: [auto, cpu, gpu, int]."},
 
     {"--rdzv-backend,--rdzv_backend", "RDZV_BACKEND", "static", value, rendezvous,
-     "Rendezvous backend: static (fixed nodes, --node-rank) or c10d (nodes meet at "
-     "--rdzv-endpoint and get their ranks there)."},
+     "Rendezvous backend: static (fixed nodes, --node-rank), c10d (nodes meet at "
+     "--rdzv-endpoint and get their ranks there), or etcd-v3 (etcd, etcd-v2: the same through "
+     "the etcd members in --rdzv-endpoint)."},
     {"--rdzv-endpoint,--rdzv_endpoint", "RDZV_ENDPOINT", "", value, rendezvous,
      "Rendezvous backend endpoint <host>[:<port>]; c10d: required, port 29400 by default; "
      "static: replaces --master-addr/--master-port."},
@@ -28,7 +29,8 @@ constexpr OptionSpec kOptions[] = {
     {"--rdzv-conf,--rdzv_conf", "RDZV_CONF", "", value, rendezvous,
      "Additional rendezvous configuration (<key1>=<value1>,...): join_timeout, "
      "last_call_timeout, close_timeout, keep_alive_interval, keep_alive_max_attempt, "
-     "read_timeout, heartbeat_timeout, timeout (static), is_host, store_type=tcp."},
+     "read_timeout, heartbeat_timeout, timeout (static), is_host, store_type=tcp, token_file; "
+     "etcd: protocol, cacert, cert, key, etcd_prefix."},
     {"--standalone", "", nullptr, flag, rendezvous,
      "Single-node job on a free local port with a fresh run id; --rdzv-backend, "
      "--rdzv-endpoint and --rdzv-id are ignored."},

@@ -14,6 +14,8 @@ packages=(
   python3-yaml  # reads examples/kubernetes/ in tests/integration/test_kubernetes.py
   procps iproute2 util-linux
   tmux  # a real terminal for the --tty test (tests/integration/test_tty.py)
+  man-db groff-base  # renders the generated man pages (tests/integration/test_docs.py)
+  dpkg-dev  # dpkg-shlibdeps, for the Debian package's dependencies (scripts/package.sh)
   # A private two-node Slurm cluster for tests/integration/test_slurm.py. The
   # tests run their own munged and daemons from a temp dir; the system units
   # installed here stay idle: slurmd/slurmctld need /etc/slurm/slurm.conf,

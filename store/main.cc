@@ -17,8 +17,7 @@
 
 #include "store/auth.h"
 #include "store/server.h"
-#include "store/wire.h"
-#include "cxxrun_commit.h"
+#include "store/rdzv_cli.h"
 
 namespace {
 
@@ -63,54 +62,26 @@ void raise_fd_limit() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("A TCPStore-compatible key-value server for torch and cxxrun rendezvous.",
-               "cxxrun-rdzv");
-  int port = -1;
-  // Loopback unless asked: a store anyone on the network can write to is a
-  // choice to make, not a default.
-  std::string host = "127.0.0.1";
-  size_t memory_limit_mib = cxxrun::store::wire::kDefaultMemoryLimit >> 20;
-  size_t max_value_bytes = cxxrun::store::wire::kMaxValueBytes;
-  app.set_version_flag("--version", "cxxrun-rdzv " CXXRUN_VERSION " (commit " CXXRUN_COMMIT ")",
-                       "show cxxrun-rdzv's version and the commit it was built from, and exit");
-  app.add_option("--port", port, "port to listen on; 0 picks a free one")
-      ->required()
-      ->envname("CXXRUN_RDZV_PORT")
-      ->check(CLI::Range(0, 65535));
-  app.add_option("--host", host,
-                 "address or name to listen on (default: 127.0.0.1; 0.0.0.0 or :: for every interface)")
-      ->envname("CXXRUN_RDZV_HOST");
-  app.add_option("--memory-limit", memory_limit_mib,
-                 "MiB that all connections together may hold in unfinished requests and unsent replies; "
-                 "past it the connection holding the most is closed (default 256)")
-      ->envname("CXXRUN_RDZV_MEMORY_LIMIT")
-      ->check(CLI::Range(size_t{1}, size_t{1} << 24));
-  app.add_option("--max-value-bytes", max_value_bytes,
-                 "longest value a request may carry, in bytes (default 8388608, torch's limit)")
-      ->envname("CXXRUN_RDZV_MAX_VALUE_BYTES")
-      ->check(CLI::Range(size_t{1}, cxxrun::store::wire::kMaxRequestBytes));
-  std::string token_file;
-  app.add_option("--token-file", token_file,
-                 "a file holding a shared secret that every client must prove it knows before any request "
-                 "(agents: --rdzv-conf token_file=PATH); torch's own clients cannot, and are refused")
-      ->envname("CXXRUN_RDZV_TOKEN_FILE");
+  cxxrun::store::RdzvSettings settings;
+  auto app = cxxrun::store::make_rdzv_cli(settings);
   try {
-    app.parse(argc, argv);
+    app->parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return app->exit(e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return app->exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "cxxrun-rdzv: error: " << e.what() << std::endl;
     return 2;
   }
-  if (const char* credentials = getenv("CREDENTIALS_DIRECTORY"); token_file.empty() && credentials != nullptr) {
+  if (const char* credentials = getenv("CREDENTIALS_DIRECTORY"); settings.token_file.empty() && credentials != nullptr) {
     // Run as a service with LoadCredential=token:PATH: systemd hands the
     // secret over in a directory only this service can read.
     const std::string path = std::string(credentials) + "/token";
-    if (access(path.c_str(), F_OK) == 0) token_file = path;
+    if (access(path.c_str(), F_OK) == 0) settings.token_file = path;
   }
   std::string token;
+  const std::string& token_file = settings.token_file;
   if (!token_file.empty()) {
     try {
       token = cxxrun::store::auth::read_token_file(token_file);
@@ -132,10 +103,10 @@ int main(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
     cxxrun::store::StoreServerOptions options;
-    options.host = host;
-    options.port = port;
-    options.memory_limit = memory_limit_mib << 20;
-    options.max_value_bytes = max_value_bytes;
+    options.host = settings.host;
+    options.port = settings.port;
+    options.memory_limit = settings.memory_limit_mib << 20;
+    options.max_value_bytes = settings.max_value_bytes;
     options.token = token;
     cxxrun::store::BackgroundStoreServer server(options);
     spdlog::info("listening on {}", server.address());

@@ -83,7 +83,9 @@ class InstalledPackage(unittest.TestCase):
         self.assertEqual(installed, built, "the packages in build/ are from another commit: run scripts/package.sh")
         self.assertTrue(self.run_installed([self.rdzv, "--version"]).stdout.startswith("cxxrun-rdzv 0.1.0 (commit "))
         for path in ("usr/bin/cxxrun", "usr/bin/cxxrun-rdzv", "etc/default/cxxrun-rdzv",
-                     "lib/systemd/system/cxxrun-rdzv.service", "usr/include/cxxrun/worker_runtime/communicator.h"):
+                     "lib/systemd/system/cxxrun-rdzv.service", "usr/include/cxxrun/worker_runtime/communicator.h",
+                     "usr/share/man/man1/cxxrun.1", "usr/share/man/man1/cxxrun-rdzv.1",
+                     "usr/share/bash-completion/completions/cxxrun", "usr/share/zsh/vendor-completions/_cxxrun-rdzv"):
             self.assertTrue(os.path.exists(os.path.join(self.root, path)), path)
 
     def test_depends_name_the_shared_libraries(self):

@@ -1,0 +1,110 @@
+"""The man pages and shell completions the build generates (packaging/docgen.cc)
+against what the programs themselves say in --help: `man cxxrun` lists every
+flag --help lists, and completion offers every long option, for cxxrun and
+cxxrun-rdzv. zsh is not on the test machines: its files are checked as text
+(every long option is named), the bash ones are run in bash."""
+import os
+import re
+import shutil
+import subprocess
+import unittest
+
+BUILD = os.path.dirname(os.path.dirname(os.environ.get("CXXRUN", "")))
+SHARE = os.path.join(BUILD, "share")
+PROGRAMS = {"cxxrun": os.environ.get("CXXRUN", ""),
+            "cxxrun-rdzv": os.path.join(BUILD, "bin", "cxxrun-rdzv")}
+
+
+def help_flags(program):
+    """Every -x and --long spelling --help lists."""
+    out = subprocess.run([PROGRAMS[program], "--help"], capture_output=True, text=True, timeout=10).stdout
+    flags = set()
+    for line in out.splitlines():
+        stripped = line.strip()
+        if not stripped.startswith("-"):
+            continue  # a flag in a description is not a listing
+        head = re.split(r"\s{2,}", stripped)[0]
+        flags.update(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", head))
+    return flags
+
+
+def long_flags(program):
+    return {f for f in help_flags(program) if f.startswith("--")}
+
+
+def bash_complete(program, words):
+    """COMPREPLY of the generated bash completion for the command line `words`
+    (the last word is the one being completed)."""
+    script = (f"source {os.path.join(SHARE, 'bash-completion', 'completions', program)}\n"
+              f"COMP_WORDS=({' '.join(repr(w) for w in [program] + words)})\n"
+              f"COMP_CWORD={len(words)}\n"
+              f"_{program.replace('-', '_')}\n"
+              'printf "%s\\n" "${COMPREPLY[@]}"\n')
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=10)
+    return {w for w in p.stdout.splitlines() if w}
+
+
+@unittest.skipIf(not os.path.isdir(SHARE), f"no generated docs in {SHARE} (the build's `docs` target)")
+class ManPages(unittest.TestCase):
+    def render(self, program):
+        page = os.path.join(SHARE, "man", "man1", f"{program}.1")
+        if shutil.which("man"):
+            cmd = ["man", "-l", page]
+        else:
+            cmd = ["groff", "-man", "-Tascii", page]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, MANWIDTH="200", LANG="C", MAN_KEEP_FORMATTING="0"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return re.sub(r".\x08", "", p.stdout)  # overstrikes from bold and underline
+
+    def check(self, program):
+        flags = help_flags(program)
+        self.assertGreater(len(flags), 4 if program == "cxxrun-rdzv" else 60)
+        text = self.render(program)
+        listed = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
+        self.assertEqual(sorted(flags - listed), [], f"in `{program} --help` but not in man {program}")
+
+    def test_man_cxxrun_lists_every_flag_of_its_help(self):
+        self.check("cxxrun")
+
+    def test_man_cxxrun_rdzv_lists_every_flag_of_its_help(self):
+        self.check("cxxrun-rdzv")
+
+    def test_man_pages_name_the_environment(self):
+        text = self.render("cxxrun")
+        self.assertIn("PET_NPROC_PER_NODE", text)
+        self.assertIn("EXIT STATUS", text)
+        self.assertIn("CXXRUN_RDZV_PORT", self.render("cxxrun-rdzv"))
+
+
+@unittest.skipIf(not os.path.isdir(SHARE) or shutil.which("bash") is None, "no generated completions or no bash")
+class Completion(unittest.TestCase):
+    def test_bash_offers_every_long_option(self):
+        for program in PROGRAMS:
+            offered = bash_complete(program, ["--"])
+            self.assertEqual(sorted(long_flags(program) - offered), [], program)
+
+    def test_bash_completes_a_prefix_and_fixed_values(self):
+        self.assertEqual(bash_complete("cxxrun", ["--start-m"]), {"--start-method"})
+        self.assertEqual(bash_complete("cxxrun", ["--start-method", ""]), {"spawn", "fork", "forkserver"})
+        self.assertEqual(bash_complete("cxxrun", ["--tty", "a"]), {"auto", "always"})
+
+    def test_bash_leaves_the_program_and_its_arguments_to_files(self):
+        # After the program word, or a value-taking option's value, nothing
+        # of cxxrun's: bash's default (file) completion takes over.
+        self.assertEqual(bash_complete("cxxrun", ["--nnodes", "2", "train.py", "--"]), set())
+        self.assertEqual(bash_complete("cxxrun", ["--", "--"]), set())
+        self.assertEqual(bash_complete("cxxrun", ["--nnodes", ""]), set())
+        self.assertIn("--nproc-per-node", bash_complete("cxxrun", ["--nnodes", "2", "--nproc"]))
+
+    def test_zsh_names_every_long_option(self):
+        for program in PROGRAMS:
+            with open(os.path.join(SHARE, "zsh", "vendor-completions", f"_{program}")) as f:
+                text = f.read()
+            self.assertTrue(text.startswith(f"#compdef {program}\n"))
+            named = set(re.findall(r"^  '(--[\w-]+)", text, re.M))
+            self.assertEqual(sorted(long_flags(program) - named), [], program)
+
+
+if __name__ == "__main__":
+    unittest.main()
