@@ -148,6 +148,19 @@ class EtcdCluster:
         wait_for(agreed, timeout, "etcd test cluster: a leader")
         return found[0]
 
+    def enable_auth(self):
+        """Turns authentication on: user root (password rootpw) and user alice
+        (alicepw), who may read and write every key. Stops the cluster and
+        raises if etcdctl refuses a step."""
+        for args in (["user", "add", "root:rootpw"], ["user", "grant-role", "root", "root"],
+                     ["user", "add", "alice:alicepw"], ["role", "add", "rw"],
+                     ["role", "grant-permission", "rw", "--prefix=true", "readwrite", "/"],
+                     ["user", "grant-role", "alice", "rw"], ["auth", "enable"]):
+            p = self.etcdctl(*args)
+            if p.returncode != 0:
+                self.stop()
+                raise RuntimeError(f"etcdctl {args}: {p.stderr}")
+
     def healthy(self, members=None):
         """A put through the given members (default: all) succeeds."""
         p = self.etcdctl("put", "/cxxrun-test-health", "ok",

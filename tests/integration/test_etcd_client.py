@@ -394,14 +394,7 @@ class AuthTest(ClusterCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        for args in (["user", "add", "root:rootpw"], ["user", "grant-role", "root", "root"],
-                     ["user", "add", "alice:alicepw"], ["role", "add", "rw"],
-                     ["role", "grant-permission", "rw", "--prefix=true", "readwrite", "/"],
-                     ["user", "grant-role", "alice", "rw"], ["auth", "enable"]):
-            p = cls.cluster.etcdctl(*args)
-            if p.returncode != 0:
-                cls.cluster.stop()
-                raise RuntimeError(f"etcdctl {args}: {p.stderr}")
+        cls.cluster.enable_auth()
 
     def tearDown(self):
         pass  # nothing stops members here, and an unauthenticated health put would fail

@@ -235,14 +235,7 @@ class EtcdAuth(EtcdCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        for args in (["user", "add", "root:rootpw"], ["user", "grant-role", "root", "root"],
-                     ["user", "add", "alice:alicepw"], ["role", "add", "rw"],
-                     ["role", "grant-permission", "rw", "--prefix=true", "readwrite", "/"],
-                     ["user", "grant-role", "alice", "rw"], ["auth", "enable"]):
-            p = cls.cluster.etcdctl(*args)
-            if p.returncode != 0:
-                cls.cluster.stop()
-                raise RuntimeError(f"etcdctl {args}: {p.stderr}")
+        cls.cluster.enable_auth()
 
     def token(self, text):
         path = os.path.join(self.dir, "etcd-user")
