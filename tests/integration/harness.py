@@ -180,11 +180,16 @@ class TempDirTest(unittest.TestCase):
         self._tmp.cleanup()
 
     def script(self, name, body):
-        """Writes an executable shell script and returns its path."""
+        """Writes an executable shell script and returns its path.
+
+        Written beside and renamed into place: a launcher already running may
+        read the path at any moment, and a truncated file has no shebang, so
+        it would run the script through python."""
         path = os.path.join(self.dir, name)
-        with open(path, "w") as f:
+        with open(path + ".tmp", "w") as f:
             f.write("#!/bin/bash\n" + body)
-        os.chmod(path, 0o755)
+        os.chmod(path + ".tmp", 0o755)
+        os.replace(path + ".tmp", path)
         return path
 
 

@@ -73,7 +73,8 @@ class EtcdRendezvous(EtcdCase):
         # The last agent to leave removes the job's keys: the id can run again.
         self.assertEqual(self.cluster.etcdctl("get", "--prefix", "--keys-only",
                                               f"/torchelastic/p2p/cxxrun/rdzv/{run_id}/").stdout.strip(), "")
-        procs = [start(self.args(3, self.script("true.sh", "exit 0\n"), run_id)) for _ in range(3)]
+        true_sh = self.script("true.sh", "exit 0\n")
+        procs = [start(self.args(3, true_sh, run_id)) for _ in range(3)]
         for rc, out, err in finish_all(self, procs, 60):
             self.assertEqual(rc, 0, err)
 
