@@ -62,6 +62,9 @@ int to_int(const std::string& text, const std::string& what) {
   }
 }
 
+// The config key of a job that is over.
+constexpr const char* kClosed = "closed";
+
 }  // namespace
 
 C10dRendezvous::C10dRendezvous(store::StoreClient& store, RendezvousSettings settings, PickPort pick_port, Log log)
@@ -74,12 +77,12 @@ std::string C10dRendezvous::round_key(int round, const std::string& suffix) cons
 }
 
 void C10dRendezvous::check_config() {
-  if (store_.check({key("closed")}))
-    throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
-                          " is closed: that job already finished; start a new job with another --rdzv-id");
   const std::string mine = std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes) + "|" + s_.entrypoint;
   const std::string theirs = store_.compare_set(key("config"), "", mine);
   if (theirs == mine) return;
+  if (theirs == kClosed)
+    throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
+                          " is closed: that job already finished; start a new job with another --rdzv-id");
   const auto bar = theirs.find('|');
   const std::string their_nnodes = theirs.substr(0, bar);
   const std::string their_entry = bar == std::string::npos ? "" : theirs.substr(bar + 1);
@@ -118,38 +121,52 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
   store_.set(round_key(round, "node/" + std::to_string(slot)), describe(me_));
   // The max-th joiner completes the round before anyone wakes, so the
   // others wake to a complete round instead of racing to complete it.
-  if (slot == s_.max_nodes - 1) complete_round(round, s_.max_nodes);
-  else store_.set(round_key(round, "wake/" + std::to_string(slot)), "joined");
+  // Below the (min-1)-th, no one waits for a joiner's wake key.
+  std::optional<Completion> done;
+  if (slot == s_.max_nodes - 1) done = complete_round(round, s_.max_nodes, slot);
+  else if (slot + 1 >= s_.min_nodes) store_.set(round_key(round, "wake/" + std::to_string(slot)), "joined");
   log_("node " + me_.addr + " (pid " + std::to_string(me_.pid) + ") attempts to join round " +
        std::to_string(round) + " of rendezvous '" + s_.run_id + "' at " + s_.endpoint);
-  const int members = wait_for_completion(round, slot + 1, deadline);
-  if (slot >= members) {
+  if (!done) done = wait_for_completion(round, slot, deadline);
+  if (slot >= done->members) {
     // Below max, the running members restart to take this node in.
-    if (members < s_.max_nodes) store_.compare_set(round_key(round, "event"), "", std::string(to_string(RoundEvent::join)));
-    wait_for_next_round(round, members >= s_.max_nodes);
+    if (done->members < s_.max_nodes)
+      store_.compare_set(round_key(round, "event"), "", std::string(to_string(RoundEvent::join)));
+    wait_for_next_round(round, done->members >= s_.max_nodes);
     return false;
   }
-  out = assign(round, members, slot, deadline);
+  out = assign(round, *done, slot, deadline);
   return true;
+}
+
+C10dRendezvous::Completion C10dRendezvous::parse_completion(const std::string& text) {
+  const auto bar = text.find('|');
+  if (bar == std::string::npos) throw RendezvousError("malformed round completion in the rendezvous store: '" + text + "'");
+  return {to_int(text.substr(0, bar), "member count"), to_int(text.substr(bar + 1), "completer slot")};
 }
 
 // Completes when max nodes have joined, or last_call_timeout after this node
 // saw min nodes; whoever gets there first writes `complete` and everyone
 // adopts that value.
-int C10dRendezvous::wait_for_completion(int round, int joined, Clock::time_point deadline) {
+C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int slot, Clock::time_point deadline) {
   const std::string complete = round_key(round, "complete");
+  const int joined = slot + 1;
   std::optional<Clock::time_point> last_call_end;
   // The first pass counts what this node's own ADD returned: the count only
-  // grows, and a milestone passed since is found by the wait at once.
+  // grows, and a milestone passed since is found by the wait at once. It
+  // reads `complete` only if the round may have completed before this node
+  // joined: a completer counts at least min joiners, so the count was
+  // above min by then.
   for (bool first = true;; first = false) {
-    if (auto n = store_.get_if_set(complete)) return to_int(*n, "member count");
+    if (!first || joined > s_.min_nodes)
+      if (auto text = store_.get_if_set(complete)) return parse_completion(*text);
     const int count = first ? joined : static_cast<int>(store_.add(round_key(round, "count"), 0));
     const auto now = Clock::now();
-    if (count >= s_.max_nodes) return complete_round(round, s_.max_nodes);
-    if (expected_ >= s_.min_nodes && count >= expected_) return complete_round(round, count);
+    if (count >= s_.max_nodes) return complete_round(round, s_.max_nodes, slot);
+    if (expected_ >= s_.min_nodes && count >= expected_) return complete_round(round, count, slot);
     if (count >= s_.min_nodes) {
       if (!last_call_end) last_call_end = now + s_.last_call_timeout;
-      if (now >= *last_call_end) return complete_round(round, count);
+      if (now >= *last_call_end) return complete_round(round, count, slot);
     }
     if (now >= deadline)
       throw RendezvousError("timed out after " + seconds_text(s_.join_timeout) + " waiting for rendezvous job=" +
@@ -171,7 +188,7 @@ int C10dRendezvous::wait_for_completion(int round, int joined, Clock::time_point
       try {
         // Whoever makes the round full completes it: waiting for the max-th
         // joiner is waiting for `complete`, and brings the member count.
-        if (milestone == s_.max_nodes) return to_int(store_.get(complete, slice), "member count");
+        if (milestone == s_.max_nodes) return parse_completion(store_.get(complete, slice));
         store_.wait({round_key(round, "wake/" + std::to_string(milestone - 1))}, slice);
         break;
       } catch (const store::StoreTimeout&) {
@@ -185,10 +202,13 @@ int C10dRendezvous::wait_for_completion(int round, int joined, Clock::time_point
   }
 }
 
-int C10dRendezvous::complete_round(int round, int count) {
-  const int n = to_int(store_.compare_set(round_key(round, "complete"), "", std::to_string(count)), "member count");
+C10dRendezvous::Completion C10dRendezvous::complete_round(int round, int count, int slot) {
+  // A spare (slot >= count) may see the count reach max first; the last
+  // member computes the assignments in its place.
+  const std::string mine = std::to_string(count) + "|" + std::to_string(std::min(slot, count - 1));
+  const Completion done = parse_completion(store_.compare_set(round_key(round, "complete"), "", mine));
   store_.set(round_key(round, "wake/" + std::to_string(s_.max_nodes - 1)), "complete");
-  return n;
+  return done;
 }
 
 // A spare (the round is full) or a late joiner waits, without a deadline as
@@ -241,9 +261,10 @@ void C10dRendezvous::publish_assignments(int round, int members) {
   store_.multi_set(assign_keys, values);
 }
 
-Assignment C10dRendezvous::assign(int round, int members, int slot, Clock::time_point deadline) {
+Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::time_point deadline) {
   const std::string me = std::to_string(slot);
-  if (store_.compare_set(round_key(round, "assigner"), "", me) == me) publish_assignments(round, members);
+  const int members = done.members;
+  if (done.assigner == slot) publish_assignments(round, members);
   const auto wait_for = std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
   const std::string mine = store_.get(round_key(round, "assign/" + me), wait_for);
   const auto a = mine.find('|'), b = mine.find('|', a + 1);
@@ -365,7 +386,7 @@ void C10dRendezvous::start_next_round() {
 }
 
 void C10dRendezvous::close() {
-  store_.set(key("closed"), "1");
+  store_.set(key("config"), kClosed);
   if (round_ >= 0) store_.set(round_key(round_, "next"), "closed");
 }
 

@@ -9,15 +9,17 @@
 // reads every descriptor once and writes each node its assignment, so a
 // round of N nodes costs O(N) operations in all. Keys, under
 // "cxxrun/rdzv/<run_id>/":
-//   config             "<min>:<max>|<entrypoint>", first writer wins
-//   closed             exists once the job is over
+//   config             "<min>:<max>|<entrypoint>", first writer wins;
+//                      "closed" once the job is over
 //   round              the open round number
 //   r<k>/count         ADD counter: a joiner's slot is the value it gets back
 //   r<k>/node/<slot>   the joiner's descriptor "addr|host|pid|nproc|order"
-//   r<k>/wake/<slot>   written by joiner <slot>; wake/<max-1> also by the
-//                      node that completes the round
-//   r<k>/complete      the number of members n; slots >= n wait for a later round
-//   r<k>/assigner      the slot elected to compute the assignments
+//   r<k>/wake/<slot>   written by joiner <slot> >= min-1, the only ones a
+//                      node waits for; wake/<max-1> also by the node that
+//                      completes the round
+//   r<k>/complete      "<n>|<slot>": the round has n members (slots >= n
+//                      wait for a later round), and the completer, at
+//                      <slot>, computes the assignments; first writer wins
 //   r<k>/assign/<slot> "group_rank|base_rank|world_size"
 //   r<k>/ranks         slots in group-rank order, comma-separated
 //   r<k>/master        "addr:port" chosen by group rank 0
@@ -154,12 +156,18 @@ class C10dRendezvous {
   void check_config();
   bool join_round(int round, Clock::time_point deadline, Assignment& out);
   Assignment join(int expected);
-  // `joined`: how many had joined when this node did (its slot + 1).
-  int wait_for_completion(int round, int joined, Clock::time_point deadline);
-  int complete_round(int round, int count);
+  // A complete round: its member count, and the slot of the member that
+  // completed it, who computes everyone's assignment.
+  struct Completion {
+    int members = 0;
+    int assigner = 0;
+  };
+  static Completion parse_completion(const std::string& text);
+  Completion wait_for_completion(int round, int slot, Clock::time_point deadline);
+  Completion complete_round(int round, int count, int slot);
   void wait_for_next_round(int round, bool full);
   void publish_assignments(int round, int members);
-  Assignment assign(int round, int members, int slot, Clock::time_point deadline);
+  Assignment assign(int round, Completion done, int slot, Clock::time_point deadline);
   const std::vector<int>& rank_of_slot();
   std::vector<std::string> member_addrs(int round, int members);
   void progress(const std::string& what);

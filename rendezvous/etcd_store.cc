@@ -125,14 +125,28 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
-  for (const auto& key : keys)
-    if (!guarded("check", key, [&] { return client_->range(etcd_key(key)); }).kv) return false;
-  return true;
+  if (keys.size() == 1) return guarded("check", keys[0], [&] { return client_->range(etcd_key(keys[0])).kv; }).has_value();
+  return missing("check", keys).empty();
+}
+
+// Many keys are read a txn of 128 at a time, not a range each: a round's
+// assigner waits for every member's descriptor, N keys at once.
+std::vector<std::string> EtcdStore::missing(const char* what, const std::vector<std::string>& keys) {
+  std::vector<std::string> absent;
+  for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
+    std::vector<etcd::Op> ops;
+    for (size_t i = at; i < std::min(keys.size(), at + kMaxTxnOps); ++i) ops.push_back(etcd::Op::get(etcd_key(keys[i])));
+    auto r = guarded(what, keys[at], [&] { return client_->txn({}, ops); });
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (i >= r.responses.size() || r.responses[i].kvs.empty()) absent.push_back(keys[at + i]);
+  }
+  return absent;
 }
 
 void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
   const auto deadline = Clock::now() + timeout;
-  for (const auto& key : keys) wait_one(key, deadline);
+  if (keys.size() == 1) return wait_one(keys[0], deadline);
+  for (const auto& key : missing("wait", keys)) wait_one(key, deadline);
 }
 
 void EtcdStore::wait_one(const std::string& key, Clock::time_point deadline) {

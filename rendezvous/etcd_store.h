@@ -4,7 +4,7 @@
 //
 // How each primitive maps onto etcd, one request unless said:
 //   set, multi_set      put; a txn of puts (128 per txn, etcd's limit)
-//   get, check, multi_get  range; a txn of ranges
+//   get, check, multi_get  range; a txn of ranges (128 per txn)
 //   compare_set         a txn: compare the value (absent: create_revision 0),
 //                       put on success, read back on failure; against an
 //                       absent key, a range first, so every writer but the
@@ -21,7 +21,9 @@
 //                       a key written in between is never missed; until the
 //                       key is written the watch stays open for the next
 //                       wait on it, which then reads nothing (the round
-//                       watcher's slices cost no request)
+//                       watcher's slices cost no request). Several keys are
+//                       read in txns of 128, then each absent one waited
+//                       for so
 // Keys are `etcd_prefix` + "/" + the algorithm's key. A counter's value is
 // empty: read it with add(k, 0), never get().
 //
@@ -84,6 +86,8 @@ class EtcdStore : public store::StoreClient {
   template <typename F>
   auto guarded(const char* what, const std::string& key, F&& call);
   void wait_one(const std::string& key, std::chrono::steady_clock::time_point deadline);
+  // The keys of `keys` that are absent, read in txns of 128.
+  std::vector<std::string> missing(const char* what, const std::vector<std::string>& keys);
   // The key's value if it exists; else a watch on it from the revision
   // after the read (kept in watch_), and nullopt.
   std::optional<std::string> read_or_watch(const char* what, const std::string& key,

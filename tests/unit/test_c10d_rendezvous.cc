@@ -117,6 +117,47 @@ TEST_CASE("rendezvous: a node beyond MAX waits as a spare and is released at clo
   CHECK_THROWS_AS(spare_result.get(), RendezvousClosed);
 }
 
+namespace {
+// A client whose write of one key stalls, as a slow node's would.
+struct StallingClient : FakeStore::Client {
+  StallingClient(FakeStore& store, std::string addr, std::string slow_key, std::chrono::milliseconds stall)
+      : FakeStore::Client(store, std::move(addr)), slow_key(std::move(slow_key)), stall(stall) {}
+  void set(const std::string& k, const std::string& v) override {
+    if (k.ends_with(slow_key)) std::this_thread::sleep_for(stall);
+    FakeStore::Client::set(k, v);
+  }
+  std::string slow_key;
+  std::chrono::milliseconds stall;
+};
+}  // namespace
+
+TEST_CASE("rendezvous: a spare that sees the round full first completes it for the members") {
+  // b takes the last slot, then stalls before completing the round; c joins
+  // beyond max meanwhile, finds the count at max and completes the round
+  // itself. c is a spare and computes no assignments: a member must.
+  FakeStore store;
+  auto pick = [](const std::vector<std::string>&) { return 1000; };
+  auto quiet = [](const std::string&) {};
+  auto s = settings(2, 2);
+  s.progress_interval = 5s;  // a sleeps until a wake key, never re-counts on its own
+  Node a(store, "a", s);
+  StallingClient b_client(store, "b", "/node/1", 600ms);
+  C10dRendezvous b(b_client, s, pick, quiet);
+  Node c(store, "c", s);
+  auto a_result = std::async(std::launch::async, [&] { return a.rdzv.next_rendezvous(); });
+  std::this_thread::sleep_for(100ms);
+  auto b_result = std::async(std::launch::async, [&] { return b.next_rendezvous(); });
+  std::this_thread::sleep_for(200ms);  // b holds slot 1 and stalls
+  auto c_result = std::async(std::launch::async, [&] { c.rdzv.next_rendezvous(); });
+  REQUIRE(a_result.wait_for(5s) == std::future_status::ready);
+  REQUIRE(b_result.wait_for(5s) == std::future_status::ready);
+  CHECK(a_result.get().group_world_size == 2);
+  CHECK(b_result.get().group_world_size == 2);
+  CHECK(c_result.wait_for(100ms) == std::future_status::timeout);  // a spare
+  a.rdzv.close();
+  CHECK_THROWS_AS(c_result.get(), RendezvousClosed);
+}
+
 TEST_CASE("rendezvous: the next round re-forms the group with a spare") {
   FakeStore store;
   std::vector<std::unique_ptr<Node>> nodes;
