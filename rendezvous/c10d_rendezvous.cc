@@ -132,7 +132,7 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
     // Below max, the running members restart to take this node in.
     if (done->members < s_.max_nodes)
       store_.compare_set(round_key(round, "event"), "", std::string(to_string(RoundEvent::join)));
-    wait_for_next_round(round, done->members >= s_.max_nodes);
+    wait_for_next_round(round, done->members);
     return false;
   }
   out = assign(round, *done, slot, deadline);
@@ -212,23 +212,60 @@ C10dRendezvous::Completion C10dRendezvous::complete_round(int round, int count, 
 }
 
 // A spare (the round is full) or a late joiner waits, without a deadline as
-// torchrun's spares do, until the next round opens or the job closes.
-void C10dRendezvous::wait_for_next_round(int round, bool full) {
-  log_(full ? "rendezvous '" + s_.run_id + "' is full (" + std::to_string(s_.max_nodes) +
-                  " nodes); this node waits as a spare for the next round"
-            : "round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
-                  "' completed without this node; waiting for the next round");
+// torchrun's spares do, until the next round opens or the job closes. A
+// round whose members are all gone (its job was killed, and is launched
+// again under the same id) opens no next round by itself: the waiter opens
+// it, as torch's rendezvous moves on when no participant is left.
+void C10dRendezvous::wait_for_next_round(int round, int members) {
+  log_(members >= s_.max_nodes ? "rendezvous '" + s_.run_id + "' is full (" + std::to_string(s_.max_nodes) +
+                                     " nodes); this node waits as a spare for the next round"
+                               : "round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
+                                     "' completed without this node; waiting for the next round");
   const std::string next = round_key(round, "next");
+  SeenBeats seen;
   for (;;) {
     try {
-      const std::string value = store_.get(next, s_.progress_interval);
+      const std::string value = store_.get(next, s_.keep_alive_interval);
       if (value == "closed")
         throw RendezvousClosed("rendezvous '" + s_.run_id + "' closed while this node waited as a spare");
       return;
     } catch (const store::StoreTimeout&) {
+      if (all_members_gone(round, members, seen)) {
+        log_("no member of round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
+             "' is alive (was its job killed?); opening round " + std::to_string(round + 1));
+        return open_round_after(round);
+      }
       progress("waiting as a spare for the next round of rendezvous '" + s_.run_id + "'");
     }
   }
+}
+
+// Every member's keep-alive stopped: over etcd, no lease is left; over a
+// TCPStore, no beat counter moved for interval * max_attempt, as this node
+// saw them. The first counter seen moving ends the check (members alive).
+bool C10dRendezvous::all_members_gone(int round, int members, SeenBeats& seen) {
+  if (liveness_) return liveness_->count_alive(round_key(round, "alive/"), members) == 0;
+  const auto now = Clock::now();
+  const auto limit = s_.keep_alive_interval * s_.keep_alive_max_attempt;
+  bool gone = true;
+  for (int i = 0; i < members; ++i) {
+    const long long beats = store_.add(round_key(round, "alive/" + std::to_string(i)), 0);
+    auto [it, fresh] = seen.try_emplace(i, beats, now);
+    if (!fresh && it->second.first != beats) {
+      it->second = {beats, now};
+      return false;
+    }
+    if (now - it->second.second < limit) gone = false;
+  }
+  return gone;
+}
+
+// A member still alive, wrongly thought gone, learns of the new round by the
+// event, as of a node waiting to join.
+void C10dRendezvous::open_round_after(int round) {
+  store_.compare_set(round_key(round, "event"), "", std::string(to_string(RoundEvent::join)));
+  store_.compare_set(key("round"), std::to_string(round), std::to_string(round + 1));
+  store_.set(round_key(round, "next"), std::to_string(round + 1));
 }
 
 // Run by one elected member: one read of every descriptor, one write of

@@ -23,7 +23,9 @@
 //   r<k>/assign/<slot> "group_rank|base_rank|world_size"
 //   r<k>/ranks         slots in group-rank order, comma-separated
 //   r<k>/master        "addr:port" chosen by group rank 0
-//   r<k>/next          "<k+1>" when the next round opens, "closed" at the end
+//   r<k>/next          "<k+1>" when the next round opens (by a member, or
+//                      by a waiter that found every member gone), "closed"
+//                      at the end
 //   r<k>/alive/<slot>  keep-alive counter
 //   r<k>/dead          how many members the `dead` event found dead
 //   r<k>/event         what ended round k for everyone, first writer wins:
@@ -81,6 +83,9 @@ class MemberLiveness {
   virtual void beat() = 0;
   // Slots of the round whose members stopped.
   virtual std::vector<int> dead_slots() = 0;
+  // How many of slots 0..members-1 of a round still show they are alive,
+  // asked by a node waiting for that round to end.
+  virtual int count_alive(const std::string& alive_prefix, int members) = 0;
 };
 
 class C10dRendezvous {
@@ -165,7 +170,10 @@ class C10dRendezvous {
   static Completion parse_completion(const std::string& text);
   Completion wait_for_completion(int round, int slot, Clock::time_point deadline);
   Completion complete_round(int round, int count, int slot);
-  void wait_for_next_round(int round, bool full);
+  using SeenBeats = std::map<int, std::pair<long long, Clock::time_point>>;
+  void wait_for_next_round(int round, int members);
+  bool all_members_gone(int round, int members, SeenBeats& seen);
+  void open_round_after(int round);
   void publish_assignments(int round, int members);
   Assignment assign(int round, Completion done, int slot, Clock::time_point deadline);
   const std::vector<int>& rank_of_slot();
@@ -186,7 +194,7 @@ class C10dRendezvous {
   int expected_ = 0;
   Clock::time_point last_progress_{};
   std::vector<int> rank_of_slot_;
-  std::map<int, std::pair<long long, Clock::time_point>> seen_alive_;
+  SeenBeats seen_alive_;
 };
 
 }  // namespace cxxrun::rendezvous

@@ -145,6 +145,13 @@ std::vector<int> EtcdLiveness::dead_slots() {
   return {dead_.begin(), dead_.end()};
 }
 
+int EtcdLiveness::count_alive(const std::string& alive_prefix, int members) {
+  const std::string prefix = key_prefix_ + alive_prefix;
+  return static_cast<int>(as_store_errors("cannot read the members' leases", [&] {
+    return client_->count(slot_key(prefix, 0), slot_key(prefix, members), call_timeout_).count;
+  }));
+}
+
 void EtcdLiveness::release() {
   // Closed first: the revokes of a whole job leaving at once are not
   // pushed to every member that is leaving too.

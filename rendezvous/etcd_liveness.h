@@ -38,6 +38,7 @@ class EtcdLiveness : public MemberLiveness {
   void joined(const std::string& alive_prefix, int members) override;
   void beat() override;
   std::vector<int> dead_slots() override;
+  int count_alive(const std::string& alive_prefix, int members) override;
 
   // Revokes the lease: the others see this node go at once, not a TTL
   // later. Best effort, bounded by one call's deadline.

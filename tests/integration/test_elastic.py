@@ -220,6 +220,30 @@ while :; do sleep 0.05; done
         finally:
             stopped.kill()
 
+    def test_a_killed_job_launched_again_under_its_id_runs(self):
+        # Both agents of a job are SIGKILLed; the store (cxxrun-rdzv) keeps
+        # the job's full round. Launched again under the same id, as a
+        # requeued batch job is, the new agents find that round's members
+        # gone, open the next round and run, instead of waiting as spares.
+        server = subprocess.Popen([RDZV_SERVER, f"--port={self.port}"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: (server.kill(), server.wait(timeout=10)))
+        worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK.$$\nexec sleep 60\n")
+        conf = "is_host=false,keep_alive_interval=0.3,keep_alive_max_attempt=3"
+        procs = [self.agent(worker, 2, nproc=1, conf=conf) for _ in range(2)]
+        wait_for(lambda: len(read_pids(self.dir, "pid.")) == 2, timeout=30, what="two workers")
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)
+        first = read_pids(self.dir, "pid.")
+        wait_for(lambda: not any(alive(p) for p in first), timeout=10, what="the killed job's workers to go")
+        self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK.$$\n")  # the same program, now quick
+        again = [self.agent(worker, 2, nproc=1, conf=conf) for _ in range(2)]
+        results = self.finish(again, timeout=30)
+        for rc, err in results:
+            self.assertEqual(rc, 0, err)
+        self.assertIn("is alive (was its job killed?); opening round 1", "\n".join(err for _, err in results))
+
     def test_a_port_taken_at_the_start_is_hosted_once_free(self):
         # Both agents find the endpoint's port taken (two agents binding at one
         # moment can both lose that way) and join as clients; once it is free

@@ -140,6 +140,25 @@ exit 0
         wait_for(lambda: not with_marker(self.marker), timeout=10, what="the dead agent's workers to go")
 
 
+    def test_a_killed_job_launched_again_under_its_id_runs(self):
+        # Both agents are SIGKILLed, so the job's keys stay in etcd with its
+        # round full. Launched again under the same id, the new agents find
+        # no lease left on that round, open the next one and run.
+        run_id, worker = uuid.uuid4().hex, self.recorder(f"exec sleep 60 {self.marker}")
+        procs = [start(self.args(2, worker, run_id)) for _ in range(2)]
+        wait_for(lambda: len(self.envs()) == 4, timeout=30, what="the first job's four workers")
+        for p in procs:
+            p.kill()
+            p.communicate(timeout=10)
+        wait_for(lambda: not with_marker(self.marker), timeout=10, what="the killed job's workers to go")
+        self.recorder("exit 0")  # the same program, now quick
+        relaunched = time.monotonic()
+        results = finish_all(self, [start(self.args(2, worker, run_id)) for _ in range(2)], 60)
+        print(f"\nthe job launched again ran {time.monotonic() - relaunched:.1f}s after its start", flush=True)
+        for rc, out, err in results:
+            self.assertEqual(rc, 0, err)
+        self.assertIn("is alive (was its job killed?); opening round 1", "\n".join(err for _, _, err in results))
+
     def test_abort_reaches_every_agent_after_a_member_restart(self):
         # The agents' watches are on the first member; it is killed and
         # started again while the job runs. A worker failure after that must

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 
 #include <catch2/catch.hpp>
 #include <future>
@@ -169,6 +170,58 @@ TEST_CASE("rendezvous: the next round re-forms the group with a spare") {
   CHECK(second[0].round == 1);
   CHECK(second[1].round == 1);
   CHECK(second[0].group_rank != second[1].group_rank);
+}
+
+TEST_CASE("rendezvous: a job launched again under a killed job's id opens the next round") {
+  // a and b form round 0 and die (no keep-alive ever moves); x and y, the
+  // same job launched again, find the round full. With no member left to
+  // open the next round, they open it themselves and form it.
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> killed, relaunched;
+  for (const char* addr : {"a", "b"}) killed.push_back(std::make_unique<Node>(store, addr, settings(2, 2)));
+  join_all(killed);
+  auto s = settings(2, 2);
+  s.keep_alive_interval = 50ms;
+  s.keep_alive_max_attempt = 3;
+  for (const char* addr : {"x", "y"}) relaunched.push_back(std::make_unique<Node>(store, addr, s));
+  std::vector<std::future<Assignment>> futures;
+  for (auto& n : relaunched) futures.push_back(std::async(std::launch::async, [&n] { return n->rdzv.next_rendezvous(); }));
+  bool formed = true;
+  for (auto& f : futures) formed = formed && f.wait_for(5s) == std::future_status::ready;
+  if (!formed) killed[0]->rdzv.close();  // releases them, so the test fails rather than hangs
+  REQUIRE(formed);
+  std::set<int> ranks;
+  for (auto& f : futures) {
+    const Assignment a = f.get();
+    CHECK(a.round == 1);
+    CHECK(a.group_world_size == 2);
+    ranks.insert(a.group_rank);
+  }
+  CHECK(ranks == std::set<int>{0, 1});
+}
+
+TEST_CASE("rendezvous: a spare waits while any member of the round is alive") {
+  FakeStore store;
+  auto s = settings(2, 2);
+  s.keep_alive_interval = 50ms;
+  s.keep_alive_max_attempt = 3;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b"}) nodes.push_back(std::make_unique<Node>(store, addr, s));
+  join_all(nodes);
+  std::atomic<bool> beating{true};
+  std::thread beats([&] {  // a lives on; b died
+    while (beating) {
+      nodes[0]->rdzv.keep_alive();
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  Node spare(store, "c", s);
+  auto spare_result = std::async(std::launch::async, [&] { spare.rdzv.next_rendezvous(); });
+  CHECK(spare_result.wait_for(600ms) == std::future_status::timeout);  // 4x the keep-alive window
+  beating = false;
+  beats.join();
+  nodes[0]->rdzv.close();
+  CHECK_THROWS_AS(spare_result.get(), RendezvousClosed);
 }
 
 TEST_CASE("rendezvous: clear errors for closed jobs, id clashes and --nnodes mismatch") {
