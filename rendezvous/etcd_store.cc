@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 
 #include "etcd/client.h"
@@ -126,19 +127,23 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
   if (keys.size() == 1) return guarded("check", keys[0], [&] { return client_->range(etcd_key(keys[0])).kv; }).has_value();
-  return missing("check", keys).empty();
+  int64_t revision = 0;
+  return missing("check", keys, revision).empty();
 }
 
 // Many keys are read a txn of 128 at a time, not a range each: a round's
 // assigner waits for every member's descriptor, N keys at once.
-std::vector<std::string> EtcdStore::missing(const char* what, const std::vector<std::string>& keys) {
+std::vector<std::string> EtcdStore::missing(const char* what, const std::vector<std::string>& keys,
+                                            int64_t& revision) {
   std::vector<std::string> absent;
+  revision = 0;
   for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
     std::vector<etcd::Op> ops;
     for (size_t i = at; i < std::min(keys.size(), at + kMaxTxnOps); ++i) ops.push_back(etcd::Op::get(etcd_key(keys[i])));
     auto r = guarded(what, keys[at], [&] { return client_->txn({}, ops); });
+    if (revision == 0) revision = r.revision;  // the earliest read: a watch from after it misses nothing
     for (size_t i = 0; i < ops.size(); ++i)
-      if (i >= r.responses.size() || r.responses[i].kvs.empty()) absent.push_back(keys[at + i]);
+      if (i >= r.responses.size() || r.responses[i].kvs.empty()) absent.push_back(etcd_key(keys[at + i]));
   }
   return absent;
 }
@@ -146,7 +151,31 @@ std::vector<std::string> EtcdStore::missing(const char* what, const std::vector<
 void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
   const auto deadline = Clock::now() + timeout;
   if (keys.size() == 1) return wait_one(keys[0], deadline);
-  for (const auto& key : missing("wait", keys)) wait_one(key, deadline);
+  int64_t revision = 0;
+  std::vector<std::string> absent = missing("wait", keys, revision);
+  if (absent.empty()) return;
+  // One watch on the keys' common prefix, not one per key: a thousand
+  // descriptors still to come are a thousand events on one stream.
+  std::string prefix = absent.front();
+  for (const auto& k : absent) prefix.resize(std::mismatch(prefix.begin(), prefix.end(), k.begin(), k.end()).first - prefix.begin());
+  std::set<std::string> waiting(absent.begin(), absent.end());
+  auto watch = guarded("wait", keys.front(), [&] {
+    return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), prefix,
+                                         etcd::Watch::Scope::prefix, revision + 1);
+  });
+  while (!waiting.empty()) {
+    std::optional<std::vector<etcd::WatchEvent>> events;
+    try {
+      events = watch->next(deadline);
+    } catch (const etcd::EtcdError& e) {
+      throw store::StoreError("etcd wait " + keys.front() + " at " + members(settings_) + ": " + e.what());
+    }
+    if (!events)
+      throw store::StoreTimeout("etcd wait: " + std::to_string(waiting.size()) + " of " + std::to_string(keys.size()) +
+                                " keys were not written in time, the first " + *waiting.begin());
+    for (const auto& e : *events)
+      if (e.type == etcd::WatchEvent::Type::put) waiting.erase(e.kv.key);
+  }
 }
 
 void EtcdStore::wait_one(const std::string& key, Clock::time_point deadline) {

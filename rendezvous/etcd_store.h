@@ -22,8 +22,8 @@
 //                       key is written the watch stays open for the next
 //                       wait on it, which then reads nothing (the round
 //                       watcher's slices cost no request). Several keys are
-//                       read in txns of 128, then each absent one waited
-//                       for so
+//                       read in txns of 128, and the absent ones waited for
+//                       with one watch on their common prefix
 // Keys are `etcd_prefix` + "/" + the algorithm's key. A counter's value is
 // empty: read it with add(k, 0), never get().
 //
@@ -86,8 +86,9 @@ class EtcdStore : public store::StoreClient {
   template <typename F>
   auto guarded(const char* what, const std::string& key, F&& call);
   void wait_one(const std::string& key, std::chrono::steady_clock::time_point deadline);
-  // The keys of `keys` that are absent, read in txns of 128.
-  std::vector<std::string> missing(const char* what, const std::vector<std::string>& keys);
+  // The etcd keys of `keys` that are absent, read in txns of 128, and the
+  // revision of the first read.
+  std::vector<std::string> missing(const char* what, const std::vector<std::string>& keys, int64_t& revision);
   // The key's value if it exists; else a watch on it from the revision
   // after the read (kept in watch_), and nullopt.
   std::optional<std::string> read_or_watch(const char* what, const std::string& key,

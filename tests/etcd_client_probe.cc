@@ -23,6 +23,9 @@
 //                              "connected endpoint=E" whenever the stream moved.
 //                              Exit 0 after N events, 3 when MS pass without one.
 //   watch-cancel KEY MS        another thread cancels after MS: "cancelled after=T"
+//   store-wait PREFIX MS KEY...  the rendezvous's EtcdStore (rendezvous/etcd_store.h)
+//                              under PREFIX waits at most MS for every KEY:
+//                              "ready ms=T", or StoreTimeout (exit 1)
 //   loop                       one command per stdin line (no watch); each answer
 //                              "ok ..." or "error Class: message"; the same client
 //                              throughout, so keep-alive and failover persist.
@@ -42,6 +45,8 @@
 
 #include "etcd/client.h"
 #include "etcd/watch.h"
+#include "rendezvous/etcd_store.h"
+#include "store/client.h"
 
 using namespace cxxrun::etcd;
 using Clock = std::chrono::steady_clock;
@@ -61,6 +66,8 @@ std::string class_of(const std::exception& e) {
   if (dynamic_cast<const EtcdRequestError*>(&e)) return "EtcdRequestError";
   if (dynamic_cast<const EtcdCompacted*>(&e)) return "EtcdCompacted";
   if (dynamic_cast<const EtcdError*>(&e)) return "EtcdError";
+  if (dynamic_cast<const cxxrun::store::StoreTimeout*>(&e)) return "StoreTimeout";
+  if (dynamic_cast<const cxxrun::store::StoreError*>(&e)) return "StoreError";
   return "std::exception";
 }
 
@@ -198,6 +205,20 @@ int watch_cancel(const Options& options, const std::vector<std::string>& args) {
   return 0;
 }
 
+int store_wait(const Options& options, const std::vector<std::string>& args) {
+  if (args.size() < 4) throw Usage("usage: store-wait PREFIX MS KEY...");
+  cxxrun::rendezvous::EtcdSettings settings;
+  settings.endpoints = options.endpoints;
+  settings.prefix = args[1];
+  const auto timeout = std::chrono::milliseconds(number(args[2]));
+  cxxrun::rendezvous::EtcdStore store(settings, timeout);
+  const auto start = Clock::now();
+  store.wait({args.begin() + 3, args.end()}, timeout);
+  std::cout << "ready ms="
+            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count() << std::endl;
+  return 0;
+}
+
 int loop(Client& client) {
   std::string line;
   while (std::getline(std::cin, line)) {
@@ -255,6 +276,7 @@ int main(int argc, char** argv) {
     if (options.endpoints.empty() || args.empty()) throw Usage("usage: etcd_client_probe --endpoints LIST [...] COMMAND ARGS");
     if (args[0] == "watch") return watch(options, args);
     if (args[0] == "watch-cancel") return watch_cancel(options, args);
+    if (args[0] == "store-wait") return store_wait(options, args);
     Client client(options);
     if (args[0] == "loop") return loop(client);
     std::cout << run_command(client, args) << std::endl;

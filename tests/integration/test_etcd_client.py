@@ -185,6 +185,30 @@ class KvTest(ClusterCase):
         self.assertIn("EtcdCompacted", line)
         self.assertIn(f"revision {first} was compacted", line)
 
+    def test_store_waits_for_many_keys_on_one_watch(self):
+        # The rendezvous's store (EtcdStore) waiting for several keys, as a
+        # round's assigner waits for every descriptor: it returns once the
+        # last one is written, not before, whatever the order.
+        w = Lines(self.cluster.client_flags() + ["store-wait", self.prefix.rstrip("/"), "20000",
+                                                  "r0/node/0", "r0/node/1", "r0/node/2"], env_log="warn")
+        try:
+            self.ok("put", self.prefix + "r0/node/2", "c")
+            self.ok("put", self.prefix + "r0/other", "x")
+            self.ok("put", self.prefix + "r0/node/0", "a")
+            time.sleep(0.5)
+            self.assertIsNone(w.proc.poll(), "returned with r0/node/1 still absent")
+            self.ok("put", self.prefix + "r0/node/1", "b")
+            self.assertTrue(w.line(10).startswith("ready ms="))
+        finally:
+            self.assertEqual(w.close(), 0, "\n".join(w.err))
+
+    def test_store_wait_times_out_naming_what_is_missing(self):
+        self.ok("put", self.prefix + "k/a", "a")
+        rc, out, err = probe(self.cluster.client_flags() + ["store-wait", self.prefix.rstrip("/"), "700",
+                                                            "k/a", "k/b", "k/c"])
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("StoreTimeout: etcd wait: 2 of 3 keys were not written in time", err)
+
     def test_watch_cancel_from_another_thread(self):
         out = fields(self.ok("watch-cancel", self.prefix + "quiet", "300"))
         self.assertLess(int(out["after"]), 1500, out)
