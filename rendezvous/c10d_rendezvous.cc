@@ -293,6 +293,9 @@ void C10dRendezvous::publish_assignments(int round, int members) {
     base += all[slot].nproc;
     ranks += (rank ? "," : "") + std::to_string(slot);
   }
+  // Taken once here, so no member reads every member's liveness itself.
+  const std::string alive = liveness_ ? liveness_->snapshot(round_key(round, "alive/"), members) : "";
+  for (auto& v : values) v += "|" + alive;
   assign_keys.push_back(round_key(round, "ranks"));
   values.push_back(ranks);
   store_.multi_set(assign_keys, values);
@@ -304,13 +307,14 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   if (done.assigner == slot) publish_assignments(round, members);
   const auto wait_for = std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
   const std::string mine = store_.get(round_key(round, "assign/" + me), wait_for);
-  const auto a = mine.find('|'), b = mine.find('|', a + 1);
+  const auto a = mine.find('|'), b = mine.find('|', a + 1), c = mine.find('|', b + 1);
+  if (c == std::string::npos) throw RendezvousError("malformed assignment in the rendezvous store: '" + mine + "'");
   Assignment out;
   out.round = round;
   out.group_world_size = members;
   out.group_rank = to_int(mine.substr(0, a), "assignment");
   out.base_rank = to_int(mine.substr(a + 1, b - a - 1), "assignment");
-  out.world_size = to_int(mine.substr(b + 1), "assignment");
+  out.world_size = to_int(mine.substr(b + 1, c - b - 1), "assignment");
   const std::string master = round_key(round, "master");
   if (out.group_rank == 0)
     store_.set(master, me_.addr + ":" + std::to_string(pick_port_(member_addrs(round, members))));
@@ -323,7 +327,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   members_ = members;
   rank_of_slot_.clear();
   seen_alive_.clear();
-  if (liveness_) liveness_->joined(round_key(round, "alive/"), members);
+  if (liveness_) liveness_->joined(round_key(round, "alive/"), members, mine.substr(c + 1));
   log_("node " + me_.addr + " joined round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
        "' as rank " + std::to_string(out.group_rank) + " in a world of size " + std::to_string(members) + " (" +
        std::to_string(out.world_size) + " workers, master " + where + ")");

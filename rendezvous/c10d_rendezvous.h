@@ -20,7 +20,7 @@
 //   r<k>/complete      "<n>|<slot>": the round has n members (slots >= n
 //                      wait for a later round), and the completer, at
 //                      <slot>, computes the assignments; first writer wins
-//   r<k>/assign/<slot> "group_rank|base_rank|world_size"
+//   r<k>/assign/<slot> "group_rank|base_rank|world_size|liveness snapshot"
 //   r<k>/ranks         slots in group-rank order, comma-separated
 //   r<k>/master        "addr:port" chosen by group rank 0
 //   r<k>/next          "<k+1>" when the next round opens (by a member, or
@@ -76,9 +76,14 @@ class MemberLiveness {
   // This node took `slot` in a round whose members show they are alive
   // under `alive_prefix`; called before anyone can learn of the slot.
   virtual void joining(const std::string& alive_prefix, int slot) = 0;
+  // Who of slots 0..members-1 is alive now, as one line of text: the round's
+  // assigner takes it once, when every member has written its descriptor
+  // (so its alive key too), and hands it to every member with its
+  // assignment. No '|' in it.
+  virtual std::string snapshot(const std::string& alive_prefix, int members) = 0;
   // This node is a member of that round, which has `members` (slots
-  // 0..members-1).
-  virtual void joined(const std::string& alive_prefix, int members) = 0;
+  // 0..members-1); `snapshot` is the assigner's, empty if none came.
+  virtual void joined(const std::string& alive_prefix, int members, const std::string& snapshot) = 0;
   // One keep-alive; throws on failure (the backend logs it).
   virtual void beat() = 0;
   // Slots of the round whose members stopped.

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "etcd/client.h"
 #include "etcd/options.h"
@@ -76,35 +77,87 @@ void EtcdLiveness::joining(const std::string& alive_prefix, int slot) {
   });
 }
 
-void EtcdLiveness::joined(const std::string& alive_prefix, int members) {
-  watched_ = key_prefix_ + alive_prefix;
-  watch_.reset();
-  dead_.clear();
-  // Every member wrote its key before its slot was known to anyone, so a
-  // key missing now is a member already gone. Counting costs a small
-  // answer; only when some are missing are the keys read (no values), so
-  // a round of N members costs N small reads, not N answers of N keys.
-  const std::string first = slot_key(watched_, 0), end = slot_key(watched_, members);
-  const auto counted = as_store_errors("cannot read the members' leases", [&] { return client_->count(first, end, join_timeout_); });
-  int64_t revision = counted.revision;
-  if (counted.count < members) {
-    const auto present =
-        as_store_errors("cannot read the members' leases", [&] { return client_->range_keys(first, end, join_timeout_); });
-    std::set<int> alive;
-    for (const auto& kv : present.kvs) alive.insert(slot_of(kv.key, watched_));
-    for (int slot = 0; slot < members; ++slot)
-      if (!alive.count(slot)) dead_.insert(slot);
-    revision = present.revision;
+std::pair<int64_t, std::set<int>> EtcdLiveness::read_dead(const std::string& prefix, int members,
+                                                           milliseconds timeout) {
+  const std::string first = slot_key(prefix, 0), end = slot_key(prefix, members);
+  const auto counted = as_store_errors("cannot read the members' leases", [&] { return client_->count(first, end, timeout); });
+  std::set<int> dead;
+  if (counted.count >= members) return {counted.revision, dead};
+  const auto present =
+      as_store_errors("cannot read the members' leases", [&] { return client_->range_keys(first, end, timeout); });
+  std::set<int> alive;
+  for (const auto& kv : present.kvs) alive.insert(slot_of(kv.key, prefix));
+  for (int slot = 0; slot < members; ++slot)
+    if (!alive.count(slot)) dead.insert(slot);
+  return {present.revision, dead};
+}
+
+// Every member wrote its key before its slot was known to anyone, so a key
+// missing once all descriptors are in is a member already gone. etcd counts
+// a range key by key: one snapshot by the assigner, not one per member, or
+// a round of N costs N^2.
+std::string EtcdLiveness::snapshot(const std::string& alive_prefix, int members) {
+  auto [revision, dead] = read_dead(key_prefix_ + alive_prefix, members, join_timeout_);
+  std::string out = std::to_string(revision);
+  for (int slot : dead) out += (out.find(':') == std::string::npos ? ":" : ",") + std::to_string(slot);
+  return out;
+}
+
+namespace {
+
+// A snapshot's revision and dead slots; nullopt if `text` is not one.
+std::optional<std::pair<int64_t, std::set<int>>> parse_snapshot(const std::string& text) {
+  const auto colon = text.find(':');
+  int64_t revision = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + std::min(colon, text.size()), revision);
+  if (ec != std::errc() || end != text.data() + std::min(colon, text.size()) || revision <= 0) return std::nullopt;
+  std::set<int> dead;
+  for (size_t at = colon; at != std::string::npos && at < text.size();) {
+    const size_t from = at + 1, comma = text.find(',', from);
+    const size_t to = comma == std::string::npos ? text.size() : comma;
+    int slot = -1;
+    auto [e, err] = std::from_chars(text.data() + from, text.data() + to, slot);
+    if (err != std::errc() || e != text.data() + to || slot < 0) return std::nullopt;
+    dead.insert(slot);
+    at = comma;
   }
-  resume_from_ = revision + 1;
+  return std::make_pair(revision, dead);
+}
+
+}  // namespace
+
+void EtcdLiveness::joined(const std::string& alive_prefix, int members, const std::string& snapshot) {
+  watched_ = key_prefix_ + alive_prefix;
+  members_ = members;
+  watch_.reset();
+  auto taken = parse_snapshot(snapshot);
+  if (!taken) taken = read_dead(watched_, members, join_timeout_);
+  dead_ = taken->second;
+  // From the revision after the snapshot: a member gone since is an event.
+  resume_from_ = taken->first + 1;
   rewatch(join_timeout_);
 }
 
 void EtcdLiveness::rewatch(milliseconds timeout) {
+  if (resume_from_ == 0) return resync(timeout);
   try {
     watch_ = std::make_unique<etcd::Watch>(etcd_options(etcd_, timeout), watched_, etcd::Watch::Scope::prefix,
                                            resume_from_);
+  } catch (const etcd::EtcdCompacted& e) {
+    resync(timeout);
   } catch (const etcd::EtcdError& e) {
+    spdlog::warn("cannot watch the members' leases on etcd (trying again): {}", e.what());
+  }
+}
+
+void EtcdLiveness::resync(milliseconds timeout) {
+  spdlog::warn("the members' leases changed further back than etcd keeps history; reading them again");
+  try {
+    watch_ = std::make_unique<etcd::Watch>(etcd_options(etcd_, timeout), watched_, etcd::Watch::Scope::prefix, 0);
+    dead_ = read_dead(watched_, members_, timeout).second;
+  } catch (const std::exception& e) {  // etcd's errors, or the store's from read_dead
+    watch_.reset();
+    resume_from_ = 0;  // the next try starts from now as well
     spdlog::warn("cannot watch the members' leases on etcd (trying again): {}", e.what());
   }
 }
@@ -136,6 +189,8 @@ std::vector<int> EtcdLiveness::dead_slots() {
           else dead_.erase(slot);
         }
       }
+    } catch (const etcd::EtcdCompacted& e) {
+      resync(call_timeout_);
     } catch (const etcd::EtcdError& e) {
       resume_from_ = watch_->revision() + 1;
       watch_.reset();

@@ -17,6 +17,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/rendezvous.h"
@@ -35,7 +36,10 @@ class EtcdLiveness : public MemberLiveness {
   ~EtcdLiveness() override;
 
   void joining(const std::string& alive_prefix, int slot) override;
-  void joined(const std::string& alive_prefix, int members) override;
+  // "<revision>[:<dead slot>,...]": the slots without an alive key, as of
+  // that revision; every member watches from the revision after it.
+  std::string snapshot(const std::string& alive_prefix, int members) override;
+  void joined(const std::string& alive_prefix, int members, const std::string& snapshot) override;
   void beat() override;
   std::vector<int> dead_slots() override;
   int count_alive(const std::string& alive_prefix, int members) override;
@@ -47,6 +51,14 @@ class EtcdLiveness : public MemberLiveness {
  private:
   void grant(std::chrono::milliseconds timeout);
   void rewatch(std::chrono::milliseconds timeout);
+  // The history since resume_from_ is gone: a watch from now, then who is
+  // alive read again.
+  void resync(std::chrono::milliseconds timeout);
+  // Slots of 0..members-1 under `prefix` (etcd's) without an alive key, and
+  // the revision they were read at: a count, and the keys only if some are
+  // missing (a round of N costs one small answer, not N keys).
+  std::pair<int64_t, std::set<int>> read_dead(const std::string& prefix, int members,
+                                              std::chrono::milliseconds timeout);
   // etcd's key of `slot` under the round's prefix.
   std::string slot_key(const std::string& round_prefix, int slot) const;
 
@@ -59,6 +71,7 @@ class EtcdLiveness : public MemberLiveness {
   int64_t lease_ = 0;
   std::string alive_key_;  // etcd's key, on the lease
   std::string watched_;    // etcd's prefix of the round's alive keys
+  int members_ = 0;
   int64_t resume_from_ = 0;
   std::unique_ptr<etcd::Watch> watch_;
   std::set<int> dead_;
