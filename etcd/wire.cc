@@ -172,6 +172,10 @@ std::string authenticate_request(const std::string& name, const std::string& pas
 std::string watch_create_request(const std::string& key, const std::string& range_end, int64_t start_revision) {
   json create = keyed(key, range_end);
   if (start_revision > 0) create["start_revision"] = std::to_string(start_revision);
+  // A quiet watch still learns the current revision (every 10 minutes by
+  // etcd's default), so resuming it after a member fails starts near now,
+  // not where it was created, which compaction may have dropped.
+  create["progress_notify"] = true;
   return json{{"create_request", create}}.dump();
 }
 

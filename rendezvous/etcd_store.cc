@@ -207,6 +207,13 @@ std::string EtcdStore::await_put(const std::string& key, Clock::time_point deadl
     std::optional<std::vector<etcd::WatchEvent>> events;
     try {
       events = watch_->next(deadline);
+    } catch (const etcd::EtcdCompacted&) {
+      // The watch resumed from a revision etcd no longer keeps: the key is
+      // read again, and watched from after that read.
+      watch_.reset();
+      watched_.clear();
+      if (auto value = read_or_watch("wait", key, deadline)) return *value;
+      continue;
     } catch (const etcd::EtcdError& e) {
       watch_.reset();
       throw store::StoreError("etcd wait " + key + " at " + members(settings_) + ": " + e.what());

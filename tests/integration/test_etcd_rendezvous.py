@@ -184,6 +184,37 @@ exit 0
         for rc, out, err in finish_all(self, procs, 60):
             self.assertEqual(rc, 0, err)
 
+    def test_watches_resume_after_etcd_compacted_their_history(self):
+        # The member holding the agents' watches restarts after etcd
+        # compacted every revision they had seen, as an operator's
+        # --auto-compaction-retention does during a long job. The watches
+        # cannot resume where they were: they read the state again and watch
+        # from now. An agent SIGKILLed after that is still seen dead, and
+        # the survivors re-form.
+        worker = self.script("worker.sh", f"""env -0 > {self.out}/.tmp.$$ && mv {self.out}/.tmp.$$ \\
+  {self.out}/env.$RANK.w$WORLD_SIZE.$TORCHELASTIC_RESTART_COUNT
+[ "$WORLD_SIZE" = 6 ] && exec sleep 60 {self.marker}
+exit 0
+""")
+        run_id = uuid.uuid4().hex
+        procs = [start(self.args("2:3", worker, run_id, extra=["--max-restarts=0"])) for _ in range(3)]
+        wait_for(lambda: len(self.envs()) == 6, timeout=30, what="all six workers to start")
+        for i in range(3):
+            self.cluster.etcdctl("put", f"/elsewhere/{i}", "x")
+        revision = max(int(st["header"]["revision"]) for st in self.cluster.statuses().values())
+        self.cluster.etcdctl("compaction", str(revision))
+        self.cluster.kill(0)
+        self.cluster.restart_member(0)
+        victim = procs[2]
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+        wait_for(lambda: len([n for n in self.envs() if ".w4." in n]) == 4, timeout=30,
+                 what="the survivors' next round to start")
+        for rc, out, err in finish_all(self, procs[:2], 60):
+            self.assertEqual(rc, 0, err)
+            self.assertIn("a node stopped sending keep-alives; restarting the job without it", err)
+        wait_for(lambda: not with_marker(self.marker), timeout=10, what="the dead agent's workers to go")
+
     def test_training_goes_on_without_quorum(self):
         # Two of three members stop while the workers run: etcd has no
         # quorum. The workers go on and /healthz says the store is

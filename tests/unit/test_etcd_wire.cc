@@ -16,9 +16,9 @@ TEST_CASE("etcd wire: keys and values go out as base64, int64s as strings") {
   CHECK(json::parse(wire::lease_id_request(-3)) == json{{"ID", "-3"}});
   CHECK(json::parse(wire::authenticate_request("u", "p")) == json{{"name", "u"}, {"password", "p"}});
   CHECK(json::parse(wire::watch_create_request("p", "q", 0)) ==
-        json{{"create_request", {{"key", "cA=="}, {"range_end", "cQ=="}}}});
+        json{{"create_request", {{"key", "cA=="}, {"range_end", "cQ=="}, {"progress_notify", true}}}});
   CHECK(json::parse(wire::watch_create_request("p", "", 12)) ==
-        json{{"create_request", {{"key", "cA=="}, {"start_revision", "12"}}}});
+        json{{"create_request", {{"key", "cA=="}, {"start_revision", "12"}, {"progress_notify", true}}}});
 }
 
 TEST_CASE("etcd wire: a transaction's compares and operations") {
