@@ -50,6 +50,13 @@ class Elastic(TempDirTest):
         self.procs.append(p)
         return p
 
+    def serve_rendezvous(self):
+        """The job's store in cxxrun-rdzv on the endpoint's port, stopped
+        after the test: it outlives every agent, as on a cluster."""
+        server = subprocess.Popen([RDZV_SERVER, f"--port={self.port}"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: (server.kill(), server.wait(timeout=10)))
+
     def finish(self, procs, timeout=90):
         return [(rc, err) for rc, _, err in finish_all(self, procs, timeout)]
 
@@ -200,9 +207,7 @@ while :; do sleep 0.05; done
         # dead and stops; the other survivor learns of it through the round's
         # `dead` event and must stop too, not wait out join_timeout.
         # The store outlives every agent here (cxxrun-rdzv), as on a cluster.
-        server = subprocess.Popen([RDZV_SERVER, f"--port={self.port}"], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-        self.addCleanup(lambda: (server.kill(), server.wait(timeout=10)))
+        self.serve_rendezvous()
         worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK\nexec sleep 60\n")
         conf = "is_host=false,keep_alive_interval=0.3,keep_alive_max_attempt=3,join_timeout=120"
         procs = [self.agent(worker, "3:3", nproc=1, conf=conf) for _ in range(3)]
@@ -225,9 +230,7 @@ while :; do sleep 0.05; done
         # the job's full round. Launched again under the same id, as a
         # requeued batch job is, the new agents find that round's members
         # gone, open the next round and run, instead of waiting as spares.
-        server = subprocess.Popen([RDZV_SERVER, f"--port={self.port}"], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-        self.addCleanup(lambda: (server.kill(), server.wait(timeout=10)))
+        self.serve_rendezvous()
         worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$RANK.$$\nexec sleep 60\n")
         conf = "is_host=false,keep_alive_interval=0.3,keep_alive_max_attempt=3"
         procs = [self.agent(worker, 2, nproc=1, conf=conf) for _ in range(2)]

@@ -111,11 +111,11 @@ class EtcdRendezvous(EtcdCase):
             self.assertNotIn("re-forming", err)
         self.assertEqual(sorted(self.envs()), [f"env.{r}.0" for r in range(4)])
 
-    def test_dead_agent_lease_expires_and_survivors_reform(self):
-        # Three agents; one is SIGKILLed. Its lease expires (TTL 3 s), the
-        # others see the DELETE on their watch and re-form as two nodes, a
-        # membership change that costs no restart budget (--max-restarts=0).
-        # A membership change is no restart: the rounds differ by world size.
+    def trio(self):
+        """Three agents (--nnodes=2:3, no restart budget) whose workers sleep
+        while the world has six and exit 0 in a smaller one; returned once
+        all six run. A membership change is no restart: the rounds differ by
+        world size."""
         worker = self.script("worker.sh", f"""env -0 > {self.out}/.tmp.$$ && mv {self.out}/.tmp.$$ \\
   {self.out}/env.$RANK.w$WORLD_SIZE.$TORCHELASTIC_RESTART_COUNT
 [ "$WORLD_SIZE" = 6 ] && exec sleep 60 {self.marker}
@@ -124,40 +124,34 @@ exit 0
         run_id = uuid.uuid4().hex
         procs = [start(self.args("2:3", worker, run_id, extra=["--max-restarts=0"])) for _ in range(3)]
         wait_for(lambda: len(self.envs()) == 6, timeout=30, what="all six workers to start")
+        return procs
+
+    def kill_one_and_reform(self, procs):
+        """SIGKILLs the third agent: the other two must see it dead, re-form
+        as two nodes and finish. Returns the seconds from the kill to their
+        next round."""
         victim = procs[2]
         killed = time.monotonic()
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
         wait_for(lambda: len([n for n in self.envs() if ".w4." in n]) == 4, timeout=30,
                  what="the survivors' next round to start")
-        print(f"\nsurvivors re-formed {time.monotonic() - killed:.1f}s after an agent's SIGKILL", flush=True)
+        reformed = time.monotonic() - killed
         for rc, out, err in finish_all(self, procs[:2], 60):
             self.assertEqual(rc, 0, err)
             self.assertIn("a node stopped sending keep-alives; restarting the job without it", err)
+        wait_for(lambda: not with_marker(self.marker), timeout=10, what="the dead agent's workers to go")
+        return reformed
+
+    def test_dead_agent_lease_expires_and_survivors_reform(self):
+        # One of three agents is SIGKILLed. Its lease expires (TTL 3 s), the
+        # others see the DELETE on their watch and re-form as two nodes, a
+        # membership change that costs no restart budget (--max-restarts=0).
+        reformed = self.kill_one_and_reform(self.trio())
+        print(f"\nsurvivors re-formed {reformed:.1f}s after an agent's SIGKILL", flush=True)
         second = [e for n, e in self.envs().items() if ".w4." in n]
         self.check_ranks(second, 2)
         self.assertEqual({e["TORCHELASTIC_RESTART_COUNT"] for e in second}, {"0"}, "no restart budget used")
-        wait_for(lambda: not with_marker(self.marker), timeout=10, what="the dead agent's workers to go")
-
-
-    def test_a_killed_job_launched_again_under_its_id_runs(self):
-        # Both agents are SIGKILLed, so the job's keys stay in etcd with its
-        # round full. Launched again under the same id, the new agents find
-        # no lease left on that round, open the next one and run.
-        run_id, worker = uuid.uuid4().hex, self.recorder(f"exec sleep 60 {self.marker}")
-        procs = [start(self.args(2, worker, run_id)) for _ in range(2)]
-        wait_for(lambda: len(self.envs()) == 4, timeout=30, what="the first job's four workers")
-        for p in procs:
-            p.kill()
-            p.communicate(timeout=10)
-        wait_for(lambda: not with_marker(self.marker), timeout=10, what="the killed job's workers to go")
-        self.recorder("exit 0")  # the same program, now quick
-        relaunched = time.monotonic()
-        results = finish_all(self, [start(self.args(2, worker, run_id)) for _ in range(2)], 60)
-        print(f"\nthe job launched again ran {time.monotonic() - relaunched:.1f}s after its start", flush=True)
-        for rc, out, err in results:
-            self.assertEqual(rc, 0, err)
-        self.assertIn("is alive (was its job killed?); opening round 1", "\n".join(err for _, _, err in results))
 
     def test_abort_reaches_every_agent_after_a_member_restart(self):
         # The agents' watches are on the first member; it is killed and
@@ -191,29 +185,14 @@ exit 0
         # cannot resume where they were: they read the state again and watch
         # from now. An agent SIGKILLed after that is still seen dead, and
         # the survivors re-form.
-        worker = self.script("worker.sh", f"""env -0 > {self.out}/.tmp.$$ && mv {self.out}/.tmp.$$ \\
-  {self.out}/env.$RANK.w$WORLD_SIZE.$TORCHELASTIC_RESTART_COUNT
-[ "$WORLD_SIZE" = 6 ] && exec sleep 60 {self.marker}
-exit 0
-""")
-        run_id = uuid.uuid4().hex
-        procs = [start(self.args("2:3", worker, run_id, extra=["--max-restarts=0"])) for _ in range(3)]
-        wait_for(lambda: len(self.envs()) == 6, timeout=30, what="all six workers to start")
+        procs = self.trio()
         for i in range(3):
             self.cluster.etcdctl("put", f"/elsewhere/{i}", "x")
         revision = max(int(st["header"]["revision"]) for st in self.cluster.statuses().values())
         self.cluster.etcdctl("compaction", str(revision))
         self.cluster.kill(0)
         self.cluster.restart_member(0)
-        victim = procs[2]
-        victim.send_signal(signal.SIGKILL)
-        victim.wait(timeout=10)
-        wait_for(lambda: len([n for n in self.envs() if ".w4." in n]) == 4, timeout=30,
-                 what="the survivors' next round to start")
-        for rc, out, err in finish_all(self, procs[:2], 60):
-            self.assertEqual(rc, 0, err)
-            self.assertIn("a node stopped sending keep-alives; restarting the job without it", err)
-        wait_for(lambda: not with_marker(self.marker), timeout=10, what="the dead agent's workers to go")
+        self.kill_one_and_reform(procs)
 
     def test_training_goes_on_without_quorum(self):
         # Two of three members stop while the workers run: etcd has no
