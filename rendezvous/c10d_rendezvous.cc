@@ -240,6 +240,13 @@ void C10dRendezvous::wait_for_next_round(int round, int members) {
   }
 }
 
+bool C10dRendezvous::moved(SeenBeats& seen, int slot, long long beats, Clock::time_point now) {
+  auto [it, fresh] = seen.try_emplace(slot, beats, now);
+  if (fresh || it->second.first == beats) return false;
+  it->second = {beats, now};
+  return true;
+}
+
 // Every member's keep-alive stopped: over etcd, no lease is left; over a
 // TCPStore, no beat counter moved for interval * max_attempt, as this node
 // saw them. The first counter seen moving ends the check (members alive).
@@ -249,13 +256,8 @@ bool C10dRendezvous::all_members_gone(int round, int members, SeenBeats& seen) {
   const auto limit = s_.keep_alive_interval * s_.keep_alive_max_attempt;
   bool gone = true;
   for (int i = 0; i < members; ++i) {
-    const long long beats = store_.add(round_key(round, "alive/" + std::to_string(i)), 0);
-    auto [it, fresh] = seen.try_emplace(i, beats, now);
-    if (!fresh && it->second.first != beats) {
-      it->second = {beats, now};
-      return false;
-    }
-    if (now - it->second.second < limit) gone = false;
+    if (moved(seen, i, store_.add(round_key(round, "alive/" + std::to_string(i)), 0), now)) return false;
+    if (now - seen.at(i).second < limit) gone = false;
   }
   return gone;
 }
@@ -396,10 +398,8 @@ std::vector<int> C10dRendezvous::dead_members() {
   const bool leader = ranks.at(slot_) == 0;
   for (int i = 0; i < members_; ++i) {
     if (i == slot_ || (!leader && ranks.at(i) != 0)) continue;
-    const long long beats = beats_->add(round_key(round_, "alive/" + std::to_string(i)), 0);
-    auto [it, fresh] = seen_alive_.try_emplace(i, beats, now);
-    if (!fresh && it->second.first != beats) it->second = {beats, now};
-    if (now - it->second.second > limit) dead.push_back(ranks.at(i));
+    moved(seen_alive_, i, beats_->add(round_key(round_, "alive/" + std::to_string(i)), 0), now);
+    if (now - seen_alive_.at(i).second > limit) dead.push_back(ranks.at(i));
   }
   return dead;
 }

@@ -175,7 +175,12 @@ class C10dRendezvous {
   static Completion parse_completion(const std::string& text);
   Completion wait_for_completion(int round, int slot, Clock::time_point deadline);
   Completion complete_round(int round, int count, int slot);
+  // Each member's beat counter as last read, and when it was last seen to
+  // move (its first reading counts as a move).
   using SeenBeats = std::map<int, std::pair<long long, Clock::time_point>>;
+  // Records `slot`'s counter read at `now`: true if it moved since an
+  // earlier reading.
+  static bool moved(SeenBeats& seen, int slot, long long beats, Clock::time_point now);
   void wait_for_next_round(int round, int members);
   bool all_members_gone(int round, int members, SeenBeats& seen);
   void open_round_after(int round);

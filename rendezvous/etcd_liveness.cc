@@ -77,14 +77,20 @@ void EtcdLiveness::joining(const std::string& alive_prefix, int slot) {
   });
 }
 
+etcd::CountResult EtcdLiveness::count_slots(const std::string& prefix, int members, milliseconds timeout) {
+  return as_store_errors("cannot read the members' leases", [&] {
+    return client_->count(slot_key(prefix, 0), slot_key(prefix, members), timeout);
+  });
+}
+
 std::pair<int64_t, std::set<int>> EtcdLiveness::read_dead(const std::string& prefix, int members,
                                                            milliseconds timeout) {
-  const std::string first = slot_key(prefix, 0), end = slot_key(prefix, members);
-  const auto counted = as_store_errors("cannot read the members' leases", [&] { return client_->count(first, end, timeout); });
+  const auto counted = count_slots(prefix, members, timeout);
   std::set<int> dead;
   if (counted.count >= members) return {counted.revision, dead};
-  const auto present =
-      as_store_errors("cannot read the members' leases", [&] { return client_->range_keys(first, end, timeout); });
+  const auto present = as_store_errors("cannot read the members' leases", [&] {
+    return client_->range_keys(slot_key(prefix, 0), slot_key(prefix, members), timeout);
+  });
   std::set<int> alive;
   for (const auto& kv : present.kvs) alive.insert(slot_of(kv.key, prefix));
   for (int slot = 0; slot < members; ++slot)
@@ -201,10 +207,7 @@ std::vector<int> EtcdLiveness::dead_slots() {
 }
 
 int EtcdLiveness::count_alive(const std::string& alive_prefix, int members) {
-  const std::string prefix = key_prefix_ + alive_prefix;
-  return static_cast<int>(as_store_errors("cannot read the members' leases", [&] {
-    return client_->count(slot_key(prefix, 0), slot_key(prefix, members), call_timeout_).count;
-  }));
+  return static_cast<int>(count_slots(key_prefix_ + alive_prefix, members, call_timeout_).count);
 }
 
 void EtcdLiveness::release() {

@@ -25,6 +25,7 @@
 namespace cxxrun::etcd {
 class Client;
 class Watch;
+struct CountResult;
 }  // namespace cxxrun::etcd
 
 namespace cxxrun::rendezvous {
@@ -54,6 +55,9 @@ class EtcdLiveness : public MemberLiveness {
   // The history since resume_from_ is gone: a watch from now, then who is
   // alive read again.
   void resync(std::chrono::milliseconds timeout);
+  // How many of slots 0..members-1 under `prefix` (etcd's) have an alive
+  // key: one small answer, however many they are.
+  etcd::CountResult count_slots(const std::string& prefix, int members, std::chrono::milliseconds timeout);
   // Slots of 0..members-1 under `prefix` (etcd's) without an alive key, and
   // the revision they were read at: a count, and the keys only if some are
   // missing (a round of N costs one small answer, not N keys).

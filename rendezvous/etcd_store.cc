@@ -126,33 +126,34 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
-  if (keys.size() == 1) return guarded("check", keys[0], [&] { return client_->range(etcd_key(keys[0])).kv; }).has_value();
-  int64_t revision = 0;
-  return missing("check", keys, revision).empty();
+  const Reads got = read_many("check", keys);
+  return std::all_of(got.values.begin(), got.values.end(), [](const auto& v) { return v.has_value(); });
 }
 
 // Many keys are read a txn of 128 at a time, not a range each: a round's
 // assigner waits for every member's descriptor, N keys at once.
-std::vector<std::string> EtcdStore::missing(const char* what, const std::vector<std::string>& keys,
-                                            int64_t& revision) {
-  std::vector<std::string> absent;
-  revision = 0;
+EtcdStore::Reads EtcdStore::read_many(const char* what, const std::vector<std::string>& keys) {
+  Reads got;
   for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
     std::vector<etcd::Op> ops;
     for (size_t i = at; i < std::min(keys.size(), at + kMaxTxnOps); ++i) ops.push_back(etcd::Op::get(etcd_key(keys[i])));
     auto r = guarded(what, keys[at], [&] { return client_->txn({}, ops); });
-    if (revision == 0) revision = r.revision;  // the earliest read: a watch from after it misses nothing
-    for (size_t i = 0; i < ops.size(); ++i)
-      if (i >= r.responses.size() || r.responses[i].kvs.empty()) absent.push_back(etcd_key(keys[at + i]));
+    if (got.revision == 0) got.revision = r.revision;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (i < r.responses.size() && !r.responses[i].kvs.empty()) got.values.push_back(r.responses[i].kvs.front().value);
+      else got.values.emplace_back();
+    }
   }
-  return absent;
+  return got;
 }
 
 void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
   const auto deadline = Clock::now() + timeout;
   if (keys.size() == 1) return wait_one(keys[0], deadline);
-  int64_t revision = 0;
-  std::vector<std::string> absent = missing("wait", keys, revision);
+  const Reads got = read_many("wait", keys);
+  std::vector<std::string> absent;
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (!got.values[i]) absent.push_back(etcd_key(keys[i]));
   if (absent.empty()) return;
   // One watch on the keys' common prefix, not one per key: a thousand
   // descriptors still to come are a thousand events on one stream.
@@ -161,7 +162,7 @@ void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
   std::set<std::string> waiting(absent.begin(), absent.end());
   auto watch = guarded("wait", keys.front(), [&] {
     return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), prefix,
-                                         etcd::Watch::Scope::prefix, revision + 1);
+                                         etcd::Watch::Scope::prefix, got.revision + 1);
   });
   while (!waiting.empty()) {
     std::optional<std::vector<etcd::WatchEvent>> events;
@@ -255,15 +256,11 @@ void EtcdStore::append(const std::string& key, const std::string& value) {
 }
 
 std::vector<std::string> EtcdStore::multi_get(const std::vector<std::string>& keys) {
+  Reads got = read_many("multi_get", keys);
   std::vector<std::string> out;
-  for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
-    std::vector<etcd::Op> ops;
-    for (size_t i = at; i < std::min(keys.size(), at + kMaxTxnOps); ++i) ops.push_back(etcd::Op::get(etcd_key(keys[i])));
-    auto r = guarded("multi_get", keys[at], [&] { return client_->txn({}, ops); });
-    for (size_t i = 0; i < r.responses.size(); ++i) {
-      if (r.responses[i].kvs.empty()) throw store::StoreError("etcd multi_get: no key " + keys[at + i]);
-      out.push_back(r.responses[i].kvs.front().value);
-    }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!got.values[i]) throw store::StoreError("etcd multi_get: no key " + keys[i]);
+    out.push_back(std::move(*got.values[i]));
   }
   return out;
 }

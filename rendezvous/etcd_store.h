@@ -86,9 +86,13 @@ class EtcdStore : public store::StoreClient {
   template <typename F>
   auto guarded(const char* what, const std::string& key, F&& call);
   void wait_one(const std::string& key, std::chrono::steady_clock::time_point deadline);
-  // The etcd keys of `keys` that are absent, read in txns of 128, and the
-  // revision of the first read.
-  std::vector<std::string> missing(const char* what, const std::vector<std::string>& keys, int64_t& revision);
+  // Each key's value (nullopt: absent), read in txns of 128, and the
+  // revision of the first read: a watch from after it misses nothing.
+  struct Reads {
+    std::vector<std::optional<std::string>> values;
+    int64_t revision = 0;
+  };
+  Reads read_many(const char* what, const std::vector<std::string>& keys);
   // The key's value if it exists; else a watch on it from the revision
   // after the read (kept in watch_), and nullopt.
   std::optional<std::string> read_or_watch(const char* what, const std::string& key,
