@@ -145,18 +145,34 @@ void JobCgroup::sweep() {
   finished_ = std::move(busy);
 }
 
-void kill_and_remove_cgroup(const std::string& path) {
+namespace {
+
+// One pass over the tree, children first: rmdir needs a cgroup with no
+// children and no processes. True once `path` is gone.
+bool kill_and_remove_once(const std::string& path) {
   write_text(path + "/cgroup.kill", "1");
-  // Children first: rmdir needs a cgroup with no children and no processes,
-  // and a kill takes a moment to empty one.
   if (DIR* dir = opendir(path.c_str())) {
     std::vector<std::string> children;
     while (dirent* e = readdir(dir))
       if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(path + "/" + e->d_name);
     closedir(dir);
-    for (const std::string& child : children) kill_and_remove_cgroup(child);
+    for (const std::string& child : children) kill_and_remove_once(child);
   }
-  for (int i = 0; i < 200 && rmdir(path.c_str()) != 0 && errno == EBUSY; ++i) usleep(5000);
+  return rmdir(path.c_str()) == 0 || errno == ENOENT;
+}
+
+}  // namespace
+
+bool kill_and_remove_cgroup(const std::string& path) {
+  // A kill takes a moment to empty a cgroup, longer on a loaded machine: the
+  // whole pass again (kill included, for a child made meanwhile) until the
+  // tree is gone, for up to 5 s.
+  for (int i = 0; i < 1000; ++i) {
+    if (kill_and_remove_once(path)) return true;
+    if (errno != EBUSY) return false;
+    usleep(5000);
+  }
+  return false;
 }
 
 }  // namespace cxxrun::agent

@@ -59,8 +59,9 @@ class JobCgroup {
 };
 
 // Kills every process under the cgroup at `path` (its children too: a
-// nested job), waits briefly until each is empty, and removes them all. The
-// guardian runs it after the agent died.
-void kill_and_remove_cgroup(const std::string& path);
+// nested job), waits (up to 5 s) until each is empty, and removes them all.
+// The guardian runs it after the agent died. False, with errno, when the
+// tree could not be removed.
+bool kill_and_remove_cgroup(const std::string& path);
 
 }  // namespace cxxrun::agent

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -24,6 +25,10 @@ namespace {
   // must stay alive until the agent is gone.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGUSR1, SIGUSR2, SIGPIPE})
     signal(sig, SIG_IGN);
+  // A session (and process group) of its own: `kill -9 -<agent pid>`, what
+  // `timeout -s KILL` and many schedulers send, must not take the guardian
+  // with the agent, or nothing is left to clean up after both.
+  setsid();
   prctl(PR_SET_NAME, "cxxrun-guardian");
   // A byte: the agent is exiting normally and cleans up after itself.
   // End of file: the agent died.
@@ -32,7 +37,8 @@ namespace {
   while ((n = read(pipe_r, &byte, 1)) < 0 && errno == EINTR) {
   }
   const bool agent_died = n <= 0;
-  if (agent_died && !cgroup.empty()) kill_and_remove_cgroup(cgroup);
+  if (agent_died && !cgroup.empty() && !kill_and_remove_cgroup(cgroup))
+    dprintf(2, "cxxrun-guardian: cannot remove the job's cgroup %s: %s\n", cgroup.c_str(), strerror(errno));
   // Repeat: a process may fork while we sweep.
   for (int round = 0; round < 5; ++round) {
     if (signal_processes_with_env(token_prefix, SIGKILL) == 0) break;

@@ -3,6 +3,10 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
 namespace cxxrun::agent {
 namespace {
 
@@ -37,19 +41,35 @@ std::string line_prefix(const std::string& tmpl, const std::string& role, int lo
 }
 
 StreamSink::StreamSink(std::string prefix, int console_fd, const std::string& file_path, size_t tail_lines)
-    : prefix_(std::move(prefix)), console_fd_(console_fd), tail_max_(tail_lines) {
-  if (!file_path.empty()) file_ = std::fopen(file_path.c_str(), "we");
+    : prefix_(std::move(prefix)), console_fd_(console_fd), path_(file_path), tail_max_(tail_lines) {
+  if (file_path.empty()) return;
+  file_ = std::fopen(file_path.c_str(), "we");
+  if (!file_)
+    spdlog::warn("{} cannot open {}: {}; this worker's output is not kept in a file", prefix_, path_,
+                 std::strerror(errno));
 }
 
 StreamSink::~StreamSink() {
   if (file_) std::fclose(file_);
 }
 
+// A full disk must not lose output unseen: the first loss is one line, and
+// finish() says how much went missing in all. Writing goes on trying, so a
+// disk that gets room again gets the rest.
+void StreamSink::to_file(std::string_view bytes) {
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file_) == bytes.size() && std::fflush(file_) == 0;
+  if (ok) return;
+  const int error = errno;
+  std::clearerr(file_);
+  if (lost_bytes_ == 0)
+    spdlog::warn("{} cannot write to {}: {}; this worker's output is being lost from the file (the console "
+                 "and the failure summary still get it)",
+                 prefix_, path_, std::strerror(error));
+  lost_bytes_ += bytes.size();
+}
+
 void StreamSink::write(std::string_view bytes) {
-  if (file_) {
-    std::fwrite(bytes.data(), 1, bytes.size(), file_);
-    std::fflush(file_);
-  }
+  if (file_) to_file(bytes);
   if (console_fd_ >= 0) to_console(bytes);
   if (tail_max_ == 0) return;
   while (!bytes.empty()) {
@@ -117,9 +137,11 @@ void StreamSink::finish() {
     partial_.clear();
   }
   if (file_) {
-    std::fclose(file_);
+    if (std::fclose(file_) != 0 && lost_bytes_ == 0) lost_bytes_ = 1;  // the last buffered bytes
     file_ = nullptr;
   }
+  if (lost_bytes_ > 0)
+    spdlog::warn("{} {}: about {} bytes of this worker's output could not be written", prefix_, path_, lost_bytes_);
 }
 
 }  // namespace cxxrun::agent

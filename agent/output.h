@@ -35,14 +35,20 @@ class StreamSink {
   // Emits a trailing partial line and closes the file.
   void finish();
   const std::deque<std::string>& tail() const { return tail_; }
+  // Bytes the file did not take (a full disk, an I/O error), said in the
+  // log once as it starts and once in all at finish().
+  size_t lost_bytes() const { return lost_bytes_; }
 
  private:
   void to_console(std::string_view bytes);
+  void to_file(std::string_view bytes);
   void keep_line(std::string_view line);
 
   std::string prefix_;
   int console_fd_;
+  std::string path_;
   std::FILE* file_ = nullptr;
+  size_t lost_bytes_ = 0;
   size_t tail_max_;
   std::string partial_;  // the tail's line so far
   std::deque<std::string> tail_;

@@ -12,7 +12,8 @@
 //   the agent got SIGINT/SIGTERM/SIGHUP/SIGQUIT      128 + that signal
 //   bad command line or environment                  2
 //   rendezvous failed / too few nodes / store lost   1
-//   a spare released because the job finished       0
+//   a spare released because the job succeeded      0
+//   a spare released because the job failed         1
 #pragma once
 
 #include <vector>

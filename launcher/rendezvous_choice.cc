@@ -312,15 +312,16 @@ void choose_rendezvous(const RawOptions& raw, agent::Config& config, std::vector
     if (!on_etcd && (key == "protocol" || key == "cacert" || key == "cert" || key == "key" || key == "etcd_prefix"))
       throw UsageError(raw.at("rdzv_conf").shown() + ": " + key + " is read by the etcd backends only (--rdzv-backend=etcd-v3)");
   if (on_etcd) return etcd_credentials(raw, config.rdzv.settings);
-  if (config.rdzv.settings.token.empty()) return;
+  if (config.rdzv.settings.token.empty() || config.rdzv.backend == Backend::c10d) return;
   // The static backend's store is the workers' store too (MASTER_PORT), and
   // torch workers have no way to give a token: they would all be refused.
-  if (config.rdzv.backend == Backend::static_tcp)
+  // On one node too, where worker rank 0 hosts it: the token would protect
+  // nothing, and the user asked for protection.
+  if (!raw.flag("standalone"))
     throw UsageError(raw.at("rdzv_conf").shown() +
                      ": token_file needs --rdzv-backend=c10d; the static backend's store is also the "
                      "workers' store, and workers cannot give a token");
-  if (config.rdzv.backend == Backend::local)
-    warnings.push_back("--rdzv-conf token_file has no effect: a single-node job has no rendezvous store");
+  warnings.push_back("--rdzv-conf token_file has no effect: a --standalone job has no rendezvous store");
 }
 
 }  // namespace cxxrun::launcher

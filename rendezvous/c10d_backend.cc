@@ -47,7 +47,9 @@ Assignment C10dBackend::rejoin() {
     const int dead = rdzv_->current_event() == RoundEvent::dead
                          ? std::max({1, dead_seen_, rdzv_->dead_count()})
                          : 0;
-    expected = std::max(1, rdzv_->members() - dead + rdzv_->num_nodes_waiting());
+    // Spares count: a fixed-size job whose member died goes on at the same
+    // size when one waits (it stopped, "only N-1 nodes alive", before).
+    expected = std::clamp(rdzv_->members() - dead + rdzv_->num_nodes_waiting(), 1, settings.max_nodes);
   } catch (const store::StoreError&) {
     // The next round's join reports a store that is really gone.
   }
@@ -109,8 +111,14 @@ Rendezvous::Liveness C10dBackend::check_members() {
     return out;
   }
   if (out.dead.empty()) return out;
-  out.alive -= static_cast<int>(out.dead.size());
   const auto& s = config_.settings;
+  int waiting = 0;
+  try {
+    waiting = rdzv_->num_nodes_waiting();
+  } catch (const std::exception&) {
+    // Unknown: the members left must do; rejoin() counts again.
+  }
+  out.alive = std::min(s.max_nodes, out.alive - static_cast<int>(out.dead.size()) + waiting);
   std::string ranks;
   for (int r : out.dead) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
   spdlog::warn("node rank {} sent no keep-alive for {} ms", ranks,
@@ -163,8 +171,8 @@ void C10dBackend::leave(bool succeeded) {
   // A lost store cannot be told anything; every call would wait out its
   // deadline.
   if (!store_ || store_lost()) return;
-  store_->leave(succeeded, rdzv_ ? rdzv_->members() : 1, [this] {
-    if (rdzv_) rdzv_->close();
+  store_->leave(succeeded, rdzv_ ? rdzv_->members() : 1, [this, succeeded] {
+    if (rdzv_) rdzv_->close(succeeded);
   });
 }
 

@@ -157,9 +157,17 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
   // reads `complete` only if the round may have completed before this node
   // joined: a completer counts at least min joiners, so the count was
   // above min by then.
+  bool waited_out = false;  // the last wait ended at progress_interval, not at a milestone
   for (bool first = true;; first = false) {
     if (!first || joined > s_.min_nodes)
       if (auto text = store_.get_if_set(complete)) return parse_completion(*text);
+    // A job that ended while this node waited (its last member stopped,
+    // too few nodes left) opens no round this node could complete: say so
+    // now, not at join_timeout. A read per progress_interval of waiting,
+    // none for a join that goes from milestone to milestone.
+    if (waited_out && store_.get_if_set(key("config")) == std::optional<std::string>(kClosed))
+      throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
+                            " was closed while this node waited to join: the job ended without it");
     const int count = first ? joined : static_cast<int>(store_.add(round_key(round, "count"), 0));
     const auto now = Clock::now();
     if (count >= s_.max_nodes) return complete_round(round, s_.max_nodes, slot);
@@ -182,6 +190,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
     // A lease (liveness_) must be renewed while this node waits, however
     // long the others take: the wait goes in slices of one keep-alive
     // interval, with a beat between them.
+    waited_out = false;
     for (auto at = now;; at = Clock::now()) {
       const auto step = liveness_ ? std::min(until, at + s_.keep_alive_interval) : until;
       const auto slice = std::max(milliseconds(1), duration_cast<milliseconds>(step - at));
@@ -192,7 +201,8 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
         store_.wait({round_key(round, "wake/" + std::to_string(milestone - 1))}, slice);
         break;
       } catch (const store::StoreTimeout&) {
-        if (step >= until) break;
+        waited_out = step >= until;
+        if (waited_out) break;
         beat_while_waiting();
       }
     }
@@ -228,6 +238,11 @@ void C10dRendezvous::wait_for_next_round(int round, int members) {
       const std::string value = store_.get(next, s_.keep_alive_interval);
       if (value == "closed")
         throw RendezvousClosed("rendezvous '" + s_.run_id + "' closed while this node waited as a spare");
+      // A spare of a failed job failed with it: exit 0 would tell the
+      // scheduler the job succeeded.
+      if (value == "failed")
+        throw RendezvousError("the job of rendezvous '" + s_.run_id +
+                              "' failed while this node waited as a spare; the failure is in the other nodes' logs");
       return;
     } catch (const store::StoreTimeout&) {
       if (all_members_gone(round, members, seen)) {
@@ -329,6 +344,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   members_ = members;
   rank_of_slot_.clear();
   seen_alive_.clear();
+  beats_counted_ = 0;
   if (liveness_) liveness_->joined(round_key(round, "alive/"), members, mine.substr(c + 1));
   log_("node " + me_.addr + " joined round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
        "' as rank " + std::to_string(out.group_rank) + " in a world of size " + std::to_string(members) + " (" +
@@ -346,8 +362,14 @@ std::vector<std::string> C10dRendezvous::member_addrs(int round, int members) {
 
 const std::vector<int>& C10dRendezvous::rank_of_slot() {
   if (rank_of_slot_.empty()) {
+    // Written before any member was assigned: gone only if the store lost
+    // the job, and then a GET would wait out read_timeout for it.
+    const auto written = store_.get_if_set(round_key(round_, "ranks"));
+    if (!written)
+      throw store::StoreError("the rendezvous store at " + s_.endpoint + " no longer knows round " +
+                              std::to_string(round_) + " of this job: it was restarted and its state is gone");
+    const std::string& ranks = *written;
     rank_of_slot_.assign(members_, 0);
-    const std::string ranks = store_.get(round_key(round_, "ranks"));
     int rank = 0;
     for (size_t pos = 0; pos <= ranks.size() && rank < members_; ++rank) {
       size_t comma = ranks.find(',', pos);
@@ -375,9 +397,24 @@ void C10dRendezvous::beat_while_waiting() {
   }
 }
 
+// Only this node adds to its counter, so an ADD that answers no more than
+// the last one did means the store forgot the job: a store restarted empty
+// on the same port (its host died, and a restarted node hosts a new one).
+// Beats to it would succeed forever and keys the round wrote would never
+// come; a failed beat makes it what it is, a lost store.
 void C10dRendezvous::keep_alive() {
   if (liveness_) return liveness_->beat();
-  if (round_ >= 0) beats_->add(round_key(round_, "alive/" + std::to_string(slot_)), 1);
+  if (round_ < 0) return;
+  const std::string forgotten = "the rendezvous store at " + s_.endpoint +
+                                " no longer knows this job: it was restarted and its state is gone";
+  // Once seen, it stays so: the counter counts up again from nothing.
+  if (beats_counted_ < 0) throw store::StoreError(forgotten);
+  const int64_t counted = beats_->add(round_key(round_, "alive/" + std::to_string(slot_)), 1);
+  if (counted <= beats_counted_) {
+    beats_counted_ = -1;
+    throw store::StoreError(forgotten);
+  }
+  beats_counted_ = counted;
 }
 
 // Group rank 0 watches every member; every other member watches only rank 0,
@@ -407,7 +444,7 @@ std::vector<int> C10dRendezvous::dead_members() {
 int C10dRendezvous::num_nodes_waiting() {
   if (round_ < 0) return 0;
   const int count = static_cast<int>(store_.add(round_key(round_, "count"), 0));
-  return std::max(0, std::min(count, s_.max_nodes) - members_);
+  return std::max(0, count - members_);
 }
 
 RoundEvent C10dRendezvous::publish_dead(int count) {
@@ -426,9 +463,9 @@ void C10dRendezvous::start_next_round() {
   store_.set(round_key(round_, "next"), std::to_string(round_ + 1));
 }
 
-void C10dRendezvous::close() {
+void C10dRendezvous::close(bool succeeded) {
   store_.set(key("config"), kClosed);
-  if (round_ >= 0) store_.set(round_key(round_, "next"), "closed");
+  if (round_ >= 0) store_.set(round_key(round_, "next"), succeeded ? "closed" : "failed");
 }
 
 // Round events: how one node tells every other that the current round is

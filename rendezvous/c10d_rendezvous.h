@@ -25,7 +25,8 @@
 //   r<k>/master        "addr:port" chosen by group rank 0
 //   r<k>/next          "<k+1>" when the next round opens (by a member, or
 //                      by a waiter that found every member gone), "closed"
-//                      at the end
+//                      when the job succeeded, "failed" when it failed:
+//                      what a spare still waiting exits with
 //   r<k>/alive/<slot>  keep-alive counter
 //   r<k>/dead          how many members the `dead` event found dead
 //   r<k>/event         what ended round k for everyone, first writer wins:
@@ -147,7 +148,10 @@ class C10dRendezvous {
   // Call it every keep_alive_interval / 4. Group rank 0 watches everyone,
   // the others watch rank 0.
   std::vector<int> dead_members();
-  // Nodes that joined the current round after it completed.
+  // Nodes that joined the current round after it completed: late joiners
+  // and spares beyond --nnodes' maximum alike, since either can fill a
+  // dead member's place (docs/torchrun-compat.md §5, "a member dies while
+  // a spare waits").
   int num_nodes_waiting();
   // Ends the round with `dead`, saying how many members were found dead
   // (the first count written stands); returns the event that won.
@@ -156,8 +160,10 @@ class C10dRendezvous {
   int dead_count();
   // Opens round+1 for everyone (a restart or a membership change).
   void start_next_round();
-  // The job is over: every later join fails and spares are released.
-  void close();
+  // The job is over: every later join fails, and a spare still waiting
+  // exits 0 if the job `succeeded`, 1 if not (RendezvousClosed or
+  // RendezvousError).
+  void close(bool succeeded);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -205,6 +211,9 @@ class C10dRendezvous {
   Clock::time_point last_progress_{};
   std::vector<int> rank_of_slot_;
   SeenBeats seen_alive_;
+  // This node's keep-alive counter in the current round as last seen; -1
+  // once the store was found to have forgotten the job.
+  int64_t beats_counted_ = 0;
 };
 
 }  // namespace cxxrun::rendezvous

@@ -1,8 +1,12 @@
 #include "rendezvous/etcd_job_store.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "etcd/client.h"
+#include "etcd/errors.h"
 
 namespace cxxrun::rendezvous {
 
@@ -10,14 +14,46 @@ EtcdJobStore::EtcdJobStore(const RendezvousSettings& settings)
     : settings_(settings),
       store_(settings.etcd, settings.read_timeout),
       liveness_(settings, settings.etcd.prefix + "/") {
-  try {
-    // One read: a wrong endpoint or certificate is one clear line now, not
-    // a join that times out later.
-    store_.check({"cxxrun/rdzv/" + settings.run_id + "/config"});
-  } catch (const store::StoreError& e) {
-    throw RendezvousError(std::string("cannot reach the etcd cluster: ") + e.what());
-  }
+  reach();
   spdlog::info("rendezvous through etcd at {} (prefix {})", settings.endpoint, settings.etcd.prefix);
+}
+
+// One read, tried until join_timeout as the c10d store's connect is: etcd
+// may be starting with the job. Each failed try is one line, a
+// progress_interval apart (a dead endpoint was silent for read_timeout,
+// retrying twice a second at DEBUG). What waiting cannot mend, a wrong
+// certificate or password, is one line at once.
+void EtcdJobStore::reach() {
+  using Clock = std::chrono::steady_clock;
+  using std::chrono::milliseconds;
+  const auto deadline = Clock::now() + settings_.join_timeout;
+  // A try cut to less than this by the deadline says nothing new.
+  constexpr milliseconds kShortestTry{100};
+  const std::string key = store_.etcd_key("cxxrun/rdzv/" + settings_.run_id + "/config");
+  for (int attempt = 1;; ++attempt) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    const auto slice = std::max(milliseconds(1), std::min({left, settings_.progress_interval, settings_.read_timeout}));
+    try {
+      store_.client().range(key, slice);
+      if (attempt > 1) spdlog::info("reached the etcd cluster at {} after {} tries", settings_.endpoint, attempt);
+      return;
+    } catch (const etcd::EtcdTlsError& e) {
+      throw RendezvousError(std::string("cannot reach the etcd cluster: ") + e.what());
+    } catch (const etcd::EtcdUnavailable& e) {
+      if (deadline - Clock::now() < kShortestTry) give_up(e.what());
+      spdlog::warn("etcd at {} not reachable yet (try {}): {}", settings_.endpoint, attempt, e.what());
+    } catch (const etcd::EtcdTimeout& e) {
+      if (deadline - Clock::now() < kShortestTry) give_up(e.what());
+      spdlog::warn("etcd at {} not answering yet (try {}): {}", settings_.endpoint, attempt, e.what());
+    } catch (const etcd::EtcdError& e) {
+      throw RendezvousError(std::string("cannot reach the etcd cluster at ") + settings_.endpoint + ": " + e.what());
+    }
+  }
+}
+
+void EtcdJobStore::give_up(const std::string& why) const {
+  throw RendezvousError("cannot reach the etcd cluster at " + settings_.endpoint + " within join_timeout=" +
+                        fmt::format("{:g} s", settings_.join_timeout.count() / 1000.0) + ": " + why);
 }
 
 std::unique_ptr<store::StoreClient> EtcdJobStore::connect_another(std::chrono::milliseconds timeout) const {

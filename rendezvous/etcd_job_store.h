@@ -4,7 +4,9 @@
 // job outlives any one node; leaving needs no handshake.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <string>
 
 #include "rendezvous/etcd_liveness.h"
 #include "rendezvous/etcd_store.h"
@@ -15,8 +17,8 @@ namespace cxxrun::rendezvous {
 
 class EtcdJobStore : public StateStore {
  public:
-  // Connects lazily; checks that some member answers within read_timeout.
-  // Throws RendezvousError naming the members.
+  // Checks that some member answers, trying until join_timeout with a line
+  // per failed try. Throws RendezvousError naming the members.
   explicit EtcdJobStore(const RendezvousSettings& settings);
 
   store::StoreClient& client() override { return store_; }
@@ -26,6 +28,9 @@ class EtcdJobStore : public StateStore {
   void leave(bool succeeded, int members, const std::function<void()>& first) override;
 
  private:
+  void reach();
+  [[noreturn]] void give_up(const std::string& why) const;
+
   const RendezvousSettings settings_;
   EtcdStore store_;
   EtcdLiveness liveness_;

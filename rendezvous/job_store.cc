@@ -79,8 +79,9 @@ void JobStore::connect(bool may_host) {
     try {
       client_ = store::StoreClient::connect(o);
       break;
-    } catch (const store::StoreAuthError& e) {
-      // The store is up and answered: waiting cannot change its verdict.
+    } catch (const store::StoreRefused& e) {
+      // The store is up and refused us (a wrong token, or none where it
+      // wants one): waiting cannot change its verdict.
       throw RendezvousError("cannot join the rendezvous of job=" + s.run_id + " at " + where(r) + ": " +
                             e.what() + " (--rdzv-conf token_file)");
     } catch (const store::StoreError& e) {

@@ -182,7 +182,9 @@ class Rendezvous {
   // the last beat that got through (agent/keep_alive.h).
   virtual bool keep_alive() = 0;
   // Members whose keep-alives stopped (by group rank); when there are any,
-  // the round's event becomes `dead`. `alive` counts the members left.
+  // the round's event becomes `dead`. `alive` counts the nodes that can
+  // form the next round: the members left, and the nodes waiting to join
+  // (spares included), at most --nnodes' maximum.
   struct Liveness {
     std::vector<int> dead;
     int alive = 0;

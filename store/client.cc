@@ -133,7 +133,7 @@ class TcpStoreClient final : public StoreClient {
           std::string what = where(op) + e.what() + " (" + std::to_string(broken_handshakes) +
                              " connections in a row)";
           if (dynamic_cast<const StoreAuthBroken*>(&e) != nullptr) throw StoreAuthError(what);
-          throw StoreError(what);
+          throw StoreRefused(what);
         }
         if (!backoff.sleep_until_next(deadline)) throw give_up(e);
       } catch (const io::SocketError& e) {

@@ -156,6 +156,12 @@ Endpoint parse_endpoint(std::string_view text, int default_port) {
 
   bool ok = !host.empty();
   for (char c : host) ok = ok && valid_host_char(c);
+  // No hostname holds a ':', so a host with one must be a whole IPv6
+  // address: ":::" would otherwise go to the resolver and fail only at
+  // join_timeout, as a connection that never came.
+  in6_addr v6{};
+  if (ok && host.find(':') != std::string_view::npos)
+    ok = inet_pton(AF_INET6, std::string(host).c_str(), &v6) == 1;
   if (!ok)
     throw std::invalid_argument("the host of endpoint " + quoted(whole) +
                                 " must be a hostname, an IPv4 address or an IPv6 address");

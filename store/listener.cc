@@ -50,6 +50,11 @@ void AcceptLoop::start(std::shared_ptr<void> owner, std::function<void(tcp::sock
 void AcceptLoop::accept(std::shared_ptr<void> owner) {
   acceptor_.async_accept([this, owner](const error_code& ec, tcp::socket socket) {
     if (closed_ || ec == asio::error::operation_aborted) return;
+    if ((ec == asio::error::no_descriptors || ec == boost::system::errc::too_many_files_open_in_system) &&
+        reclaim_ && reclaim_()) {
+      accept(owner);
+      return;
+    }
     if (ec) {
       if (!failing_) spdlog::warn("{}: accept failed: {}; retrying every 100 ms", who_, ec.message());
       failing_ = true;

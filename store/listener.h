@@ -42,6 +42,9 @@ class AcceptLoop {
   // pending operations hold `owner` (the server this loop is part of), so
   // the loop and whatever on_socket uses outlive them.
   void start(std::shared_ptr<void> owner, std::function<void(boost::asio::ip::tcp::socket)> on_socket);
+  // Called when accept fails for want of descriptors (EMFILE, ENFILE): true
+  // when it closed something, and the accept is tried again at once.
+  void on_exhausted(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
   void close();
 
  private:
@@ -51,6 +54,7 @@ class AcceptLoop {
   boost::asio::steady_timer retry_;
   std::string who_;
   std::function<void(boost::asio::ip::tcp::socket)> on_socket_;
+  std::function<bool()> reclaim_;
   bool failing_ = false;
   bool closed_ = false;
 };

@@ -65,23 +65,36 @@ StoreServer::Impl::Impl(asio::io_context& io, const StoreServerOptions& options)
       limits(checked_limits(options)),
       memory_limit(checked_memory_limit(options)),
       token(options.token),
+      auth_deadline(options.auth_deadline),
       admit(options.admit) {}
 
 // Rare (the budget is nearly spent), so a scan of every connection is fine.
 bool StoreServer::Impl::evict_for(ServerConnection& asking, size_t bytes) {
+  const auto now = std::chrono::steady_clock::now();
   while (held.load(std::memory_order_relaxed) + bytes > memory_limit) {
     std::shared_ptr<ServerConnection> victim;
-    size_t most = asking.held() + bytes;
+    size_t most = 0;
     for (const auto& [id, connection] : connections) {
-      if (connection.get() != &asking && connection->held() > most) {
+      if (connection.get() != &asking && connection->stalled(now) && connection->held() > most) {
         victim = connection;
         most = connection->held();
       }
     }
+    const bool stalled = victim != nullptr;
+    if (!stalled) {
+      most = asking.held() + bytes;
+      for (const auto& [id, connection] : connections) {
+        if (connection.get() != &asking && connection->held() > most) {
+          victim = connection;
+          most = connection->held();
+        }
+      }
+    }
     ServerConnection& closing = victim ? *victim : asking;
-    closing.fail(fmt::format("memory limit: it holds {} bytes in unfinished requests and unsent replies, "
+    closing.fail(fmt::format("memory limit: it holds {} bytes in unfinished requests and unsent replies{}, "
                              "and the server's memory limit of {} bytes is reached",
-                             most, memory_limit));
+                             most, stalled ? fmt::format(" and sent nothing for {} ms or more", kStalledAfter.count()) : "",
+                             memory_limit));
     if (!victim) return false;
   }
   return true;
@@ -119,6 +132,17 @@ void StoreServer::Impl::deliver(StoreState::Outcome& outcome) {
   }
 }
 
+// Ids grow with every connection, so the lowest unproven id has waited
+// longest; a real agent proves itself within a round trip.
+bool StoreServer::Impl::reclaim_descriptor() {
+  std::shared_ptr<ServerConnection> oldest;
+  for (const auto& [id, connection] : connections)
+    if (!connection->authenticated() && (!oldest || id < oldest->id())) oldest = connection;
+  if (!oldest) return false;
+  oldest->fail("out of file descriptors: closing the connection that has waited longest without proving the token");
+  return true;
+}
+
 void StoreServer::Impl::forget(StoreState::ClientId id) {
   state.disconnect(id);
   connections.erase(id);
@@ -143,6 +167,7 @@ StoreServer::StoreServer(asio::io_context& io, const StoreServerOptions& options
   spdlog::debug("store: listening on {}", address_);
   Impl* impl = impl_.get();
   impl_->listener.start(impl_, [impl](tcp::socket socket) { impl->adopt(std::move(socket)); });
+  if (!impl_->token.empty()) impl_->listener.on_exhausted([impl] { return impl->reclaim_descriptor(); });
 }
 
 StoreServer::~StoreServer() { close(); }

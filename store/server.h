@@ -4,6 +4,7 @@
 // connection. Asio stays out of this header so including it costs nothing.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -33,6 +34,11 @@ struct StoreServerOptions {
   // The shared secret (§9). Non-empty: every connection must prove it knows
   // it before its first request, or is closed; torch's clients cannot.
   std::string token{};
+  // With a token: how long a connection may take to prove it before it is
+  // closed (wire::kAuthDeadline). And when the server runs out of
+  // descriptors, the connection that has waited longest without proving it
+  // is closed to make room for a new one.
+  std::chrono::milliseconds auth_deadline = wire::kAuthDeadline;
   // Which peers may connect at all, for a server whose clients cannot give a
   // token (the workers' store; rendezvous/worker_store.h): called on the
   // server's thread with the peer's IP address ("10.0.0.5", "::1"; a

@@ -40,9 +40,20 @@ ServerConnection::ServerConnection(std::shared_ptr<StoreServer::Impl> server, tc
                                    StoreState::ClientId id, std::string peer)
     : server_(std::move(server)),
       socket_(std::move(socket)),
+      auth_timer_(socket_.get_executor()),
       id_(id),
       peer_(std::move(peer)),
       gate_(server_->token) {}
+
+void ServerConnection::start() {
+  arm_read();
+  if (authenticated()) return;
+  auth_timer_.expires_after(server_->auth_deadline);
+  auth_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    if (ec || self->closed_ || self->authenticated()) return;
+    self->fail(fmt::format("no token handshake within {} ms", self->server_->auth_deadline.count()));
+  });
+}
 
 void ServerConnection::send(std::string bytes) {
   if (closed_) return;
@@ -84,6 +95,7 @@ void ServerConnection::close() {
   error_code ignored;
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
+  auth_timer_.cancel();
   // Its memory goes back now, not when the last pending handler lets go of
   // it. writing_ stays until then: a cancelled write may still name it.
   std::vector<char>().swap(in_);
@@ -121,6 +133,7 @@ void ServerConnection::on_read(error_code ec, size_t n) {
     spdlog::debug("store: connection from {} ended: {}", peer_, ec.message());
     return close();
   }
+  last_input_ = std::chrono::steady_clock::now();
   if (!reserve_input(n + more)) return;
   in_.insert(in_.end(), first_.data(), first_.data() + n);
   in_.insert(in_.end(), server_->scratch.data(), server_->scratch.data() + more);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "store/auth_gate.h"
 #include "store/request.h"
@@ -24,7 +25,9 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   ServerConnection(std::shared_ptr<StoreServer::Impl> server, boost::asio::ip::tcp::socket socket,
                    StoreState::ClientId id, std::string peer);
 
-  void start() { arm_read(); }
+  // Reads, and with a token, closes the connection if it has not proved it
+  // by the server's auth_deadline.
+  void start();
 
   // Queues bytes for the client (its replies, a woken WAIT, a watch push).
   void send(std::string bytes);
@@ -36,6 +39,13 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
 
   // Bytes its buffers hold now, as the budget counts them.
   size_t held() const { return held_; }
+  // Holds part of a request and has received nothing for kStalledAfter.
+  bool stalled(std::chrono::steady_clock::time_point now) const {
+    return !in_.empty() && now - last_input_ >= kStalledAfter;
+  }
+  StoreState::ClientId id() const { return id_; }
+  // Through the token handshake (or none was needed).
+  bool authenticated() const { return server_->token.empty() || gate_.open(); }
 
  private:
   bool paused() const;
@@ -53,6 +63,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
 
   std::shared_ptr<StoreServer::Impl> server_;
   boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer auth_timer_;
   StoreState::ClientId id_;
   std::string peer_;
   // The token handshake, before any request (docs/store-protocol.md §9).
@@ -65,6 +76,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   std::string out_;
   std::string writing_;
   size_t held_ = 0;
+  std::chrono::steady_clock::time_point last_input_ = std::chrono::steady_clock::now();
   std::array<char, 512> first_;
   bool read_armed_ = false;
   bool write_active_ = false;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -25,6 +26,9 @@ class ServerConnection;
 // The most a connection reads per turn of the loop beyond its own small
 // buffer, through the server's shared scratch buffer.
 inline constexpr size_t kServerReadChunk = 64 * 1024;
+// A connection holding part of a request that has received nothing for this
+// long is stalled: the memory budget closes such connections first.
+inline constexpr std::chrono::milliseconds kStalledAfter{1000};
 
 struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   Impl(boost::asio::io_context& io, const StoreServerOptions& options);
@@ -32,13 +36,18 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   void adopt(boost::asio::ip::tcp::socket socket);
   void deliver(StoreState::Outcome& outcome);
   void forget(StoreState::ClientId id);
+  // Out of descriptors: closes the connection that has waited longest
+  // without proving the token. False when there is none to close.
+  bool reclaim_descriptor();
   void close();
 
   // The memory budget (docs/store-protocol.md §5). `asking` is about to
   // allocate `bytes` more for its buffers (while the ones they replace still
-  // exist). Until that fits under the limit, the connection holding the most
-  // (`asking` counted with `bytes`) is closed with one log line. False when
-  // `asking` itself was closed.
+  // exist). Until that fits under the limit, a connection is closed with one
+  // log line: first the stalled ones (kStalledAfter), the largest first, for
+  // they are the likeliest to be attacks or dead peers; then the one holding
+  // the most (`asking` counted with `bytes`), which may be a legitimate large
+  // SET. False when `asking` itself was closed.
   bool make_room(ServerConnection& asking, size_t bytes) {
     return held.load(std::memory_order_relaxed) + bytes <= memory_limit || evict_for(asking, bytes);
   }
@@ -55,6 +64,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   const size_t memory_limit;
   // Empty: connections need no token.
   const std::string token;
+  const std::chrono::milliseconds auth_deadline;
   // Empty: every peer may connect (StoreServerOptions::admit).
   const std::function<bool(const std::string&)> admit;
   std::atomic<size_t> held{0};

@@ -3,6 +3,8 @@
 // vectors are a u64 length followed by the bytes.
 #pragma once
 
+#include <chrono>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -67,6 +69,11 @@ enum class LegacyOp : uint8_t {
 // torch client never sends them and a token-less server can tell them apart.
 enum class AuthOp : uint8_t { begin = 0xC0, prove = 0xC1 };
 inline constexpr uint32_t kAuthVersion = 1;
+// How long a connection to a store with a token may take to prove it
+// (docs/store-protocol.md §9). The handshake is one round trip; a client
+// that stays silent past this is closed, so silent connections cannot hold
+// the server's descriptors.
+inline constexpr std::chrono::milliseconds kAuthDeadline{10'000};
 enum class AuthResponse : uint8_t { ok = 0, refused = 1 };
 
 enum class CheckResponse : uint8_t { ready = 0, not_ready = 1 };

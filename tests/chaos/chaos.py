@@ -1,8 +1,10 @@
 """Chaos: run cxxrun jobs with injected faults of every kind and check, after
 each, what cxxrun promises:
-  - no orphans: no process whose argv carries the fault's marker is alive;
+  - no orphans: no process whose argv carries the fault's marker is alive,
+    and no cgroup of the job's is left behind;
   - the right status: the job's exit code, and the root cause named;
   - the time bound: the job ended within its kind's bound.
+Each defect fault injection ever found has a kind here, so CI keeps it fixed.
 
 Used by tests/chaos/test_chaos.py (a few dozen faults, in CI) and by
 bench/chaos.sh (a few hundred, figures in bench/RESULTS.md):
@@ -11,6 +13,9 @@ bench/chaos.sh (a few hundred, figures in bench/RESULTS.md):
 import argparse
 import os
 import random
+import re
+import resource
+import socket
 import shutil
 import signal
 import subprocess
@@ -40,6 +45,7 @@ class Fault:
         self.kind, self.rng, self.cxxrun, self.dir = kind, rng, cxxrun, workdir
         self.marker = "0.00%07d" % rng.randrange(10 ** 7)
         self.expected_rc, self.root_rank, self.bound, self.expect_text = 0, None, 30.0, None
+        self.max_count = {}  # text -> the most times it may appear in any agent's stderr
         # Only a cgroup (root) catches a process that dropped its environment
         # and left the agent's tree after the agent itself was SIGKILLed.
         self.cgroup = os.geteuid() == 0
@@ -57,12 +63,44 @@ class Fault:
         env["TMPDIR"] = self.dir
         return env
 
-    def start(self, args):
+    def start(self, args, **kwargs):
         return subprocess.Popen([self.cxxrun] + args, env=self.env(), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, **kwargs)
+
+    def rdzv_server(self, *args, nofile=None):
+        """A cxxrun-rdzv of this fault's own on a free port; returns (process, port)."""
+        port = free_port()
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))) if nofile else None
+        server = subprocess.Popen([os.path.join(os.path.dirname(self.cxxrun), "cxxrun-rdzv"), f"--port={port}", *args],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                  preexec_fn=limit)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        return server, port
+
+    def token_file(self, content="chaos-secret"):
+        path = os.path.join(self.dir, f"token{self.rng.randrange(10 ** 9)}")
+        with open(path, "w") as f:
+            f.write(content + "\n")
+        os.chmod(path, 0o600)
+        return path
+
+    def stop_server(self, server):
+        def stop():
+            server.kill()
+            server.wait(timeout=10)
+        return stop
 
     def standalone(self, nproc, body, extra=()):
-        return self.start(["--standalone", f"--nproc-per-node={nproc}"] + list(extra) + [self.script(body)])
+        # A session of its own, as a scheduler starts it: the agent leads its
+        # process group, which agent-group-sigkill kills whole.
+        return self.start(["--standalone", f"--nproc-per-node={nproc}"] + list(extra) + [self.script(body)],
+                          start_new_session=True)
 
     def wait_for_workers(self, count, timeout=20):
         deadline = time.monotonic() + timeout
@@ -73,7 +111,7 @@ class Fault:
         self.started = tempfile.mkdtemp(dir=self.dir)
         begin = time.monotonic()
         procs, extra_checks = getattr(self, "kind_" + self.kind.replace("-", "_"))()
-        errs, rcs, hung = [], [], False
+        errs, rcs, hung, leftovers = [], [], False, []
         for p in procs:
             try:
                 _, err = p.communicate(timeout=max(1, self.bound - (time.monotonic() - begin)))
@@ -90,12 +128,25 @@ class Fault:
         orphans = with_marker(self.marker)
         for pid in orphans:
             os.kill(pid, signal.SIGKILL)
+        for cgroup in {c for e in errs for c in re.findall(r"live in cgroup (\S+)", e)}:
+            if not self.gone(cgroup):
+                leftovers.append(cgroup)
+                kill_cgroup(cgroup)
         wrong = [] if hung else [rc for rc in rcs if rc != self.expected_rc]
         root_ok = all(self.root_named(e) for e in errs) if self.root_rank is not None and not hung else True
         text_ok = all(self.expect_text in e for e in errs) if self.expect_text and not hung else True
-        return {"kind": self.kind, "rcs": rcs, "expected": self.expected_rc, "orphans": len(orphans),
-                "wrong": bool(wrong) or not root_ok or not text_ok, "hung": hung, "seconds": round(seconds, 2),
-                "stderr": errs}
+        counts_ok = all(e.count(text) <= most for e in errs for text, most in self.max_count.items())
+        return {"kind": self.kind, "rcs": rcs, "expected": self.expected_rc, "orphans": len(orphans) + len(leftovers),
+                "wrong": bool(wrong) or not root_ok or not text_ok or not counts_ok, "hung": hung,
+                "seconds": round(seconds, 2), "stderr": errs}
+
+    @staticmethod
+    def gone(path, timeout=6.0):
+        """The guardian removes a dead agent's cgroup within about 5 s."""
+        deadline = time.monotonic() + timeout
+        while os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return not os.path.exists(path)
 
     def root_named(self, err):
         root = err[err.find("Root Cause"):]
@@ -235,14 +286,140 @@ class Fault:
     def kind_bad_input(self):
         # A mistake on the command line: one line, exit 2, nothing started.
         self.expected_rc, self.expect_text = 2, "cxxrun: error:"
-        bad = self.rng.choice([["--nproc-per-node=0"], ["--nproc-per-node=99999"], ["--local-ranks-filter=9"],
-                               ["--inject-fault=kill:rank=99,after=1"], ["--max-restarts=-1"],
-                               ["--rdzv-backend=nope", "--nnodes=2"], ["--log-dir=/proc/nope"]])
-        return [self.start(["--standalone", "--nproc-per-node=2"] + bad + [self.script("sleep 60 {m}")])], []
+        standalone = ["--standalone", "--nproc-per-node=2"]
+        bad = self.rng.choice([standalone + ["--nproc-per-node=0"], standalone + ["--nproc-per-node=99999"],
+                               standalone + ["--local-ranks-filter=9"],
+                               standalone + ["--inject-fault=kill:rank=99,after=1"], standalone + ["--max-restarts=-1"],
+                               standalone + ["--rdzv-backend=nope", "--nnodes=2"], standalone + ["--log-dir=/proc/nope"],
+                               # Not a host, and not an IPv6 address: it waited out join_timeout, exit 1.
+                               ["--rdzv-backend=c10d", "--rdzv-endpoint=:::", "--nnodes=2"],
+                               # A single-node static job's store is the workers': it was ignored, exit 0.
+                               ["--nnodes=1", f"--master-port={free_port()}", f"--rdzv-conf=token_file={self.token_file()}"]])
+        return [self.start(bad + [self.script("sleep 60 {m}")])], []
+
+    def kind_agent_group_sigkill(self):
+        # kill -9 -<agent pid>, as `timeout -s KILL` and many schedulers send
+        # it: the guardian must not die with the agent's process group.
+        nproc = self.rng.randint(1, 3)
+        self.expected_rc = -9
+        escape = self.rng.choice(ESCAPES if self.cgroup else ESCAPES[:1])
+        p = self.standalone(nproc, f"touch {self.started}/$RANK\n{escape}\nexec sleep 60 {{m}}")
+        self.wait_for_workers(nproc)
+        time.sleep(0.1)
+        os.killpg(p.pid, signal.SIGKILL)
+        return [p], [lambda: time.sleep(0.3)]
+
+    def kind_etcd_unreachable(self):
+        # Nothing listens on the etcd endpoint: a line, and exit 1 at
+        # join_timeout naming it (it ran on silently past 45 s).
+        port = free_port()
+        self.expected_rc, self.expect_text, self.bound = 1, f"127.0.0.1:{port}", 15.0
+        return [self.start(["--rdzv-backend=etcd-v3", f"--rdzv-endpoint=127.0.0.1:{port}",
+                            f"--rdzv-id={uuid.uuid4().hex[:8]}", "--rdzv-conf=join_timeout=3", "--no-python",
+                            "sleep", "0.1", self.marker])], []
+
+    def kind_no_token(self):
+        # An agent without the token of a protected store fails after three
+        # refused handshakes, not after join_timeout.
+        self.expected_rc, self.expect_text, self.bound = 1, "refuses clients without it", 15.0
+        server, port = self.rdzv_server("--token-file", self.token_file())
+        agent = self.start(["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=notoken",
+                            "--nnodes=1", "--nproc-per-node=1", "--rdzv-conf=is_host=false,join_timeout=60",
+                            self.script("sleep 60 {m}")])
+        return [agent], [self.stop_server(server)]
+
+    def kind_silent_clients(self):
+        # Connections that never answer the token challenge cannot lock the
+        # real agents out of a store short of descriptors.
+        self.bound = 15.0
+        token = self.token_file()
+        server, port = self.rdzv_server("--token-file", token, nofile=64)
+        silent = []
+        for _ in range(100):
+            try:
+                silent.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+            except OSError:
+                break
+        agent = self.start(["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=silent",
+                            "--nnodes=1", "--nproc-per-node=1", f"--rdzv-conf=is_host=false,token_file={token}",
+                            self.script("true {m}")])
+
+        def close():
+            for s in silent:
+                s.close()
+            self.stop_server(server)()
+        return [agent], [close]
+
+    def kind_restarted_node(self):
+        # A node of a fixed-size job is SIGKILLed and started again under the
+        # same id inside the keep-alive window: it waits as a spare, and takes
+        # the dead node's place; the job goes on at the same size. (The
+        # survivor stopped, "only 1 nodes alive", and the spare exited 0.)
+        self.bound = 40.0
+        server, port = self.rdzv_server()
+        job = uuid.uuid4().hex[:8]
+        script = self.script(f"touch {self.started}/$RANK.$TORCHELASTIC_RESTART_COUNT\n"
+                             f"{self.rng.choice(ESCAPES)}\nsleep 6")
+        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={job}", "--nnodes=2",
+                "--nproc-per-node=1", "--rdzv-conf=is_host=false,keep_alive_interval=1", script]
+        agents = [self.start(args, start_new_session=True) for _ in range(2)]
+        self.wait_for_workers(2)
+        victim = self.rng.choice(agents)
+        victim.kill()
+        victim.communicate(timeout=10)
+        again = self.start(args, start_new_session=True)
+        return [a for a in agents if a is not victim] + [again], [self.stop_server(server)]
+
+    def kind_restarted_host(self):
+        # As restarted-node, but the node killed hosted the rendezvous store:
+        # the job's state died with it. Both the survivor and the restarted
+        # node must fail (exit 1); the restarted one exited 0, or waited.
+        self.expected_rc, self.bound = 1, 30.0
+        port, job = free_port(), uuid.uuid4().hex[:8]
+        script = self.script(f"touch {self.started}/$RANK\n{self.rng.choice(ESCAPES)}\nexec sleep 60 {{m}}")
+        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={job}", "--nnodes=2",
+                "--nproc-per-node=1", "--rdzv-conf=keep_alive_interval=1,join_timeout=6", script]
+        host = self.start(args, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until it hosts the store
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        other = self.start(args, start_new_session=True)
+        self.wait_for_workers(2)
+        host.kill()
+        host.communicate(timeout=10)
+        again = self.start(args, start_new_session=True)
+        return [other, again], []
 
 
 KINDS = ["exit", "signal", "inject", "success", "restart", "agent-sigterm", "agent-sigkill", "hang", "multinode",
-         "store-lost", "paused", "stopped-agent", "bad-input"]
+         "store-lost", "paused", "stopped-agent", "bad-input", "agent-group-sigkill", "etcd-unreachable", "no-token",
+         "silent-clients", "restarted-node", "restarted-host"]
+
+
+def kill_cgroup(path):
+    """A cgroup a dead agent left behind: killed and removed, children first."""
+    for root, dirs, _ in os.walk(path, topdown=False):
+        for d in dirs + [None]:
+            where = os.path.join(root, d) if d else root
+            try:
+                with open(os.path.join(where, "cgroup.kill"), "w") as f:
+                    f.write("1")
+            except OSError:
+                pass
+    for root, dirs, _ in os.walk(path, topdown=False):
+        for d in dirs:
+            try:
+                os.rmdir(os.path.join(root, d))
+            except OSError:
+                pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 def run_faults(count, seed, cxxrun, log=None, kinds=None):

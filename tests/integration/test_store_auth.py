@@ -84,11 +84,17 @@ class TokenTest(TempDirTest):
     def test_an_agent_without_the_token_is_refused(self):
         server = RdzvServer("--port", "0", "--token-file", self.token_file("right", "right"))
         self.addCleanup(server.kill)
-        rc, _, err = run(self.agent_args(server.port, "no_token", "is_host=false,join_timeout=2"), timeout=60)
+        # After three refused handshakes, not at join_timeout (it was 600 s of
+        # reconnecting, 90 a second, and a warning in the store's log each).
+        started = time.monotonic()
+        rc, _, err = run(self.agent_args(server.port, "no_token", "is_host=false,join_timeout=60"), timeout=90)
         self.assertEqual(rc, 1, err)
+        self.assertLess(time.monotonic() - started, 20, "failed at once, not after join_timeout")
         self.assertIn("a store with a token refuses clients without it", err)
+        self.assertIn("--rdzv-conf token_file", err)
         code, server_err = server.stop()
         self.assertIn("not authenticated", server_err)
+        self.assertLessEqual(server_err.count("not authenticated"), 3, server_err)
 
     def test_torch_client_is_refused(self):
         if not torch_available():

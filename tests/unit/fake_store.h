@@ -89,6 +89,12 @@ class FakeStore {
     std::string addr_;
   };
 
+  // A store restarted empty on the same address.
+  void forget_everything() {
+    std::lock_guard l(mu_);
+    data_.clear();
+  }
+
  private:
   std::mutex mu_;
   std::condition_variable cv_;

@@ -99,3 +99,14 @@ TEST_CASE("sink writes raw bytes to its file without prefixes") {
   unlink(tmpl);
   CHECK(std::string(buf, n) == "one\ntwo");
 }
+
+TEST_CASE("sink counts what a full disk did not take, and goes on with the console and the tail") {
+  // /dev/full: every write fails with ENOSPC, as on a full log disk.
+  StreamSink sink("[r0]:", -1, "/dev/full", 2);
+  sink.write("first line\n");
+  sink.write("second line\n");
+  CHECK(sink.lost_bytes() == std::string("first line\nsecond line\n").size());
+  REQUIRE(sink.tail().size() == 2);
+  CHECK(sink.tail().back() == "second line");
+  sink.finish();
+}

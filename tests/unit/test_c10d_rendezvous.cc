@@ -114,8 +114,80 @@ TEST_CASE("rendezvous: a node beyond MAX waits as a spare and is released at clo
   Node spare(store, "c", settings(2, 2));
   auto spare_result = std::async(std::launch::async, [&] { spare.rdzv.next_rendezvous(); });
   CHECK(spare_result.wait_for(300ms) == std::future_status::timeout);
-  nodes[0]->rdzv.close();
+  nodes[0]->rdzv.close(true);
   CHECK_THROWS_AS(spare_result.get(), RendezvousClosed);
+}
+
+TEST_CASE("rendezvous: a spare of a job that failed exits as a failure, not as released") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(2, 2)));
+  join_all(nodes);
+  Node spare(store, "c", settings(2, 2));
+  auto spare_result = std::async(std::launch::async, [&] { spare.rdzv.next_rendezvous(); });
+  CHECK(spare_result.wait_for(300ms) == std::future_status::timeout);
+  nodes[0]->rdzv.close(false);
+  try {
+    spare_result.get();
+    FAIL("the spare joined a closed job");
+  } catch (const RendezvousClosed&) {
+    FAIL("a spare of a failed job was released as if it had succeeded");
+  } catch (const RendezvousError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("failed while this node waited as a spare"));
+  }
+}
+
+TEST_CASE("rendezvous: a node waiting for the others learns the job closed, not at join_timeout") {
+  // The store's host died and a restarted node hosts a new one; the
+  // survivor, too few, stops and closes the job in it. The restarted node
+  // waited for a second joiner until join_timeout (600 s by default).
+  FakeStore store;
+  Node waiting(store, "a", settings(2, 2));
+  auto result = std::async(std::launch::async, [&] { waiting.rdzv.next_rendezvous(); });
+  CHECK(result.wait_for(300ms) == std::future_status::timeout);
+  Node closer(store, "b", settings(2, 2));
+  closer.rdzv.close(false);
+  REQUIRE(result.wait_for(3s) == std::future_status::ready);  // join_timeout is 10 s
+  CHECK_THROWS_WITH(result.get(), Catch::Contains("was closed while this node waited to join"));
+}
+
+TEST_CASE("rendezvous: a store restarted empty is a failed keep-alive, not a wait of read_timeout") {
+  // The store's host died and a restarted node hosts a new, empty store on
+  // the same port. Beats to it succeeded, and the dead-member check waited
+  // read_timeout (60 s) for the round's rank list: the agent hung at exit.
+  FakeStore store;
+  auto s = settings(2, 2);
+  s.read_timeout = 10s;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b"}) nodes.push_back(std::make_unique<Node>(store, addr, s));
+  join_all(nodes);
+  nodes[1]->rdzv.keep_alive();
+  nodes[1]->rdzv.keep_alive();
+  store.forget_everything();
+  CHECK_THROWS_WITH(nodes[1]->rdzv.keep_alive(), Catch::Contains("no longer knows this job"));
+  CHECK_THROWS_WITH(nodes[1]->rdzv.keep_alive(), Catch::Contains("no longer knows this job"));  // and stays so
+  const auto started = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(nodes[1]->rdzv.dead_members(), Catch::Contains("no longer knows round 0"));
+  CHECK(std::chrono::steady_clock::now() - started < 2s);
+}
+
+TEST_CASE("rendezvous: a spare beyond a fixed --nnodes counts as waiting, to fill a dead member's place") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(2, 2)));
+  join_all(nodes);
+  CHECK(nodes[0]->rdzv.num_nodes_waiting() == 0);
+  Node spare(store, "c", settings(2, 2));
+  auto spare_result = std::async(std::launch::async, [&] { return spare.rdzv.next_rendezvous(); });
+  for (int i = 0; i < 200 && nodes[0]->rdzv.num_nodes_waiting() == 0; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(nodes[0]->rdzv.num_nodes_waiting() == 1);
+  // b died: a and the spare form the next round at the same size.
+  nodes[0]->rdzv.start_next_round();
+  auto a_result = std::async(std::launch::async, [&] { return nodes[0]->rdzv.next_rendezvous(2); });
+  REQUIRE(a_result.wait_for(5s) == std::future_status::ready);
+  REQUIRE(spare_result.wait_for(5s) == std::future_status::ready);
+  CHECK(a_result.get().group_world_size == 2);
+  CHECK(spare_result.get().round == 1);
 }
 
 namespace {
@@ -155,7 +227,7 @@ TEST_CASE("rendezvous: a spare that sees the round full first completes it for t
   CHECK(a_result.get().group_world_size == 2);
   CHECK(b_result.get().group_world_size == 2);
   CHECK(c_result.wait_for(100ms) == std::future_status::timeout);  // a spare
-  a.rdzv.close();
+  a.rdzv.close(true);
   CHECK_THROWS_AS(c_result.get(), RendezvousClosed);
 }
 
@@ -188,7 +260,7 @@ TEST_CASE("rendezvous: a job launched again under a killed job's id opens the ne
   for (auto& n : relaunched) futures.push_back(std::async(std::launch::async, [&n] { return n->rdzv.next_rendezvous(); }));
   bool formed = true;
   for (auto& f : futures) formed = formed && f.wait_for(5s) == std::future_status::ready;
-  if (!formed) killed[0]->rdzv.close();  // releases them, so the test fails rather than hangs
+  if (!formed) killed[0]->rdzv.close(true);  // releases them, so the test fails rather than hangs
   REQUIRE(formed);
   std::set<int> ranks;
   for (auto& f : futures) {
@@ -220,7 +292,7 @@ TEST_CASE("rendezvous: a spare waits while any member of the round is alive") {
   CHECK(spare_result.wait_for(600ms) == std::future_status::timeout);  // 4x the keep-alive window
   beating = false;
   beats.join();
-  nodes[0]->rdzv.close();
+  nodes[0]->rdzv.close(true);
   CHECK_THROWS_AS(spare_result.get(), RendezvousClosed);
 }
 
@@ -234,7 +306,7 @@ TEST_CASE("rendezvous: clear errors for closed jobs, id clashes and --nnodes mis
   s.entrypoint = "other_program";
   Node clash(store, "c", s);
   CHECK_THROWS_WITH(clash.rdzv.next_rendezvous(), Catch::Contains("is in use by another job"));
-  a.rdzv.close();
+  a.rdzv.close(true);
   Node after(store, "d", settings(1, 1));
   CHECK_THROWS_WITH(after.rdzv.next_rendezvous(), Catch::Contains("is closed"));
 }

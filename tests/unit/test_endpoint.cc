@@ -56,6 +56,13 @@ TEST_CASE("endpoint: bad ports and hosts are refused with the text in the messag
   CHECK_THROWS_AS(parse_endpoint("[::1]x", 1), std::invalid_argument);
   CHECK_THROWS_AS(parse_endpoint("no de:1", 1), std::invalid_argument);
   CHECK_THROWS_AS(parse_endpoint("[]:1", 1), std::invalid_argument);
+  // Colons make a host an IPv6 address, and these are none: refused here,
+  // not after join_timeout as a host that never answered.
+  CHECK_THROWS_WITH(parse_endpoint(":::", 1), Catch::Contains("':::'"));
+  CHECK_THROWS_AS(parse_endpoint("[:::]:29400", 1), std::invalid_argument);
+  CHECK_THROWS_AS(parse_endpoint("fe80:::1", 1), std::invalid_argument);
+  CHECK_THROWS_AS(parse_endpoint("1:2:3", 1), std::invalid_argument);
+  CHECK(parse_endpoint("::", 29400).host == "::");
 }
 
 TEST_CASE("endpoint: format brackets IPv6 only") {

@@ -156,7 +156,15 @@ TEST_CASE("c10d: token_file reads the rendezvous store's secret when the options
   Failure f = failure({"--nnodes=2", "--node-rank=1", "--master-addr=10.9.8.7", "--rdzv-conf=token_file=" + good,
                        kProg});
   CHECK_THAT(f.message, Contains("token_file needs --rdzv-backend=c10d"));
-  // One node has no rendezvous store: said, not refused.
+  // Static on one node: worker rank 0 hosts the same unprotected store.
+  // Refused too, not ignored (it was, with exit 0).
+  for (auto args : {std::vector<std::string>{"--nnodes=1", "--master-port=29511"},
+                    std::vector<std::string>{"--master-port=29511"}, std::vector<std::string>{"--nnodes=1:1"}}) {
+    args.push_back("--rdzv-conf=token_file=" + good);
+    args.push_back(kProg);
+    CHECK_THAT(failure(args).message, Contains("token_file needs --rdzv-backend=c10d"));
+  }
+  // --standalone has no rendezvous store: said, not refused.
   p = run({"--standalone", "--rdzv-conf=token_file=" + good, kProg});
   REQUIRE(p.warnings.size() == 1);
   CHECK_THAT(p.warnings[0], Contains("token_file has no effect"));

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <thread>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -216,17 +217,44 @@ TEST_CASE("store auth: without the token every request is refused, torch's inclu
   RawSocket modern(server.port());
   REQUIRE(modern.send(store_bytes::validate() + std::string(Msg(Op::ping).u32(7))));
   CHECK(modern.closed_by_server());
-  // cxxrun's own client without the token: a dropped handshake, with a hint.
+  // cxxrun's own client without the token: a dropped handshake, with a
+  // hint, and a refusal a caller that waits for the store stops at.
+  auto start = std::chrono::steady_clock::now();
   try {
     StoreClient::connect(client_options(server.port(), ""));
     FAIL("connected without the token");
-  } catch (const StoreError& e) {
+  } catch (const StoreRefused& e) {
     CHECK_THAT(e.what(), Catch::Contains("a store with a token refuses clients without it"));
+    CHECK_THAT(e.what(), Catch::Contains("3 connections in a row"));
   }
+  CHECK(std::chrono::steady_clock::now() - start < 3s);
   // Nothing reached the store.
   RawSocket c(server.port());
   REQUIRE(raw_handshake(c, kToken) == kOk);
   CHECK(c.ask(Msg(LegacyOp::get_num_keys), 8) == i64(0));
+}
+
+TEST_CASE("store auth: a connection that never answers the challenge is closed at the deadline") {
+  StoreServerOptions options;
+  options.host = "127.0.0.1";
+  options.token = kToken;
+  options.auth_deadline = 200ms;
+  BackgroundStoreServer server(options);
+  RawSocket silent(server.port());
+  CHECK(silent.silent_for(50));  // kept while the deadline runs
+  CHECK_FALSE(silent.silent_for(5000));
+  CHECK(silent.closed_by_server());
+  // One that proved itself stays, however long it is idle after.
+  auto client = StoreClient::connect(client_options(server.port(), kToken));
+  std::this_thread::sleep_for(400ms);
+  client->set("k", "v");
+  CHECK(client->get("k") == "v");
+
+  // Without a token there is nothing to prove: torch's clients may sit idle.
+  options.token.clear();
+  BackgroundStoreServer open(options);
+  RawSocket idle(open.port());
+  CHECK(idle.silent_for(500));
 }
 
 TEST_CASE("store auth: a token-less server is unchanged, and tells a token holder it takes none") {

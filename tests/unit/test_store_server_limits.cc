@@ -148,3 +148,23 @@ TEST_CASE("store server: limits out of range are refused at construction") {
   CHECK_THROWS_AS(with_limit(kMiB, 0), std::invalid_argument);
   CHECK_THROWS_AS(with_limit(kMiB, wire::kMaxRequestBytes + 1), std::invalid_argument);
 }
+
+TEST_CASE("store budget: stalled requests are closed before a large one that is still arriving") {
+  // Sixteen clients stall mid-request (512 KiB buffers each, 8 MiB in all);
+  // then a legitimate 3 MiB SET arrives against a 10 MiB budget. It holds
+  // the most, but it is moving: stalled ones go, and it is answered (it
+  // closed itself before).
+  BackgroundStoreServer server = with_limit(10 * kMiB);
+  std::vector<std::unique_ptr<RawSocket>> stalled;
+  for (int i = 0; i < 16; ++i) {
+    stalled.push_back(stalled_multi_set(server.port(), 384 * kKiB));
+    wait_for_held(server, (i + 1) * 512 * kKiB);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // past kStalledAfter
+  RawSocket big(server.port());
+  REQUIRE(big.send(Msg(LegacyOp::set).str("/big").str(std::string(3 * kMiB, 'z'))));
+  CHECK(big.ask(Msg(LegacyOp::get_num_keys), 8) == i64(1));
+  int closed = 0;
+  for (auto& s : stalled) closed += s->closed_by_server() ? 1 : 0;
+  CHECK(closed >= 1);
+}
