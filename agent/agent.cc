@@ -15,6 +15,7 @@
 #include "agent/worker_env_writer.h"
 #include "agent/zygote.h"
 #include "common/env_names.h"
+#include "rendezvous/backends.h"
 #include "rendezvous/rendezvous.h"
 
 namespace cxxrun::agent {

@@ -17,7 +17,8 @@
 namespace cxxrun::agent {
 
 // Meets the other nodes, then runs the job to completion. Returns the
-// process exit code; agent/restart_policy.h is the home of every rule.
+// process exit code: agent/exit_codes.h has every code, agent/restart_policy.h
+// every rule that picks one.
 int run(const Config& config);
 
 }  // namespace cxxrun::agent

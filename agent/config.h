@@ -10,8 +10,13 @@
 #include <vector>
 
 #include "rendezvous/rendezvous.h"
+#include "store/wire.h"
 
 namespace cxxrun::agent {
+
+// The grace between SIGTERM and SIGKILL when workers stop (torchrun's, and
+// TORCH_ELASTIC_SHUTDOWN_TIMEOUT's default).
+inline constexpr std::chrono::seconds kDefaultShutdownTimeout{30};
 
 // torchrun's Std flag: which of a worker's streams go to a file.
 enum class Std : unsigned { none = 0, out = 1, err = 2, all = 3 };
@@ -86,7 +91,7 @@ struct Config {
   // the final MASTER_ADDR/MASTER_PORT (rule: rendezvous/worker_store.h).
   // master_port 0: a free port, chosen then.
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  int master_port = store::wire::kDefaultPort;
   bool use_agent_store = false;
 
   // Base log directory. Empty: a fresh temp dir, removed at exit.
@@ -109,7 +114,7 @@ struct Config {
   // job (TERM, INT, HUP, QUIT) also stop the agent after forwarding.
   std::vector<int> signals_to_handle;
   // Grace between SIGTERM and SIGKILL when stopping workers.
-  std::chrono::milliseconds shutdown_timeout{30000};
+  std::chrono::milliseconds shutdown_timeout{kDefaultShutdownTimeout};
 
   // Set in every worker's environment on top of the agent's own.
   std::map<std::string, std::string> extra_env;

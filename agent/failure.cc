@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "agent/exit_codes.h"
+
 namespace cxxrun::agent {
 namespace {
 
@@ -95,7 +97,7 @@ void append_failure(std::ostringstream& os, size_t idx, const std::string& local
 
 }  // namespace
 
-int shell_exit_code(const Failure& f) { return f.signal ? 128 + f.signal : f.exit_code; }
+int shell_exit_code(const Failure& f) { return f.signal ? exit_code::signalled(f.signal) : f.exit_code; }
 
 void set_status(Failure& f, int status) {
   if (WIFSIGNALED(status)) {

@@ -3,37 +3,17 @@
 // through a new rendezvous round, or wait. A pure function, so that every
 // path is unit-tested (tests/unit/test_restart_policy.cc).
 //
-// This file is the one home of cxxrun's exit codes; the README's exit-code
-// table is its contract:
-//   every worker exited 0                            0
-//   a worker failed, no restarts left                 its own code, or 128 + signal
-//   a worker could not be executed                   127 (its failure's code)
-//   a worker hung, no restarts left                  137 (it was SIGKILLed)
-//   the agent got SIGINT/SIGTERM/SIGHUP/SIGQUIT      128 + that signal
-//   bad command line or environment                  2
-//   rendezvous failed / too few nodes / store lost   1
-//   a spare released because the job succeeded      0
-//   a spare released because the job failed         1
+// The exit codes themselves are in agent/exit_codes.h; this file decides
+// which one a job gets.
 #pragma once
 
 #include <vector>
 
+#include "agent/exit_codes.h"
 #include "agent/failure.h"
 #include "rendezvous/rendezvous.h"
 
 namespace cxxrun::agent {
-
-namespace exit_code {
-constexpr int success = 0;
-constexpr int usage = 2;
-constexpr int rendezvous_failed = 1;
-constexpr int lost = 1;  // too few nodes left, or the rendezvous store lost
-constexpr int not_executable = 127;
-constexpr int spare_released = 0;
-constexpr int unknown_failure = 1;  // a failure whose own code is unknown
-constexpr int internal_error = 1;
-inline int signalled(int sig) { return 128 + sig; }
-}  // namespace exit_code
 
 // Why the group stopped (or, while waiting, what just happened).
 enum class Cause {

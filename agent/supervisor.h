@@ -23,7 +23,7 @@ class Zygote;
 class LogDir;
 
 // Runs attempts until success, a final failure or a stop signal; returns the
-// exit code (agent/restart_policy.h). `config` holds this node's place in
+// exit code (agent/exit_codes.h, chosen by agent/restart_policy.h). `config` holds this node's place in
 // `round` after rdzv.join(); `job_token` is unique to this agent run;
 // `cgroup` holds the job's processes (nullptr: none, agent/cgroup.h);
 // `zygote` forks Python workers (nullptr: all start by exec, agent/zygote.h).

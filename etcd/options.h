@@ -13,7 +13,7 @@ struct Options {
   // Members' client endpoints, "host:port" (see endpoints.h); each entry may
   // be a comma list. Requests go to the first until it fails, then on down
   // the list, round and round.
-  std::vector<std::string> endpoints{"127.0.0.1:2379"};
+  std::vector<std::string> endpoints{"127.0.0.1:" + std::to_string(kDefaultPort)};
   Protocol protocol = Protocol::http;
   // https only. cacert empty: the system's CAs. cert and key together: our
   // client certificate, for members run with --client-cert-auth.

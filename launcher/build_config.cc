@@ -52,7 +52,7 @@ milliseconds shutdown_timeout(const RawOptions& raw, const Env& env) {
     given = *v;
   else if (auto e = env_value(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"))
     given = RawValue{*e, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
-  if (!given) return seconds(30);
+  if (!given) return agent::kDefaultShutdownTimeout;
   double s = parse_positive_seconds(*given);
   if (s > kMaxShutdownSeconds) throw UsageError(given->shown() + ": longer than 1e9 seconds");
   return milliseconds(std::max<long long>(1, std::llround(std::ceil(s * 1000))));

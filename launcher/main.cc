@@ -1,5 +1,5 @@
 // cxxrun: parse, then hand the job to the agent. Every failure ends as one
-// line on stderr; the codes are agent/restart_policy.h's (usage errors 2, as
+// line on stderr; the codes are agent/exit_codes.h's (usage errors 2, as
 // argparse exits, anything else 1).
 #include <iostream>
 
@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
-#include "agent/restart_policy.h"
+#include "agent/exit_codes.h"
 #include "launcher/options.h"
 
 namespace {

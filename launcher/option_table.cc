@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "agent/config.h"
+#include "launcher/static_text.h"
+#include "rendezvous/rendezvous.h"
+#include "store/wire.h"
+
 namespace cxxrun::launcher {
 namespace {
 
@@ -23,8 +28,9 @@ constexpr OptionSpec kOptions[] = {
      "--rdzv-endpoint and get their ranks there), or etcd-v3 (etcd, etcd-v2: the same through "
      "the etcd members in --rdzv-endpoint)."},
     {"--rdzv-endpoint,--rdzv_endpoint", "RDZV_ENDPOINT", "", value, rendezvous,
-     "Rendezvous backend endpoint <host>[:<port>]; c10d: required, port 29400 by default; "
-     "static: replaces --master-addr/--master-port."},
+     static_text::text<"Rendezvous backend endpoint <host>[:<port>]; c10d: required, port ",
+                       static_text::decimal<rendezvous::kDefaultC10dPort>(),
+                       " by default; static: replaces --master-addr/--master-port.">},
     {"--rdzv-id,--rdzv_id", "RDZV_ID", "none", value, rendezvous, "User-defined group id."},
     {"--rdzv-conf,--rdzv_conf", "RDZV_CONF", "", value, rendezvous,
      "Additional rendezvous configuration (<key1>=<value1>,...): join_timeout, "
@@ -55,8 +61,9 @@ constexpr OptionSpec kOptions[] = {
      "SIGTERM,SIGINT,SIGHUP,SIGQUIT", value, launch,
      "Comma-separated signals forwarded to the workers (e.g. add SIGUSR1,SIGUSR2 for SLURM)."},
     {"--shutdown-timeout,--shutdown_timeout", "SECONDS", nullptr, none, launch,
-     "Grace between SIGTERM and SIGKILL when stopping workers (default "
-     "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30)."},
+     static_text::text<"Grace between SIGTERM and SIGKILL when stopping workers (default "
+                       "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT or ",
+                       static_text::decimal<agent::kDefaultShutdownTimeout.count()>(), ").">},
     {"--numa-binding,--numa_binding", "{node,socket,exclusive,core-complex}", nullptr, none, launch,
      "Bind workers to CPUs near their GPU (not built yet)."},
 
@@ -75,7 +82,8 @@ constexpr OptionSpec kOptions[] = {
      "Rank of this node, 0..NNODES-1 (static backend only; c10d assigns ranks)."},
     {"--master-addr,--master_addr", "MASTER_ADDR", "127.0.0.1", value, static_rdzv,
      "Address of the rank 0 node for the static backend; IPv6 as [::1]."},
-    {"--master-port,--master_port", "MASTER_PORT", "29500", value, static_rdzv,
+    {"--master-port,--master_port", "MASTER_PORT", static_text::text<static_text::decimal<store::wire::kDefaultPort>()>,
+     value, static_rdzv,
      "Port on the rank 0 node for the static backend; its agent hosts the store there."},
     {"--local-addr,--local_addr", "LOCAL_ADDR", nullptr, value, static_rdzv,
      "Address other nodes reach this node by (c10d; default: the address its rendezvous "

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "etcd/endpoints.h"
 #include "launcher/values.h"
 #include "rendezvous/c10d_rendezvous.h"
 #include "store/endpoint.h"
@@ -18,8 +19,6 @@ namespace {
 namespace rdzv = cxxrun::rendezvous;
 using rendezvous::Backend;
 
-constexpr int kC10dDefaultPort = 29400;
-constexpr int kEtcdDefaultPort = 2379;
 constexpr const char* kLoopback = "127.0.0.1";
 
 store::Endpoint endpoint_of(const RawValue& v, int default_port) {
@@ -60,7 +59,7 @@ store::Endpoint c10d_endpoint(const RawOptions& raw) {
   const RawValue& text = raw.at("rdzv_endpoint");
   if (text.text.empty())
     throw UsageError(raw.at("rdzv_backend").shown() + " needs --rdzv-endpoint=HOST[:PORT]");
-  return endpoint_of(text, kC10dDefaultPort);
+  return endpoint_of(text, rdzv::kDefaultC10dPort);
 }
 
 // What every backend's rendezvous reads besides the --rdzv-conf timeouts.
@@ -104,7 +103,7 @@ void c10d(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
     if (!store::is_local_host(endpoint.host) || nodes.max_nodes != 1 || !c.rdzv.is_host.value_or(true))
       throw UsageError(raw.at("rdzv_endpoint").shown() +
                        ": port 0 only works for one node hosting its own store; give the port "
-                       "the other nodes will use (default 29400)");
+                       "the other nodes will use (default " + std::to_string(rdzv::kDefaultC10dPort) + ")");
     endpoint.port = free_port_on(endpoint.host);
   }
   c.rdzv.backend = Backend::c10d;
@@ -126,7 +125,7 @@ bool is_etcd(const std::string& backend) {
   return backend == "etcd-v3" || backend == "etcd" || backend == "etcd-v2";
 }
 
-// "h1:2379,h2,[::1]:2379": every member, port 2379 unless given.
+// "h1:2379,h2,[::1]:2379": every member, etcd's client port unless given.
 std::vector<store::Endpoint> etcd_endpoints(const RawOptions& raw) {
   const RawValue& text = raw.at("rdzv_endpoint");
   if (text.text.empty())
@@ -138,7 +137,7 @@ std::vector<store::Endpoint> etcd_endpoints(const RawOptions& raw) {
     const size_t comma = text.text.find(',', start);
     const std::string one = text.text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (one.empty()) throw UsageError(text.shown() + ": an empty member in the list");
-    out.push_back(endpoint_of({one, text.origin}, kEtcdDefaultPort));
+    out.push_back(endpoint_of({one, text.origin}, etcd::kDefaultPort));
     if (comma == std::string::npos) return out;
     start = comma + 1;
   }

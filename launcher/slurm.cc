@@ -12,12 +12,11 @@
 
 #include "launcher/hostlist.h"
 #include "launcher/values.h"
+#include "rendezvous/rendezvous.h"
 
 namespace cxxrun::launcher {
 namespace {
 
-// torchrun's default c10d port.
-constexpr int kRendezvousPort = 29400;
 // Bounds `scontrol show node` on a slow controller.
 constexpr int kScontrolSeconds = 10;
 
@@ -55,7 +54,7 @@ bool user_chose_the_layout(const RawOptions& raw) {
 }
 
 int endpoint_port(const RawOptions& raw) {
-  if (!raw.was_given("rdzv_endpoint")) return kRendezvousPort;
+  if (!raw.was_given("rdzv_endpoint")) return rendezvous::kDefaultC10dPort;
   const RawValue& v = raw.at("rdzv_endpoint");
   auto port = integer_of(v.text.substr(1));
   if (!port || *port < 1 || *port > 65535)

@@ -21,6 +21,9 @@
 
 namespace cxxrun::rendezvous {
 
+// torchrun's c10d rendezvous port, when --rdzv-endpoint names none.
+inline constexpr int kDefaultC10dPort = 29400;
+
 struct RendezvousError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -115,7 +118,7 @@ struct RendezvousConfig {
   // `backend` implies: --standalone runs as Backend::local, torch says c10d.
   std::string name;
   std::string host;  // c10d: endpoint host; static_tcp: master address
-  int port = 0;      // c10d: endpoint port (29400 by default); static_tcp: master port
+  int port = 0;      // c10d: endpoint port (kDefaultC10dPort by default); static_tcp: master port
   // c10d: --rdzv-conf is_host; unset = this agent hosts the store when host
   // is this machine (and falls back to being a client if the port is taken).
   std::optional<bool> is_host;
@@ -213,7 +216,7 @@ class Rendezvous {
   virtual void inject(const StoreFault& fault) = 0;
 };
 
-// The backend `config.backend` names.
-std::unique_ptr<Rendezvous> make_rendezvous(const RendezvousConfig& config, const WorkerStorePlan& workers);
+// make_rendezvous(), which picks a backend, is in backends.h: the seam
+// knows none of them.
 
 }  // namespace cxxrun::rendezvous

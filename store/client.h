@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "store/wire.h"
+
 namespace cxxrun::store {
 
 struct StoreError : std::runtime_error {
@@ -51,7 +53,7 @@ class StoreClient {
 
   struct Options {
     std::string host = "127.0.0.1";
-    int port = 29500;
+    int port = wire::kDefaultPort;
     // Default deadline of each call, and of the initial connect.
     Duration timeout{std::chrono::seconds(300)};
     // modern: VALIDATE + PING handshake, torch >= 2.2 opcodes.

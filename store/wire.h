@@ -28,6 +28,7 @@ inline constexpr size_t kMaxRequestBytes = 64 * 1024 * 1024;
 // requests still arriving plus replies not yet sent (StoreServerOptions).
 inline constexpr size_t kDefaultMemoryLimit = 256 * 1024 * 1024;
 
+// torch's TCPStore port, and so MASTER_PORT's default (--master-port).
 inline constexpr int kDefaultPort = 29500;
 
 // The modern table (torch >= 2.2).
