@@ -39,7 +39,9 @@ HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const Log
       dir = logs.run_dir() + "/heartbeat";
       std::filesystem::create_directories(dir);
     }
-    heartbeats_ = std::make_unique<HeartbeatMonitor>(c_.heartbeat_timeout, dir);
+    std::map<std::string, std::chrono::nanoseconds> section_limits;
+    for (const auto& [name, limit] : c_.section_timeouts) section_limits[name] = limit;
+    heartbeats_ = std::make_unique<HeartbeatMonitor>(c_.heartbeat_timeout, dir, std::move(section_limits));
   }
   EnvMap env = current_environment();
   if (c_.file_timer) {
@@ -112,22 +114,12 @@ void HangWatchdog::check_file_timers() {
   }
 }
 
+// The monitor judges (heartbeat_monitor.h); this only acts on its verdicts.
 void HangWatchdog::check_heartbeats() {
   if (!heartbeats_) return;
   for (const HeartbeatViolation& v : heartbeats_->check())
     for (const auto& w : group_.workers())
       if (w->local_rank == v.local_rank && w->running) kill_hung(*w, describe(v));
-  for (const auto& w : group_.workers()) {
-    if (!w->running || group_.hung(w->local_rank)) continue;
-    auto snap = heartbeats_->snapshot(w->local_rank);
-    for (const OpenSection& sec : snap ? snap->sections : std::vector<OpenSection>{}) {
-      auto limit = c_.section_timeouts.find(sec.name);
-      if (limit != c_.section_timeouts.end() && sec.open_for > limit->second)
-        kill_hung(*w, "local rank " + std::to_string(w->local_rank) + ": section '" + sec.name + "' open for " +
-                          std::to_string(sec.open_for.count() / 1000000) + " ms (--section-timeout " +
-                          std::to_string(limit->second.count()) + " ms)");
-    }
-  }
 }
 
 // Its exit then takes the ordinary failure path, with `what` as the message

@@ -57,12 +57,16 @@ std::string describe(const HeartbeatViolation& v) {
   if (v.kind == HeartbeatViolation::Kind::heartbeat)
     return fmt::format("local rank {}: no heartbeat for {} (timeout {})", v.local_rank, seconds(open_for),
                        seconds(v.limit));
-  return fmt::format("local rank {}: section '{}' open for {} (timeout {})", v.local_rank, v.what, seconds(open_for),
-                     seconds(v.limit));
+  return fmt::format("local rank {}: section '{}' open for {} ({} {})", v.local_rank, v.what, seconds(open_for),
+                     v.from_flag ? "--section-timeout" : "timeout", seconds(v.limit));
 }
 
-HeartbeatMonitor::HeartbeatMonitor(nanoseconds heartbeat_timeout, const std::string& dir)
-    : heartbeat_timeout_(heartbeat_timeout), dir_(dir.empty() ? make_private_dir() : dir), own_dir_(dir.empty()) {}
+HeartbeatMonitor::HeartbeatMonitor(nanoseconds heartbeat_timeout, const std::string& dir,
+                                   std::map<std::string, nanoseconds> section_limits)
+    : heartbeat_timeout_(heartbeat_timeout),
+      section_limits_(std::move(section_limits)),
+      dir_(dir.empty() ? make_private_dir() : dir),
+      own_dir_(dir.empty()) {}
 
 HeartbeatMonitor::~HeartbeatMonitor() {
   remove_all();
@@ -121,11 +125,20 @@ std::vector<HeartbeatViolation> HeartbeatMonitor::check(nanoseconds now) const {
     }
     for (const auto& slot : page->sections) {
       heartbeat::SectionCopy s;
-      // A timeout beyond int64 nanoseconds (292 years) is no deadline.
-      if (!heartbeat::read_section(slot, s) || !s.active || s.timeout_ns == 0 || s.timeout_ns > INT64_MAX) continue;
+      if (!heartbeat::read_section(slot, s) || !s.active) continue;
+      // Its own deadline, if any (one beyond int64 nanoseconds, 292 years,
+      // is none), and the command line's for its name: the earlier counts.
+      std::optional<nanoseconds> limit;
+      if (s.timeout_ns != 0 && s.timeout_ns <= INT64_MAX) limit = nanoseconds(static_cast<int64_t>(s.timeout_ns));
+      bool from_flag = false;
+      if (auto flag = section_limits_.find(s.name); flag != section_limits_.end() && (!limit || flag->second < *limit)) {
+        limit = flag->second;
+        from_flag = true;
+      }
+      if (!limit) continue;
       const nanoseconds open_for = since(s.started_ns, now);
-      const nanoseconds limit(static_cast<int64_t>(s.timeout_ns));
-      if (open_for > limit) out.push_back({rank, HeartbeatViolation::Kind::section, s.name, limit, open_for - limit});
+      if (open_for > *limit)
+        out.push_back({rank, HeartbeatViolation::Kind::section, s.name, *limit, open_for - *limit, from_flag});
     }
   }
   return out;

@@ -1,7 +1,10 @@
 // Hang detection through heartbeat pages (common/heartbeat_layout.h): one
 // shared-memory file per worker that the worker runtime writes
-// (worker_runtime/heartbeat.h) and this class reads. No thread and no I/O
-// after create(): the supervisor calls check() from its own timer.
+// (worker_runtime/heartbeat.h) and this class reads. The one judge of a
+// worker's heartbeats and sections: silence past --heartbeat-timeout, a
+// section open past its declared timeout or past --section-timeout for its
+// name, whichever comes first. The watchdog only acts on its verdicts. No
+// thread and no I/O after create(): the watchdog calls check() from its timer.
 #pragma once
 
 #include <sys/types.h>
@@ -22,10 +25,12 @@ struct HeartbeatViolation {
   std::string what;                      // "heartbeat" or the section's name
   std::chrono::nanoseconds limit{0};     // the timeout exceeded
   std::chrono::nanoseconds overdue{0};   // how far past it
+  bool from_flag = false;                // the limit is --section-timeout's, not the section's own
 };
 
-// "local rank 1: no heartbeat for 12.3 s (timeout 10 s)" or
-// "local rank 1: section 'step' open for 40.2 s (timeout 30 s)".
+// "local rank 1: no heartbeat for 12.3 s (timeout 10 s)",
+// "local rank 1: section 'step' open for 40.2 s (timeout 30 s)" or, for a
+// limit from the command line, "... (--section-timeout 30 s)".
 std::string describe(const HeartbeatViolation& v);
 
 struct OpenSection {
@@ -47,9 +52,12 @@ class HeartbeatMonitor {
   // heartbeat_timeout: longest silence allowed once a worker has beaten;
   // 0 judges no heartbeat (sections are judged by their own timeouts).
   // dir: where the pages go; "" makes a private directory under /dev/shm
-  // (else $TMPDIR or /tmp), removed by the destructor. Throws
-  // std::runtime_error when the directory cannot be made.
-  explicit HeartbeatMonitor(std::chrono::nanoseconds heartbeat_timeout, const std::string& dir = "");
+  // (else $TMPDIR or /tmp), removed by the destructor. section_limits:
+  // --section-timeout, the longest a section of that name may stay open
+  // whatever it declared. Throws std::runtime_error when the directory
+  // cannot be made.
+  explicit HeartbeatMonitor(std::chrono::nanoseconds heartbeat_timeout, const std::string& dir = "",
+                            std::map<std::string, std::chrono::nanoseconds> section_limits = {});
   ~HeartbeatMonitor();
   HeartbeatMonitor(const HeartbeatMonitor&) = delete;
   HeartbeatMonitor& operator=(const HeartbeatMonitor&) = delete;
@@ -81,6 +89,7 @@ class HeartbeatMonitor {
   };
 
   std::chrono::nanoseconds heartbeat_timeout_;
+  std::map<std::string, std::chrono::nanoseconds> section_limits_;
   std::string dir_;
   bool own_dir_ = false;
   uint64_t generation_ = 0;

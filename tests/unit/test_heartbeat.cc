@@ -290,3 +290,31 @@ TEST_CASE("violations describe themselves for the log") {
   HeartbeatViolation sec{0, HeartbeatViolation::Kind::section, "step", 30s, 10200ms};
   CHECK(describe(sec) == "local rank 0: section 'step' open for 40.2 s (timeout 30.0 s)");
 }
+
+TEST_CASE("--section-timeout is judged by the monitor too, and the earlier limit counts") {
+  // One judge for every limit: a section's own timeout and the command
+  // line's for its name (before, the watchdog judged the latter again, in
+  // a message of its own).
+  HeartbeatMonitor monitor(0s, "", {{"step", 2s}, {"load", 10s}});
+  const std::string path = monitor.create(0);
+  setenv(CXXRUN_HEARTBEAT_ENV, path.c_str(), 1);
+  REQUIRE(cxxrun_heartbeat_init() == 0);
+  REQUIRE(cxxrun_section_begin("step", 0) == 0);    // declares none: the flag's 2 s
+  REQUIRE(cxxrun_section_begin("load", 5.0) == 0);  // declares 5 s, earlier than the flag's 10 s
+  const nanoseconds t = now();
+  CHECK(monitor.check(t + 1s).empty());
+  auto v = monitor.check(t + 3s);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].what == "step");
+  CHECK(v[0].limit == 2s);
+  CHECK(v[0].from_flag);
+  CHECK_THAT(describe(v[0]), Catch::StartsWith("local rank 0: section 'step' open for 3.") &&
+                                 Catch::EndsWith("(--section-timeout 2.0 s)"));
+  v = monitor.check(t + 6s);
+  REQUIRE(v.size() == 2);
+  const auto& load = v[0].what == "load" ? v[0] : v[1];
+  CHECK(load.limit == 5s);
+  CHECK_FALSE(load.from_flag);
+  cxxrun_heartbeat_shutdown();
+  unsetenv(CXXRUN_HEARTBEAT_ENV);
+}
