@@ -86,10 +86,10 @@ int run(const Config& input) {
     first = rdzv->join();
   } catch (const rendezvous::RendezvousClosed& e) {
     spdlog::info("{}; exiting", e.what());
-    return exit_code::spare_released;
+    return decide({.cause = Cause::released}).code;
   } catch (const rendezvous::RendezvousError& e) {
     std::cerr << "cxxrun: " << e.what() << std::endl;
-    return exit_code::rendezvous_failed;
+    return decide({.cause = Cause::rendezvous_failed}).code;
   }
   apply_assignment(config, first);
   const int code = supervise(config, first.round, logs, guardian, cgroup.get(), zygote.get(), *rdzv, token);

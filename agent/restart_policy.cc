@@ -39,6 +39,9 @@ Decision decide(const Situation& s) {
     case Cause::membership:
       if (s.alive_nodes < s.min_nodes) return exit_with(exit_code::lost);
       return {Action::reform, 0, false};
+    case Cause::rendezvous_failed: return exit_with(exit_code::rendezvous_failed);
+    case Cause::released: return exit_with(exit_code::spare_released);
+    case Cause::reported: return exit_with(failure_exit_code(s.summary));
   }
   return exit_with(exit_code::internal_error);
 }

@@ -15,14 +15,19 @@
 
 namespace cxxrun::agent {
 
-// Why the group stopped (or, while waiting, what just happened).
+// Why the group stopped (or, while waiting, what just happened). Every way
+// a job can end on this node is one of these: the agent exits only with a
+// code decide() gave it.
 enum class Cause {
-  success,         // every local worker exited 0
-  failure,         // a local worker failed (exit, signal, hang, exec error)
-  remote_failure,  // a worker failed on another node (round event abort)
-  membership,      // a node joined, or a member died (join / dead)
-  lost,            // too few nodes are left, or the rendezvous store is gone
-  signal,          // the agent was told to stop (SIGINT, SIGTERM, ...)
+  success,            // every local worker exited 0
+  failure,            // a local worker failed (exit, signal, hang, exec error)
+  remote_failure,     // a worker failed on another node (round event abort)
+  membership,         // a node joined, or a member died (join / dead)
+  lost,               // too few nodes are left, or the rendezvous store is gone
+  signal,             // the agent was told to stop (SIGINT, SIGTERM, ...)
+  rendezvous_failed,  // joining or re-forming the job failed, or the workers' store could not be renewed
+  released,           // this node waited as a spare, and the job succeeded without it
+  reported,           // the failure summary is out: exit with its code (Situation::summary)
 };
 
 struct Situation {
@@ -37,6 +42,8 @@ struct Situation {
   // Cause::membership: members alive afterwards, and --nnodes' minimum.
   int alive_nodes = 1;
   int min_nodes = 1;
+  // Cause::reported: the failures the summary showed, root cause first.
+  std::vector<Failure> summary;
 };
 
 enum class Action {

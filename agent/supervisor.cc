@@ -153,6 +153,7 @@ class Supervisor final : WorkerGroup::Listener {
     s.signal = agent_signal_;
     s.alive_nodes = alive_nodes_;
     s.min_nodes = c_.rdzv.settings.min_nodes;
+    s.summary = summary_;
     return s;
   }
 
@@ -195,7 +196,7 @@ class Supervisor final : WorkerGroup::Listener {
         if (phase_ != Phase::restarting) return;
         if (!error.empty()) {
           log_->error("{}", error);
-          return finish(exit_code::rendezvous_failed);
+          return end(Cause::rendezvous_failed);
         }
         start_attempt();
       };
@@ -204,16 +205,21 @@ class Supervisor final : WorkerGroup::Listener {
 
   void reform() {
     phase_ = Phase::rendezvous;
+    rejoining_ = true;
     link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
       try {
         const rendezvous::Assignment a = r.rejoin();
-        return [this, a] { on_rejoined(a); };
+        return [this, a] {
+          rejoining_ = false;
+          on_rejoined(a);
+        };
       } catch (const std::exception& e) {
         std::string error = e.what();
         if (error.empty()) error = "rendezvous failed";
         return [this, error] {
+          rejoining_ = false;
           log_->error("{}", error);
-          finish(exit_code::rendezvous_failed);
+          end(Cause::rendezvous_failed);
         };
       }
     });
@@ -264,14 +270,14 @@ class Supervisor final : WorkerGroup::Listener {
   }
 
   void print_summary(const std::vector<std::string>& records) {
-    const std::vector<Failure> shown = job_failures(records, group_.failures(), host_);
-    if (shown.empty()) {
+    summary_ = job_failures(records, group_.failures(), host_);
+    if (summary_.empty()) {
       log_->error("the job failed on another node, and its failure record could not be read");
-      return finish(exit_code::unknown_failure);
+    } else {
+      const std::string summary = format_summary(c_.entrypoint_name, host_, summary_);
+      (void)!write(STDERR_FILENO, summary.data(), summary.size());
     }
-    const std::string summary = format_summary(c_.entrypoint_name, host_, shown);
-    (void)!write(STDERR_FILENO, summary.data(), summary.size());
-    finish(failure_exit_code(shown));
+    end(Cause::reported);
   }
 
   void on_store_lost(std::chrono::milliseconds silent) {
@@ -292,11 +298,11 @@ class Supervisor final : WorkerGroup::Listener {
       log_->error("the rendezvous store at {} has been unreachable for {} ms; this node's workers succeeded, and it "
                   "waited read_timeout={} ms for the other nodes' results; giving up",
                   s.endpoint, silent.count(), s.read_timeout.count());
-      return finish(exit_code::lost);
+      return end(Cause::lost);
     }
     log_->error("lost the rendezvous store of job={} at {}: no keep-alive got through for {} ms (limit {} ms)",
                 s.run_id, s.endpoint, silent.count(), (s.keep_alive_interval * s.keep_alive_max_attempt).count());
-    if (phase_ == Phase::barrier) return finish(exit_code::lost);
+    if (phase_ == Phase::barrier) return end(Cause::lost);
     if (phase_ == Phase::running) stop(Cause::lost, SIGTERM);
   }
 
@@ -339,11 +345,9 @@ class Supervisor final : WorkerGroup::Listener {
       return group_.signal_all(sig);
     }
     if (phase_ == Phase::rendezvous) {
-      // The link is blocked in the rendezvous and no worker runs: leave now;
-      // the guardian cleans up after us.
       log_->warn("received {} during the rendezvous; exiting", signal_name(sig));
-      spdlog::default_logger()->flush();
-      std::_Exit(exit_code::signalled(sig));
+      agent_signal_ = sig;
+      return end(Cause::signal);
     }
     if (phase_ == Phase::stopping && cause_ == Cause::signal) {
       log_->warn("received {} again; killing workers now", signal_name(sig));
@@ -370,9 +374,22 @@ class Supervisor final : WorkerGroup::Listener {
     return GroupState::unknown;
   }
 
+  // The job ends here for `cause`, with the code the policy gives it.
+  void end(Cause cause) {
+    cause_ = cause;
+    act(decide(situation()));
+  }
+
+  // Only act() calls it: every exit code comes from decide().
   void finish(int code) {
     log_->info("exiting with code {}", code);
     reporter_.exiting(code);
+    if (rejoining_) {
+      // The link is blocked in the rendezvous (up to join_timeout) and no
+      // worker runs: leave now; the guardian cleans up after us.
+      spdlog::default_logger()->flush();
+      std::_Exit(code);
+    }
     exit_code_ = code;
     phase_ = Phase::done;
     boost::system::error_code ignored;
@@ -403,6 +420,8 @@ class Supervisor final : WorkerGroup::Listener {
   int alive_nodes_ = 1;
   int agent_signal_ = 0;
   bool outage_ = false;  // the replicated rendezvous store is unreachable; the workers go on
+  bool rejoining_ = false;  // the link is in Rendezvous::rejoin(), which may block up to join_timeout
+  std::vector<Failure> summary_;  // what the failure summary showed
   std::chrono::steady_clock::time_point barrier_since_{};
   int exit_code_ = exit_code::internal_error;
 };

@@ -102,6 +102,18 @@ TEST_CASE("restart policy: usage, rendezvous and spare exit codes") {
   CHECK(exit_code::unknown_failure == 1);
 }
 
+TEST_CASE("restart policy: a failed rendezvous, a released spare and a printed summary are decided too") {
+  // Every way a job ends goes through decide(): these exited with codes
+  // the supervisor and the agent chose themselves.
+  CHECK(decide_for(Cause::rendezvous_failed, true, 0, 3) == "exit 1");
+  CHECK(decide_for(Cause::released, true, 0, 0) == "exit 0");
+  CHECK(show(decide({.cause = Cause::reported, .summary = {exited(3)}})) == "exit 3");
+  CHECK(show(decide({.cause = Cause::reported, .summary = {killed(SIGTERM, true), killed(SIGSEGV)}})) == "exit 139");
+  // A failure on another node whose record could not be read.
+  CHECK(show(decide({.cause = Cause::reported})) == "exit 1");
+  CHECK(exit_code::signalled(SIGKILL) == 137);
+}
+
 // --- the restart budget --------------------------------------------------------
 
 TEST_CASE("restart policy: a local failure restarts within the budget, then fails") {
