@@ -13,8 +13,8 @@
 
 #include "agent/health_report.h"
 #include "agent/http_message.h"
-#include "store/endpoint.h"
-#include "store/listener.h"
+#include "net/endpoint.h"
+#include "net/listener.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -29,7 +29,7 @@ constexpr std::string_view kMetricsType = "text/plain; version=0.0.4; charset=ut
 // is the one name worth knowing without one.
 std::vector<tcp::endpoint> candidates(const std::string& host, int port) {
   const auto p = static_cast<unsigned short>(port);
-  if (host.empty()) return store::wildcard_endpoints(port);
+  if (host.empty()) return net::wildcard_endpoints(port);
   if (host == "localhost") return {tcp::endpoint(asio::ip::address_v4::loopback(), p)};
   error_code ec;
   asio::ip::address address = asio::ip::make_address(host, ec);
@@ -43,10 +43,10 @@ void bind_and_listen(tcp::acceptor& acceptor, const std::string& host, int port)
   if (port < 0 || port > 65535)
     throw std::system_error(std::make_error_code(std::errc::invalid_argument),
                             "health server port " + std::to_string(port) + " is out of range");
-  if (error_code ec = store::listen_on_first(acceptor, candidates(host, port),
+  if (error_code ec = net::listen_on_first(acceptor, candidates(host, port),
                                                   asio::socket_base::max_listen_connections)) {
     const std::string shown = host.empty() ? "::" : host;
-    throw std::system_error(ec, "health server cannot listen on " + store::format_endpoint({shown, port}));
+    throw std::system_error(ec, "health server cannot listen on " + net::format_endpoint({shown, port}));
   }
 }
 
@@ -78,7 +78,7 @@ struct HealthServer::Impl : std::enable_shared_from_this<Impl> {
   void adopt(tcp::socket socket);
   void close();
 
-  store::AcceptLoop listener;
+  net::AcceptLoop listener;
   std::function<HealthSnapshot()> snapshot;
   // Live connections, so close() can end them; each removes itself when
   // destroyed, and holds the Impl alive until then.
@@ -191,7 +191,7 @@ HealthServer::HealthServer(asio::io_context& io, const std::string& host, int po
   bind_and_listen(impl_->listener.acceptor(), host, port);
   const tcp::endpoint bound = impl_->listener.acceptor().local_endpoint();
   port_ = bound.port();
-  address_ = store::endpoint_text(bound);
+  address_ = net::endpoint_text(bound);
   Impl* impl = impl_.get();
   impl_->listener.start(impl_, [impl](tcp::socket socket) { impl->adopt(std::move(socket)); });
   spdlog::info("health server listening on {} (/healthz, /metrics)", address_);

@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "launcher/values.h"
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 
 namespace cxxrun::launcher {
 namespace {
@@ -198,7 +198,7 @@ void check_health_endpoint(const RawOptions& raw, const Env& env, const agent::C
   if (!port) return;
   const std::string& host = c.health_host;
   const bool every_interface = host.empty() || host == "0.0.0.0" || host == "::";
-  if (!every_interface && !store::is_local_host(host)) {
+  if (!every_interface && !net::is_local_host(host)) {
     const RawValue* given = raw.find("health_host");
     throw bad(given != nullptr ? *given : RawValue{host, "--health-host"},
               "not an address of this machine, so the health server cannot listen on it");
@@ -210,7 +210,7 @@ void check_health_endpoint(const RawOptions& raw, const Env& env, const agent::C
   if (host.empty()) binds = {"::", "0.0.0.0"};
   if (host == "localhost") binds = {"127.0.0.1"};
   for (const std::string& address : binds)
-    if (store::port_in_use(address, c.health_port))
+    if (net::port_in_use(address, c.health_port))
       throw bad(*port, fmt::format("port {} is already in use on {}; pick another port, or 0 for "
                                    "any free one",
                                    c.health_port, host.empty() ? "every interface" : host));

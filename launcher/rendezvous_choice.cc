@@ -11,7 +11,7 @@
 #include "etcd/endpoints.h"
 #include "launcher/values.h"
 #include "rendezvous/c10d_rendezvous.h"
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 
 namespace cxxrun::launcher {
 namespace {
@@ -21,9 +21,9 @@ using rendezvous::Backend;
 
 constexpr const char* kLoopback = "127.0.0.1";
 
-store::Endpoint endpoint_of(const RawValue& v, int default_port) {
+net::Endpoint endpoint_of(const RawValue& v, int default_port) {
   try {
-    return store::parse_endpoint(v.text, default_port);
+    return net::parse_endpoint(v.text, default_port);
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("{}: {}", v.shown(), e.what()));
   }
@@ -31,7 +31,7 @@ store::Endpoint endpoint_of(const RawValue& v, int default_port) {
 
 int free_port_on(const std::string& host) {
   try {
-    return store::pick_free_port(host);
+    return net::pick_free_port(host);
   } catch (const std::system_error& e) {
     throw std::runtime_error(fmt::format("cannot find a free port on {}: {}", host, e.what()));
   }
@@ -55,7 +55,7 @@ void check_single_node_rank(const RawOptions& raw, int node_rank) {
                                  raw.at("node_rank").shown(), raw.at("nnodes").shown()));
 }
 
-store::Endpoint c10d_endpoint(const RawOptions& raw) {
+net::Endpoint c10d_endpoint(const RawOptions& raw) {
   const RawValue& text = raw.at("rdzv_endpoint");
   if (text.text.empty())
     throw UsageError(raw.at("rdzv_backend").shown() + " needs --rdzv-endpoint=HOST[:PORT]");
@@ -64,10 +64,10 @@ store::Endpoint c10d_endpoint(const RawOptions& raw) {
 
 // What every backend's rendezvous reads besides the --rdzv-conf timeouts.
 void fill_settings(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
-                   const store::Endpoint& endpoint) {
+                   const net::Endpoint& endpoint) {
   rdzv::RendezvousSettings& s = c.rdzv.settings;
   s.run_id = c.run_id;
-  s.endpoint = store::format_endpoint(endpoint);
+  s.endpoint = net::format_endpoint(endpoint);
   s.min_nodes = nodes.min_nodes;
   s.max_nodes = nodes.max_nodes;
   s.local_world_size = c.nproc_per_node;
@@ -96,11 +96,11 @@ void standalone(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
 
 void c10d(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
           std::vector<std::string>& warnings) {
-  store::Endpoint endpoint = c10d_endpoint(raw);
+  net::Endpoint endpoint = c10d_endpoint(raw);
   if (endpoint.port == 0) {
     // torch's single-node idiom (what --standalone expands to): this agent
     // hosts the store on a port that is free now. Other nodes could not find it.
-    if (!store::is_local_host(endpoint.host) || nodes.max_nodes != 1 || !c.rdzv.is_host.value_or(true))
+    if (!net::is_local_host(endpoint.host) || nodes.max_nodes != 1 || !c.rdzv.is_host.value_or(true))
       throw UsageError(raw.at("rdzv_endpoint").shown() +
                        ": port 0 only works for one node hosting its own store; give the port "
                        "the other nodes will use (default " + std::to_string(rdzv::kDefaultC10dPort) + ")");
@@ -126,12 +126,12 @@ bool is_etcd(const std::string& backend) {
 }
 
 // "h1:2379,h2,[::1]:2379": every member, etcd's client port unless given.
-std::vector<store::Endpoint> etcd_endpoints(const RawOptions& raw) {
+std::vector<net::Endpoint> etcd_endpoints(const RawOptions& raw) {
   const RawValue& text = raw.at("rdzv_endpoint");
   if (text.text.empty())
     throw UsageError(raw.at("rdzv_backend").shown() + " needs --rdzv-endpoint=HOST[:PORT][,HOST[:PORT]...] "
                      "naming etcd's members");
-  std::vector<store::Endpoint> out;
+  std::vector<net::Endpoint> out;
   size_t start = 0;
   for (;;) {
     const size_t comma = text.text.find(',', start);
@@ -149,7 +149,7 @@ void etcd(const RawOptions& raw, agent::Config& c, const Nodes& nodes, std::vect
     notes.push_back(fmt::format("--rdzv-backend={} runs on cxxrun's etcd-v3 backend: etcd's v3 API, which every "
                                 "etcd since 3.4 serves (torch's {} backend speaks v2)",
                                 name, name));
-  const std::vector<store::Endpoint> members = etcd_endpoints(raw);
+  const std::vector<net::Endpoint> members = etcd_endpoints(raw);
   c.rdzv.backend = Backend::etcd;
   c.rdzv.name = "etcd-v3";
   c.rdzv.host = members.front().host;
@@ -163,7 +163,7 @@ void etcd(const RawOptions& raw, agent::Config& c, const Nodes& nodes, std::vect
   fill_settings(raw, c, nodes, members.front());
   rdzv::EtcdSettings& etcd = c.rdzv.settings.etcd;
   etcd.endpoints.clear();
-  for (const auto& m : members) etcd.endpoints.push_back(store::format_endpoint(m));
+  for (const auto& m : members) etcd.endpoints.push_back(net::format_endpoint(m));
   std::string list;
   for (const auto& e : etcd.endpoints) list += (list.empty() ? "" : ",") + e;
   c.rdzv.settings.endpoint = (etcd.https ? "https://" : "http://") + list;
@@ -174,25 +174,25 @@ void etcd(const RawOptions& raw, agent::Config& c, const Nodes& nodes, std::vect
 void static_backend(const RawOptions& raw, agent::Config& c, const Nodes& nodes) {
   const RawValue& endpoint_text = raw.at("rdzv_endpoint");
   const RawValue* origin = &raw.at("master_port");
-  store::Endpoint endpoint;
+  net::Endpoint endpoint;
   if (!endpoint_text.text.empty()) {
     // torch's static backend: an explicit endpoint replaces master_addr:master_port.
     origin = &endpoint_text;
-    endpoint = endpoint_of(endpoint_text, store::kNoPort);
-    if (endpoint.port == store::kNoPort)
+    endpoint = endpoint_of(endpoint_text, net::kNoPort);
+    if (endpoint.port == net::kNoPort)
       throw UsageError(endpoint_text.shown() + ": port is missing; add :PORT or use --master-port");
     if (endpoint.port == 0) throw UsageError(endpoint_text.shown() + ": port must be in 1..65535");
   } else {
-    endpoint = endpoint_of(raw.at("master_addr"), store::kNoPort);
-    if (endpoint.port != store::kNoPort)
+    endpoint = endpoint_of(raw.at("master_addr"), net::kNoPort);
+    if (endpoint.port != net::kNoPort)
       throw UsageError(raw.at("master_addr").shown() + ": give the port with --master-port");
     endpoint.port = parse_port(raw.at("master_port"));
   }
   const int n = nodes.max_nodes;  // == min_nodes: check_rendezvous_supported
   // One node: worker rank 0 will listen here. Several: node 0's agent hosts
   // the store here. A taken port would only show up later, as a store failure.
-  bool hosts_here = nodes.node_rank == 0 && (n == 1 || store::is_local_host(endpoint.host));
-  if (hosts_here && store::port_in_use(endpoint.host, endpoint.port))
+  bool hosts_here = nodes.node_rank == 0 && (n == 1 || net::is_local_host(endpoint.host));
+  if (hosts_here && net::port_in_use(endpoint.host, endpoint.port))
     throw UsageError(fmt::format("{}: port {} is already in use on {}; pick another port{}",
                                  origin->shown(), endpoint.port, endpoint.host,
                                  n == 1 ? ", or use --standalone for a free one" : ""));

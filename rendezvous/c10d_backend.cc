@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 
 namespace cxxrun::rendezvous {
 

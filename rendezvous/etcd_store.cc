@@ -1,10 +1,5 @@
 #include "rendezvous/etcd_store.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <set>
 #include <stdexcept>
@@ -13,6 +8,7 @@
 #include "etcd/endpoints.h"
 #include "etcd/options.h"
 #include "etcd/watch.h"
+#include "net/endpoint.h"
 
 namespace cxxrun::rendezvous {
 namespace {
@@ -280,30 +276,18 @@ void EtcdStore::set_timeout(Duration timeout) {
   client_->set_timeout(timeout);
 }
 
+// The address the first member sees this host by, as the c10d store's
+// connection tells it (net::address_toward answers both).
 std::string EtcdStore::local_address() const {
   if (!local_address_.empty()) return local_address_;
-  const std::string first = settings_.endpoints.empty() ? "127.0.0.1:2379" : settings_.endpoints.front();
-  const size_t colon = first.rfind(':');
-  std::string host = first.substr(0, colon);
-  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), first.substr(colon + 1).c_str(), &hints, &found) != 0 || found == nullptr)
-    throw store::StoreError("cannot resolve etcd member " + first + " to find this host's address");
-  const int fd = socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_storage local{};
-  socklen_t len = sizeof local;
-  const bool ok = fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
-  freeaddrinfo(found);
-  if (fd >= 0) ::close(fd);
-  char text[INET6_ADDRSTRLEN] = {};
-  const void* addr = local.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                                                 : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
-  if (!ok || inet_ntop(local.ss_family, addr, text, sizeof text) == nullptr)
-    throw store::StoreError("cannot find the address this host reaches etcd member " + first + " by");
-  local_address_ = text;
+  try {
+    const auto members = etcd::parse_endpoints(settings_.endpoints, settings_.https ? etcd::Protocol::https
+                                                                                      : etcd::Protocol::http);
+    const etcd::Endpoint first = members.empty() ? etcd::Endpoint{"127.0.0.1"} : members.front();
+    local_address_ = net::address_toward(first.host, first.port);
+  } catch (const std::exception& e) {
+    throw store::StoreError(std::string("cannot find the address this host reaches etcd by: ") + e.what());
+  }
   return local_address_;
 }
 

@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "rendezvous/worker_store.h"
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 #include "store/server.h"
 
 namespace cxxrun::rendezvous {
@@ -22,7 +22,7 @@ milliseconds remaining(Clock::time_point deadline) {
   return std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
 }
 
-std::string where(const RendezvousConfig& r) { return store::format_endpoint({r.host, r.port}); }
+std::string where(const RendezvousConfig& r) { return net::format_endpoint({r.host, r.port}); }
 
 }  // namespace
 
@@ -36,7 +36,7 @@ JobStore::~JobStore() = default;
 bool JobStore::host_if_needed(bool first) {
   const RendezvousConfig& r = config_;
   const bool host =
-      r.backend == Backend::static_tcp ? r.node_rank == 0 : r.is_host.value_or(store::is_local_host(r.host));
+      r.backend == Backend::static_tcp ? r.node_rank == 0 : r.is_host.value_or(net::is_local_host(r.host));
   if (!host) return false;
   try {
     // Where the other nodes reach it, and nowhere else (loopback for a

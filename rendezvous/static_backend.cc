@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 
 namespace cxxrun::rendezvous {
 namespace {
@@ -20,7 +20,7 @@ Assignment StaticBackend::join() {
   const RendezvousConfig& r = config_;
   store_ = std::make_unique<JobStore>(r);
   store::StoreClient& client = store_->client();
-  const std::string where = store::format_endpoint({r.host, r.port});
+  const std::string where = net::format_endpoint({r.host, r.port});
   const std::string prefix = "cxxrun/static/" + r.settings.run_id + "/node/";
   client.set(prefix + std::to_string(r.node_rank), std::to_string(plan_.nproc_per_node));
   const auto deadline = Clock::now() + r.settings.static_timeout;

@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 #include "rendezvous/rendezvous.h"
 #include "store/server.h"
 
@@ -29,7 +29,7 @@ int WorkerStore::settle(bool agent_serves, const std::string& bind_host, const s
     drop();
     if (port != 0) return port;
     try {
-      return store::pick_free_port(addr);
+      return net::pick_free_port(addr);
     } catch (const std::exception& e) {
       throw RendezvousError("cannot find a free port for worker rank 0's store on " + addr + ": " + e.what());
     }

@@ -4,10 +4,10 @@
 #include <string_view>
 #include <utility>
 
-#include "store/backoff.h"
+#include "net/backoff.h"
 #include "store/client.h"
 #include "store/connection.h"
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 #include "store/wire.h"
 
 namespace cxxrun::store {
@@ -54,12 +54,12 @@ std::string joined(const std::vector<std::string>& keys) {
 class TcpStoreClient final : public StoreClient {
  public:
   explicit TcpStoreClient(Options options)
-      : options_(std::move(options)), endpoint_(format_endpoint({options_.host, options_.port})) {}
+      : options_(std::move(options)), endpoint_(net::format_endpoint({options_.host, options_.port})) {}
 
   void set_timeout(Duration timeout) override { options_.timeout = timeout; }
 
   void connect_now() {
-    Backoff backoff;
+    net::Backoff backoff;
     connection("connect", options_.timeout, Clock::now() + options_.timeout, backoff);
   }
 
@@ -107,7 +107,7 @@ class TcpStoreClient final : public StoreClient {
   }
 
   StoreConnection& connection(std::string_view op, Duration timeout, Deadline deadline,
-                              Backoff& backoff) {
+                              net::Backoff& backoff) {
     if (conn_ && conn_->stale()) conn_.reset();
     auto give_up = [&](const std::exception& e) {
       return StoreTimeout(where(op) + "cannot connect within " + std::to_string(timeout.count()) +
@@ -149,7 +149,7 @@ class TcpStoreClient final : public StoreClient {
   template <class Body>
   auto call(std::string_view op, Duration timeout, Resend resend, Body&& body) {
     Deadline deadline = Clock::now() + timeout;
-    Backoff backoff;
+    net::Backoff backoff;
     for (int broken = 1;; ++broken) {
       StoreConnection& conn = connection(op, timeout, deadline, backoff);
       size_t sent = 0;

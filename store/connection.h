@@ -10,9 +10,12 @@
 #include <string_view>
 
 #include "store/client.h"
-#include "store/socket_io.h"
+#include "net/socket_io.h"
 
 namespace cxxrun::store {
+
+// The sockets under the store client are net/'s.
+namespace io = net::io;
 
 // The server answered, but not the way this protocol says it would (a wrong
 // PING echo, an impossible length): retrying on a new connection would only

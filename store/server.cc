@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 #include "store/server_connection.h"
 #include "store/server_impl.h"
 #include "store/wire.h"
@@ -42,7 +42,7 @@ void bind_and_listen(tcp::acceptor& acceptor, const StoreServerOptions& options)
                             "store port " + std::to_string(options.port) + " is out of range");
   std::vector<tcp::endpoint> candidates;
   if (options.host.empty()) {
-    candidates = wildcard_endpoints(options.port);
+    candidates = net::wildcard_endpoints(options.port);
   } else {
     tcp::resolver resolver(acceptor.get_executor());
     error_code ec;
@@ -52,9 +52,9 @@ void bind_and_listen(tcp::acceptor& acceptor, const StoreServerOptions& options)
       throw std::system_error(ec, "cannot resolve store host '" + options.host + "'");
     for (const auto& entry : results) candidates.push_back(entry.endpoint());
   }
-  if (error_code ec = listen_on_first(acceptor, candidates, kBacklog)) {
+  if (error_code ec = net::listen_on_first(acceptor, candidates, kBacklog)) {
     std::string shown = options.host.empty() ? "::" : options.host;
-    throw std::system_error(ec, "cannot listen on " + format_endpoint({shown, options.port}));
+    throw std::system_error(ec, "cannot listen on " + net::format_endpoint({shown, options.port}));
   }
 }
 
@@ -108,7 +108,7 @@ void StoreServer::Impl::adopt(tcp::socket socket) {
     asio::ip::address peer = remote.address();
     if (peer.is_v6() && peer.to_v6().is_v4_mapped()) peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
     if (!admit(peer.to_string())) {
-      spdlog::warn("store: refused a connection from {}: not a node of this job", endpoint_text(remote));
+      spdlog::warn("store: refused a connection from {}: not a node of this job", net::endpoint_text(remote));
       socket.close(ec);
       return;
     }
@@ -117,9 +117,9 @@ void StoreServer::Impl::adopt(tcp::socket socket) {
   socket.non_blocking(true, ec);
   StoreState::ClientId id = next_id++;
   auto connection =
-      std::make_shared<ServerConnection>(shared_from_this(), std::move(socket), id, endpoint_text(remote));
+      std::make_shared<ServerConnection>(shared_from_this(), std::move(socket), id, net::endpoint_text(remote));
   connections.emplace(id, connection);
-  spdlog::debug("store: connection from {} ({} open)", endpoint_text(remote), connections.size());
+  spdlog::debug("store: connection from {} ({} open)", net::endpoint_text(remote), connections.size());
   connection->start();
 }
 
@@ -162,7 +162,7 @@ StoreServer::StoreServer(asio::io_context& io, const StoreServerOptions& options
   bind_and_listen(impl_->listener.acceptor(), options);
   tcp::endpoint local = impl_->listener.acceptor().local_endpoint();
   port_ = local.port();
-  address_ = endpoint_text(local);
+  address_ = net::endpoint_text(local);
   loopback_only_ = local.address().is_loopback();
   spdlog::debug("store: listening on {}", address_);
   Impl* impl = impl_.get();

@@ -14,7 +14,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "store/listener.h"
+#include "net/listener.h"
 #include "store/request.h"
 #include "store/server.h"
 #include "store/state.h"
@@ -59,7 +59,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
     held.store(held.load(std::memory_order_relaxed) - before + after, std::memory_order_relaxed);
   }
 
-  AcceptLoop listener;
+  net::AcceptLoop listener;
   const RequestLimits limits;
   const size_t memory_limit;
   // Empty: connections need no token.

@@ -17,7 +17,7 @@
 #include "launcher/devices.h"
 #include "listener.h"
 #include "launcher/options.h"
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 
 using namespace cxxrun::launcher;
 using Catch::Contains;
@@ -31,7 +31,7 @@ namespace options_test {
 inline Env base_env() {
   const char* path = std::getenv("PATH");
   return {{"PATH", path != nullptr ? path : "/usr/bin:/bin"},
-          {"PET_MASTER_PORT", std::to_string(cxxrun::store::pick_free_port("127.0.0.1"))}};
+          {"PET_MASTER_PORT", std::to_string(cxxrun::net::pick_free_port("127.0.0.1"))}};
 }
 
 inline Parsed run(std::vector<std::string> args, const Env& env = base_env()) { return parse(args, env); }

@@ -18,12 +18,12 @@
 #include <thread>
 #include <vector>
 
-#include "store/socket_io.h"
+#include "net/socket_io.h"
 
 namespace scripted {
 
-using cxxrun::store::io::Clock;
-using cxxrun::store::io::Socket;
+using cxxrun::net::io::Clock;
+using cxxrun::net::io::Socket;
 
 // Every wait of the scripted server ends, so a client bug fails a test, not CI.
 inline constexpr auto kStepLimit = std::chrono::seconds(10);
@@ -57,7 +57,7 @@ inline std::string hex(std::string_view bytes) {
 
 inline std::string read_n(const Socket& sock, size_t n) {
   std::string buf(n, '\0');
-  cxxrun::store::io::recv_exact(sock, buf.data(), n, Clock::now() + kStepLimit);
+  cxxrun::net::io::recv_exact(sock, buf.data(), n, Clock::now() + kStepLimit);
   return buf;
 }
 
@@ -69,16 +69,16 @@ inline void expect(const Socket& sock, std::string_view expected_hex) {
 }
 
 inline void reply(const Socket& sock, std::string_view bytes_hex) {
-  cxxrun::store::io::send_all(sock, unhex(bytes_hex), Clock::now() + kStepLimit);
+  cxxrun::net::io::send_all(sock, unhex(bytes_hex), Clock::now() + kStepLimit);
 }
 
 // True once the client has closed its end (EOF), false if it sent more bytes.
 inline bool client_closed(const Socket& sock) {
   char c;
   try {
-    cxxrun::store::io::recv_exact(sock, &c, 1, Clock::now() + kStepLimit);
+    cxxrun::net::io::recv_exact(sock, &c, 1, Clock::now() + kStepLimit);
     return false;
-  } catch (const cxxrun::store::io::SocketError&) {
+  } catch (const cxxrun::net::io::SocketError&) {
     return true;
   }
 }

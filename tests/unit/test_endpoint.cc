@@ -7,9 +7,9 @@
 #include <stdexcept>
 
 #include "listener.h"
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 
-using namespace cxxrun::store;
+using namespace cxxrun::net;
 
 
 TEST_CASE("endpoint: host and port forms") {
@@ -115,4 +115,12 @@ TEST_CASE("is_local_host: loopback and own name yes, wildcard and others no") {
   CHECK_FALSE(is_local_host("::"));
   CHECK_FALSE(is_local_host("10.1.2.3"));
   CHECK_FALSE(is_local_host("node-17.cluster"));
+}
+
+TEST_CASE("address_toward: the address a peer sees this host by") {
+  // Loopback peers see a loopback address; the same answer a connected
+  // socket's local_ip() gives.
+  CHECK(address_toward("127.0.0.1", 2379) == "127.0.0.1");
+  CHECK(is_local_host(address_toward("localhost", 1)));
+  CHECK_THROWS_WITH(address_toward("no-such-host.invalid", 2379), Catch::Contains("no-such-host.invalid:2379"));
 }

@@ -291,7 +291,7 @@ TEST_CASE("violations describe themselves for the log") {
   CHECK(describe(sec) == "local rank 0: section 'step' open for 40.2 s (timeout 30.0 s)");
 }
 
-TEST_CASE("--section-timeout is judged by the monitor too, and the earlier limit counts") {
+TEST_CASE("heartbeat monitor: --section-timeout is judged there too, and the earlier limit counts") {
   // One judge for every limit: a section's own timeout and the command
   // line's for its name (before, the watchdog judged the latter again, in
   // a message of its own).

@@ -8,7 +8,7 @@
 #include "raw_socket.h"
 #include "rendezvous/job_store.h"
 #include "store/client.h"
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 #include "store/server.h"
 #include "store_wire_bytes.h"
 
@@ -35,7 +35,7 @@ rendezvous::RendezvousConfig c10d_config(int port, bool is_host, const std::stri
 }  // namespace
 
 TEST_CASE("job store: the store it hosts requires its token, and its connections give it") {
-  const int port = store::pick_free_port("127.0.0.1");
+  const int port = cxxrun::net::pick_free_port("127.0.0.1");
   rendezvous::JobStore job(c10d_config(port, true, "t0ken"));
   CHECK(job.client().add("n", 2) == 2);
   CHECK(job.connect_another(2s)->add("n", 1) == 3);

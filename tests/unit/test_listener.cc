@@ -9,9 +9,9 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 
-#include "store/listener.h"
+#include "net/listener.h"
 
-using namespace cxxrun::store;
+using namespace cxxrun::net;
 using tcp = boost::asio::ip::tcp;
 using namespace std::chrono_literals;
 

@@ -30,7 +30,7 @@ TEST_CASE("defaults match torchrun's") {
 }
 
 TEST_CASE("default master port is 29500") {
-  if (cxxrun::store::port_in_use("127.0.0.1", 29500)) return;  // another job holds it
+  if (cxxrun::net::port_in_use("127.0.0.1", 29500)) return;  // another job holds it
   Env env = base_env();
   env.erase("PET_MASTER_PORT");
   CHECK(run({kProg}, env).config.master_port == 29500);

@@ -127,7 +127,7 @@ TEST_CASE("static backend: a master port already in use is refused, naming it") 
   // An explicit static endpoint replaces --master-addr/--master-port.
   CHECK_THAT(failure({"--rdzv-endpoint=127.0.0.1:" + port, kProg}).message, Contains("in use"));
   Parsed p = run({"--rdzv-endpoint=localhost:" +
-                      std::to_string(cxxrun::store::pick_free_port("127.0.0.1")),
+                      std::to_string(cxxrun::net::pick_free_port("127.0.0.1")),
                   kProg});
   CHECK(p.config.master_addr == "localhost");
   CHECK_THAT(failure({"--rdzv-endpoint=localhost", kProg}).message, Contains("port is missing"));

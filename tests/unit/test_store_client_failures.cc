@@ -5,10 +5,11 @@
 #include <thread>
 
 #include "store/client.h"
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 #include "scripted_store_server.h"
 
 using namespace cxxrun::store;
+using cxxrun::net::pick_free_port;
 using namespace std::chrono_literals;
 using scripted::expect;
 using scripted::reply;

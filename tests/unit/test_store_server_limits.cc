@@ -164,7 +164,8 @@ TEST_CASE("store budget: stalled requests are closed before a large one that is 
   RawSocket big(server.port());
   REQUIRE(big.send(Msg(LegacyOp::set).str("/big").str(std::string(3 * kMiB, 'z'))));
   CHECK(big.ask(Msg(LegacyOp::get_num_keys), 8) == i64(1));
+  // Something arrived (the server's close, as nothing else is sent them).
   int closed = 0;
-  for (auto& s : stalled) closed += s->closed_by_server() ? 1 : 0;
+  for (auto& s : stalled) closed += !s->silent_for(0) && s->closed_by_server() ? 1 : 0;
   CHECK(closed >= 1);
 }

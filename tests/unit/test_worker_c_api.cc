@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 #include "worker_runtime/cxxrun_worker.h"
 
 TEST_CASE("cxxrun_init outside cxxrun returns NULL and says why") {
@@ -21,7 +21,7 @@ TEST_CASE("cxxrun_init outside cxxrun returns NULL and says why") {
 }
 
 TEST_CASE("C collectives on a one-rank job") {
-  const std::string port = std::to_string(cxxrun::store::pick_free_port("127.0.0.1"));
+  const std::string port = std::to_string(cxxrun::net::pick_free_port("127.0.0.1"));
   for (auto [k, v] : {std::pair{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"},
                       {"MASTER_PORT", port.c_str()}})
     setenv(k, v, 1);

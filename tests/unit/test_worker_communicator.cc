@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "store/client.h"
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 #include "store/server.h"
 #include "worker_runtime/gloo_communicator.h"
 
@@ -55,7 +55,7 @@ std::vector<std::string> run_ranks(int n, BootstrapEnv env, const Options& optio
   return errors;
 }
 
-int free_port() { return cxxrun::store::pick_free_port("127.0.0.1"); }
+int free_port() { return cxxrun::net::pick_free_port("127.0.0.1"); }
 
 }  // namespace
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 #include "worker_runtime/nccl_communicator.h"
 
 using namespace cxxrun::worker;
@@ -32,7 +32,7 @@ int visible_devices() {
 // other tests see no launcher.
 struct OneRankEnv {
   explicit OneRankEnv(int local_rank = 0) {
-    const std::string port = std::to_string(cxxrun::store::pick_free_port("127.0.0.1"));
+    const std::string port = std::to_string(cxxrun::net::pick_free_port("127.0.0.1"));
     const std::string local = std::to_string(local_rank);
     for (auto [k, v] : {std::pair{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", local.c_str()},
                         {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port.c_str()}})
@@ -167,7 +167,7 @@ TEST_CASE("NCCL init gives up at the deadline when a rank never joins") {
   BootstrapEnv env;
   env.worker.world_size = 2;
   env.worker.master_addr = "127.0.0.1";
-  env.worker.master_port = cxxrun::store::pick_free_port("127.0.0.1");
+  env.worker.master_port = cxxrun::net::pick_free_port("127.0.0.1");
   const Options options = nccl_options(3s);
   const auto started = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(make_nccl_communicator(env, options), Catch::Contains("NCCL init timed out"));

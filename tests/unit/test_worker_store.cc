@@ -5,11 +5,11 @@
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/worker_store.h"
 #include "store/client.h"
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 
 using namespace cxxrun::rendezvous;
-using cxxrun::store::pick_free_port;
-using cxxrun::store::port_in_use;
+using cxxrun::net::pick_free_port;
+using cxxrun::net::port_in_use;
 using cxxrun::store::StoreClient;
 
 TEST_CASE("worker store: the agent serves it on a port the OS picks when the plan says 0") {

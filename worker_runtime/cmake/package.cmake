@@ -6,7 +6,7 @@
 # without crowding the prefix's include/.
 # Included from worker_runtime/, which the top level adds after store/
 # and launcher/: install(TARGETS) needs the targets to exist already.
-if(NOT TARGET cxxrun_store OR NOT TARGET cxxrun)
+if(NOT TARGET cxxrun_store OR NOT TARGET cxxrun_net OR NOT TARGET cxxrun)
   message(FATAL_ERROR "worker_runtime/cmake/package.cmake: add_subdirectory(worker_runtime) must come after store and launcher")
 endif()
 include(GNUInstallDirs)
@@ -21,13 +21,15 @@ foreach(target cxxrun_worker cxxrun_store)
   target_include_directories(${target} INTERFACE "$<INSTALL_INTERFACE:${cxxrun_include_dir}>")
 endforeach()
 set_target_properties(cxxrun_worker PROPERTIES EXPORT_NAME worker)
-# The worker's store client and server, for its final link.
+# The worker's store client and server, and the sockets under them, for its
+# final link.
 set_target_properties(cxxrun_store PROPERTIES EXPORT_NAME store)
+set_target_properties(cxxrun_net PROPERTIES EXPORT_NAME net)
 set_target_properties(cxxrun PROPERTIES EXPORT_NAME cxxrun)
 
 # Components (packaging/CMakeLists.txt makes a Debian package of each):
 # launcher, the programs; dev, what a program linking cxxrun::worker needs.
-install(TARGETS cxxrun_worker cxxrun_store cxxrun
+install(TARGETS cxxrun_worker cxxrun_store cxxrun_net cxxrun
         EXPORT cxxrunTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT launcher)

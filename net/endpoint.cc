@@ -1,4 +1,4 @@
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <system_error>
 
-namespace cxxrun::store {
+namespace cxxrun::net {
 namespace {
 
 bool valid_host_char(char c) {
@@ -203,6 +203,38 @@ bool port_in_use(const std::string& host, int port) {
   return false;
 }
 
+std::string address_text(const sockaddr_storage& address, socklen_t length) {
+  char text[NI_MAXHOST] = {};
+  const int rc = getnameinfo(reinterpret_cast<const sockaddr*>(&address), length, text, sizeof text, nullptr, 0,
+                             NI_NUMERICHOST);
+  if (rc != 0) throw std::system_error(std::make_error_code(std::errc::address_not_available),
+                                       std::string("getnameinfo: ") + gai_strerror(rc));
+  std::string ip = text;
+  constexpr std::string_view mapped = "::ffff:";
+  if (address.ss_family == AF_INET6 && ip.starts_with(mapped) && ip.find('.') != std::string::npos)
+    ip.erase(0, mapped.size());
+  return ip;
+}
+
+std::string address_toward(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string where = format_endpoint({host, port});
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0 || !found)
+    throw std::system_error(std::make_error_code(std::errc::address_not_available),
+                            "cannot resolve " + where + ": " + gai_strerror(rc));
+  AddrInfoPtr list(found);
+  Fd sock(socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (sock.get() < 0 || ::connect(sock.get(), found->ai_addr, found->ai_addrlen) != 0 ||
+      getsockname(sock.get(), reinterpret_cast<sockaddr*>(&local), &len) != 0)
+    throw std::system_error(errno, std::generic_category(), "no route from this host to " + where);
+  return address_text(local, len);
+}
+
 bool is_local_host(std::string_view host) {
   if (host.size() > 1 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
@@ -226,4 +258,4 @@ bool is_local_host(std::string_view host) {
   return is_interface_address(h);
 }
 
-}  // namespace cxxrun::store
+}  // namespace cxxrun::net

@@ -11,7 +11,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-namespace cxxrun::store {
+namespace cxxrun::net {
 
 // The v6 wildcard (dual-stack), then the v4 one for hosts without IPv6.
 std::vector<boost::asio::ip::tcp::endpoint> wildcard_endpoints(int port);
@@ -59,4 +59,4 @@ class AcceptLoop {
   bool closed_ = false;
 };
 
-}  // namespace cxxrun::store
+}  // namespace cxxrun::net

@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-namespace cxxrun::store {
+namespace cxxrun::net {
 
 class Backoff {
  public:
@@ -40,4 +40,4 @@ class Backoff {
   std::minstd_rand rng_;
 };
 
-}  // namespace cxxrun::store
+}  // namespace cxxrun::net

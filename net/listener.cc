@@ -1,11 +1,11 @@
-#include "store/listener.h"
+#include "net/listener.h"
 
 #include <boost/asio/ip/v6_only.hpp>
 #include <spdlog/spdlog.h>
 
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 
-namespace cxxrun::store {
+namespace cxxrun::net {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -79,4 +79,4 @@ void AcceptLoop::close() {
   retry_.cancel();
 }
 
-}  // namespace cxxrun::store
+}  // namespace cxxrun::net

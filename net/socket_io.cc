@@ -1,4 +1,4 @@
-#include "store/socket_io.h"
+#include "net/socket_io.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -15,9 +15,9 @@
 #include <mutex>
 #include <thread>
 
-#include "store/endpoint.h"
+#include "net/endpoint.h"
 
-namespace cxxrun::store::io {
+namespace cxxrun::net::io {
 namespace {
 
 // With several addresses (IPv6 and IPv4 of one name) a black-holed first one
@@ -200,15 +200,11 @@ std::string local_ip(const Socket& sock) {
   socklen_t len = sizeof addr;
   if (getsockname(sock.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
     throw SocketError(std::string("getsockname failed: ") + errno_text(errno));
-  char text[NI_MAXHOST] = {};
-  int rc = getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, text, sizeof text, nullptr, 0,
-                       NI_NUMERICHOST);
-  if (rc != 0) throw SocketError(std::string("getnameinfo failed: ") + gai_strerror(rc));
-  std::string ip = text;
-  constexpr std::string_view mapped = "::ffff:";
-  if (addr.ss_family == AF_INET6 && ip.starts_with(mapped) && ip.find('.') != std::string::npos)
-    ip.erase(0, mapped.size());
-  return ip;
+  try {
+    return address_text(addr, len);
+  } catch (const std::system_error& e) {
+    throw SocketError(e.what());
+  }
 }
 
-}  // namespace cxxrun::store::io
+}  // namespace cxxrun::net::io

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace cxxrun::store::io {
+namespace cxxrun::net::io {
 
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
@@ -67,4 +67,4 @@ bool input_pending(const Socket& sock);
 // with IPv4-mapped IPv6 addresses given as plain IPv4.
 std::string local_ip(const Socket& sock);
 
-}  // namespace cxxrun::store::io
+}  // namespace cxxrun::net::io

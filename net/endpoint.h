@@ -2,10 +2,12 @@
 // the two port probes the launcher needs before it starts anything.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <string>
 #include <string_view>
 
-namespace cxxrun::store {
+namespace cxxrun::net {
 
 // Passed as default_port when the caller insists on an explicit port; the
 // parsed Endpoint then carries it back so the caller can word the error.
@@ -35,8 +37,20 @@ int pick_free_port(const std::string& host);
 // about the port and return false.
 bool port_in_use(const std::string& host, int port);
 
+// This host's address as a peer at host:port sees it: the local address a
+// connection there leaves from (a UDP connect: no packet is sent). The one
+// answer to "which address do the others reach me by" for a node that has
+// no connection yet; io::local_ip() gives the same for a connected socket.
+// An IPv4-mapped IPv6 address comes back as its IPv4 form. Throws
+// std::system_error naming host:port when it cannot be resolved or reached.
+std::string address_toward(const std::string& host, int port);
+
+// The numeric text of a socket address ("10.0.0.5", "fe80::1"; a v4-mapped
+// address as its IPv4 form).
+std::string address_text(const sockaddr_storage& address, socklen_t length);
+
 // Loopback names and addresses, or this machine's own hostname. Wildcards
 // (0.0.0.0, ::) are not local: they mean "every interface", i.e. other nodes.
 bool is_local_host(std::string_view host);
 
-}  // namespace cxxrun::store
+}  // namespace cxxrun::net
