@@ -1,11 +1,11 @@
 #include "launcher/rendezvous_choice.h"
 
-#include <array>
 #include <map>
-#include <random>
 #include <stdexcept>
 #include <system_error>
 
+#include <boost/uuid/random_generator.hpp>
+#include <boost/uuid/uuid_io.hpp>
 #include <fmt/format.h>
 
 #include "etcd/endpoints.h"
@@ -233,22 +233,7 @@ void etcd_credentials(const RawOptions& raw, rdzv::RendezvousSettings& s) {
 
 }  // namespace
 
-std::string random_uuid4() {
-  std::random_device device;
-  std::array<unsigned char, 16> bytes{};
-  for (size_t i = 0; i < bytes.size(); i += 4) {
-    unsigned int word = device();
-    for (size_t j = 0; j < 4; ++j) bytes[i + j] = static_cast<unsigned char>(word >> (8 * j));
-  }
-  bytes[6] = static_cast<unsigned char>((bytes[6] & 0x0f) | 0x40);  // version 4
-  bytes[8] = static_cast<unsigned char>((bytes[8] & 0x3f) | 0x80);  // RFC 4122 variant
-  std::string out;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    out += fmt::format("{:02x}", bytes[i]);
-  }
-  return out;
-}
+std::string random_uuid4() { return boost::uuids::to_string(boost::uuids::random_generator()()); }
 
 void check_rendezvous_supported(const RawOptions& raw) {
   const Nodes nodes = nodes_of(raw);
