@@ -4,7 +4,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
+#include <boost/beast/http.hpp>
 #include <exception>
 #include <spdlog/spdlog.h>
 #include <system_error>
@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "agent/health_report.h"
-#include "agent/http_message.h"
 #include "net/endpoint.h"
 #include "net/listener.h"
 
@@ -20,8 +19,10 @@ namespace cxxrun::agent {
 namespace {
 
 namespace asio = boost::asio;
+namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
+using Response = http::response<http::string_body>;
 
 constexpr std::string_view kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -50,20 +51,65 @@ void bind_and_listen(tcp::acceptor& acceptor, const std::string& host, int port)
   }
 }
 
-std::string respond(std::string_view head, const std::function<HealthSnapshot()>& snapshot) {
-  std::optional<HttpRequest> request = parse_request_line(head);
-  if (!request) return http_response(400, "text/plain", "bad request\n");
-  const bool healthz = request->path == "/healthz";
-  if (!healthz && request->path != "/metrics") return http_response(404, "text/plain", "not found\n");
-  if (request->method != "GET") return http_response(405, "text/plain", "only GET\n", "Allow: GET\r\n");
+// Bytes through the blank line that ends the request head, 0 while there is
+// none yet. Bare "\n" line ends count too (RFC 9112 §2.2 lets a server
+// accept them; hand-typed nc requests use them), which Beast's parser does
+// not take: with_crlf() mends them for it.
+size_t head_size(std::string_view received) {
+  size_t best = 0;
+  for (std::string_view end : {"\r\n\r\n", "\n\n", "\n\r\n"}) {
+    const size_t at = received.find(end);
+    if (at != std::string_view::npos && (best == 0 || at + end.size() < best)) best = at + end.size();
+  }
+  return best;
+}
+
+std::string with_crlf(std::string_view head) {
+  std::string out;
+  out.reserve(head.size() + 16);
+  for (size_t i = 0; i < head.size(); ++i) {
+    if (head[i] == '\n' && (i == 0 || head[i - 1] != '\r')) out.push_back('\r');
+    out.push_back(head[i]);
+  }
+  return out;
+}
+
+// One response, then the connection closes: probes and Prometheus scrapers
+// need no keep-alive.
+Response response(http::status status, std::string_view type, std::string body) {
+  Response r{status, 11};
+  r.set(http::field::content_type, type);
+  r.set(http::field::cache_control, "no-store");
+  r.keep_alive(false);
+  r.body() = std::move(body);
+  r.prepare_payload();
+  return r;
+}
+
+// `request` is a head Beast parsed; `bad` when it could not (not HTTP/1.x,
+// or not a request line at all).
+Response respond(const http::request<http::empty_body>& request, bool bad,
+                 const std::function<HealthSnapshot()>& snapshot) {
+  const std::string_view target = request.target();
+  if (bad || (request.version() != 10 && request.version() != 11) || !target.starts_with('/'))
+    return response(http::status::bad_request, "text/plain", "bad request\n");
+  const std::string_view path = target.substr(0, target.find('?'));
+  const bool healthz = path == "/healthz";
+  if (!healthz && path != "/metrics") return response(http::status::not_found, "text/plain", "not found\n");
+  if (request.method() != http::verb::get) {
+    Response r = response(http::status::method_not_allowed, "text/plain", "only GET\n");
+    r.set(http::field::allow, "GET");
+    return r;
+  }
   try {
     HealthSnapshot s = snapshot();
     if (healthz)
-      return http_response(reports_healthy(s.state) ? 200 : 503, "application/json", health_json(s));
-    return http_response(200, kMetricsType, prometheus_text(s));
+      return response(reports_healthy(s.state) ? http::status::ok : http::status::service_unavailable,
+                      "application/json", health_json(s));
+    return response(http::status::ok, kMetricsType, prometheus_text(s));
   } catch (const std::exception& e) {
     spdlog::warn("health server: the snapshot failed: {}", e.what());
-    return http_response(500, "text/plain", "snapshot failed\n");
+    return response(http::status::internal_server_error, "text/plain", "snapshot failed\n");
   }
 }
 
@@ -92,8 +138,12 @@ namespace {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(std::shared_ptr<HealthServer::Impl> server, tcp::socket socket)
-      : server_(std::move(server)), socket_(std::move(socket)), deadline_(socket_.get_executor()) {
+      : server_(std::move(server)),
+        socket_(std::move(socket)),
+        deadline_(socket_.get_executor()) {
     server_->connections.insert(this);
+    parser_.header_limit(2 * HealthServer::kMaxRequestBytes);  // with_crlf may add a byte per line
+    parser_.eager(false);
   }
   ~Connection() { server_->connections.erase(this); }
 
@@ -116,6 +166,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
+  // The head only: a body (a POST's) is never read, only drained after.
   void read_head() {
     socket_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](const error_code& ec, size_t n) {
       self->on_read(ec, n);
@@ -125,16 +176,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_read(const error_code& ec, size_t n) {
     if (ec) return stop();
     received_.append(chunk_.data(), n);
-    const size_t head = request_head_size(received_);
+    const size_t head = head_size(received_);
     if (head == 0 || head > HealthServer::kMaxRequestBytes) {
-      if (received_.size() < HealthServer::kMaxRequestBytes) return read_head();
+      if (head == 0 && received_.size() < HealthServer::kMaxRequestBytes) return read_head();
       spdlog::debug("health server: closing a client whose request head passed {} bytes",
                     HealthServer::kMaxRequestBytes);
       return stop();
     }
-    response_ = respond(std::string_view(received_).substr(0, head), server_->snapshot);
-    received_.clear();
-    asio::async_write(socket_, asio::buffer(response_), [self = shared_from_this()](const error_code& ec, size_t) {
+    // Beast parses; a head it cannot parse (not HTTP/1.x, not a request
+    // line at all) is answered 400.
+    const std::string crlf = with_crlf(std::string_view(received_).substr(0, head));
+    error_code bad;
+    parser_.put(asio::buffer(crlf), bad);
+    response_ = respond(parser_.get(), bad || !parser_.is_header_done(), server_->snapshot);
+    http::async_write(socket_, response_, [self = shared_from_this()](const error_code& ec, size_t) {
       if (ec) return self->stop();
       self->linger();
     });
@@ -161,7 +216,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer deadline_;
   std::array<char, 2048> chunk_;
   std::string received_;
-  std::string response_;
+  http::request_parser<http::empty_body> parser_;
+  Response response_;
 };
 
 }  // namespace

@@ -9,7 +9,9 @@
 //   other paths   404; other methods on those two paths: 405
 //   bad request   400
 //
-// Each connection carries one request and is closed after the response. A
+// HTTP/1.1 through Boost.Beast (request heads parsed, responses written);
+// bare "\n" line ends are taken too, for requests typed into nc. Each
+// connection carries one request and is closed after the response. A
 // client gets kDeadline in total to send its head (at most kMaxRequestBytes)
 // and read the answer; one that is slow, silent or oversized is closed, and
 // at most kMaxConnections are open at once, so no client can stall the loop

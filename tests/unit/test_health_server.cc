@@ -26,7 +26,6 @@
 
 #include "agent/health_report.h"
 #include "agent/health_server.h"
-#include "agent/http_message.h"
 #include "listener.h"
 
 using namespace cxxrun::agent;
@@ -398,26 +397,6 @@ TEST_CASE("health server: a throwing snapshot answers 500 and the server lives o
   CHECK(get(server.port(), "/healthz").status == 200);
   io.stop();
   loop.join();
-}
-
-TEST_CASE("http message: request heads and request lines") {
-  CHECK(request_head_size("GET / HTTP/1.1\r\nHost: x\r\n") == 0);
-  CHECK(request_head_size("GET / HTTP/1.1\r\n\r\nbody") == 18);
-  CHECK(request_head_size("GET / HTTP/1.1\n\n") == 16);
-
-  auto r = parse_request_line("GET /metrics?x=1 HTTP/1.1\r\nHost: y\r\n\r\n");
-  REQUIRE(r);
-  CHECK(r->method == "GET");
-  CHECK(r->path == "/metrics");
-  CHECK_FALSE(parse_request_line("GET /metrics\r\n\r\n"));
-  CHECK_FALSE(parse_request_line("GET  /metrics HTTP/1.1\r\n\r\n"));
-  CHECK_FALSE(parse_request_line("GET http://host/metrics HTTP/1.1\r\n\r\n"));
-  CHECK_FALSE(parse_request_line("G(T / HTTP/1.1\r\n\r\n"));
-  CHECK_FALSE(parse_request_line("GET / HTTP/2.0\r\n\r\n"));
-
-  CHECK(http_response(404, "text/plain", "no\n") ==
-        "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nCache-Control: no-store\r\n"
-        "Connection: close\r\n\r\nno\n");
 }
 
 TEST_CASE("health report: infinities and NaN use Prometheus spellings; JSON shows null") {
