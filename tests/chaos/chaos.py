@@ -198,16 +198,20 @@ class Fault:
         p.send_signal(signal.SIGTERM)
         return [p], []
 
-    def kind_agent_sigkill(self):
+    def agent_killed(self, kill):
+        """A job whose agent `kill(p)` SIGKILLs once its workers run."""
         nproc = self.rng.randint(1, 3)
         self.expected_rc = -9
         escape = self.rng.choice(ESCAPES if self.cgroup else ESCAPES[:1])
         p = self.standalone(nproc, f"touch {self.started}/$RANK\n{escape}\nexec sleep 60 {{m}}")
         self.wait_for_workers(nproc)
         time.sleep(0.1)
-        p.kill()
+        kill(p)
         # The guardian needs a moment after the agent is gone.
         return [p], [lambda: time.sleep(0.3)]
+
+    def kind_agent_sigkill(self):
+        return self.agent_killed(lambda p: p.kill())
 
     def kind_hang(self):
         self.expected_rc, self.root_rank = 137, 1
@@ -300,14 +304,7 @@ class Fault:
     def kind_agent_group_sigkill(self):
         # kill -9 -<agent pid>, as `timeout -s KILL` and many schedulers send
         # it: the guardian must not die with the agent's process group.
-        nproc = self.rng.randint(1, 3)
-        self.expected_rc = -9
-        escape = self.rng.choice(ESCAPES if self.cgroup else ESCAPES[:1])
-        p = self.standalone(nproc, f"touch {self.started}/$RANK\n{escape}\nexec sleep 60 {{m}}")
-        self.wait_for_workers(nproc)
-        time.sleep(0.1)
-        os.killpg(p.pid, signal.SIGKILL)
-        return [p], [lambda: time.sleep(0.3)]
+        return self.agent_killed(lambda p: os.killpg(p.pid, signal.SIGKILL))
 
     def kind_etcd_unreachable(self):
         # Nothing listens on the etcd endpoint: a line, and exit 1 at
