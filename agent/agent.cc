@@ -68,7 +68,7 @@ std::unique_ptr<Zygote> start_forkserver(const Config& config, const std::string
 }  // namespace
 
 int run(const Config& input) {
-  Config config = input;
+  const Config& config = input;
   // Console writes must fail with EPIPE rather than kill the agent.
   signal(SIGPIPE, SIG_IGN);
   // Orphaned grandchildren are reparented to us, so they can be found and
@@ -91,8 +91,7 @@ int run(const Config& input) {
     std::cerr << "cxxrun: " << e.what() << std::endl;
     return decide({.cause = Cause::rendezvous_failed}).code;
   }
-  apply_assignment(config, first);
-  const int code = supervise(config, first.round, logs, guardian, cgroup.get(), zygote.get(), *rdzv, token);
+  const int code = supervise(config, first, logs, guardian, cgroup.get(), zygote.get(), *rdzv, token);
   if (code != 0) logs.keep();
   rdzv->leave(code == 0);
   return code;

@@ -70,7 +70,7 @@ std::string_view event_name(AgentEvent event) {
   return "cxxrun.agent.RESTART";
 }
 
-EventContext event_context(const Config& config, int restart_count) {
+EventContext event_context(const Config& config, const rendezvous::Assignment& placement, int restart_count) {
   EventContext c;
   c.run_id = config.run_id;
   c.role = config.role;
@@ -78,9 +78,9 @@ EventContext event_context(const Config& config, int restart_count) {
                    : config.rdzv.backend == rendezvous::Backend::c10d ? "c10d"
                                                           : "static";
   c.entry_point = config.entrypoint_name;
-  c.group_rank = config.group_rank;
-  c.group_world_size = config.group_world_size;
-  c.world_size = config.world_size > 0 ? config.world_size : config.nproc_per_node * config.group_world_size;
+  c.group_rank = placement.group_rank;
+  c.group_world_size = placement.group_world_size;
+  c.world_size = placement.world_size;
   c.restart_count = restart_count;
   return c;
 }

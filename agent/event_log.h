@@ -47,6 +47,10 @@
 #include <string_view>
 #include <variant>
 
+namespace cxxrun::rendezvous {
+struct Assignment;
+}
+
 namespace cxxrun::agent {
 
 struct Config;
@@ -76,7 +80,7 @@ struct EventContext {
 // The context for `config` as the launcher or a rendezvous left it.
 // Backend::local reads "static" (what torchrun reports without
 // --standalone), static_tcp "static", c10d "c10d".
-EventContext event_context(const Config& config, int restart_count = 0);
+EventContext event_context(const Config& config, const rendezvous::Assignment& placement, int restart_count = 0);
 
 // One worker as events name it.
 struct WorkerRef {

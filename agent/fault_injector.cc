@@ -11,13 +11,15 @@ FaultInjector::FaultInjector(boost::asio::io_context& io, WorkerGroup& group, St
 
 FaultInjector::~FaultInjector() = default;
 
-void FaultInjector::schedule(const Config& c, int attempt, std::function<bool()> armed) {
+void FaultInjector::schedule(const Config& c, const rendezvous::Assignment& placement, int attempt,
+                             std::function<bool()> armed) {
   timers_.clear();
   for (const FaultSpec& f : c.faults) {
     const bool worker_fault = f.kind == FaultSpec::Kind::kill || f.kind == FaultSpec::Kind::stop;
-    if (worker_fault && (f.attempt != attempt || f.rank < c.base_rank || f.rank >= c.base_rank + c.nproc_per_node))
+    if (worker_fault &&
+        (f.attempt != attempt || f.rank < placement.base_rank || f.rank >= placement.base_rank + c.nproc_per_node))
       continue;
-    if (!worker_fault && f.node != c.group_rank) continue;
+    if (!worker_fault && f.node != placement.group_rank) continue;
     if (f.kind == FaultSpec::Kind::delay_store) {
       store_fault_(rendezvous::StoreFault{false, f.delay});
       continue;

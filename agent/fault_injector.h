@@ -27,7 +27,9 @@ class FaultInjector {
 
   // Arms this attempt's faults (cancelling the last attempt's). They fire
   // only while `armed` says the group runs.
-  void schedule(const Config& config, int attempt, std::function<bool()> armed);
+  // `placement`: this node's place in the round (which ranks and node it is).
+  void schedule(const Config& config, const rendezvous::Assignment& placement, int attempt,
+                std::function<bool()> armed);
 
  private:
   boost::asio::io_context& io_;

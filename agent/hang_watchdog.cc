@@ -29,8 +29,7 @@ constexpr std::chrono::milliseconds kStackDumpGrace{1000};
 
 HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const LogDir& logs, WorkerGroup& group,
                            OnHang on_hang)
-    : io_(io), c_(config), group_(group), on_hang_(std::move(on_hang)),
-      log_(spdlog::default_logger()->clone("cxxrun node" + std::to_string(config.group_rank))) {
+    : io_(io), c_(config), group_(group), on_hang_(std::move(on_hang)) {
   if (c_.heartbeat_timeout.count() > 0 || !c_.section_timeouts.empty()) {
     // Under the run's log dir when there is one, so the guardian's cleanup
     // after an agent SIGKILL covers the pages too.
@@ -109,7 +108,8 @@ void HangWatchdog::check_file_timers() {
   const auto mine = find_processes_with_env(group_.attempt_token());
   for (const TimerExpiry& e : expired) {
     if (std::find(mine.begin(), mine.end(), e.pid) == mine.end()) continue;
-    log_->error("file-timer scope '{}' of pid {} expired; sending {}", e.scope_id, e.pid, signal_name(e.signal));
+    group_.log()->error("file-timer scope '{}' of pid {} expired; sending {}", e.scope_id, e.pid,
+                        signal_name(e.signal));
     if (e.signal > 0) kill(e.pid, e.signal);
   }
 }
@@ -127,7 +127,7 @@ void HangWatchdog::check_heartbeats() {
 void HangWatchdog::kill_hung(const Worker& w, const std::string& what) {
   if (group_.hung(w.local_rank)) return;
   group_.note_hang(w.local_rank, what);
-  log_->error("worker hung: {} (rank {}, pid {})", what, w.rank, w.pid);
+  group_.log()->error("worker hung: {} (rank {}, pid {})", what, w.rank, w.pid);
   on_hang_(w);
   if (c_.stack_dump_signal == 0) {
     kill(w.pid, SIGKILL);

@@ -57,7 +57,6 @@ class HangWatchdog {
   const Config c_;
   WorkerGroup& group_;
   OnHang on_hang_;
-  std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<HeartbeatMonitor> heartbeats_;
   std::unique_ptr<FileTimerServer> file_timer_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> timer_fifo_;

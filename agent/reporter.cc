@@ -20,10 +20,10 @@ Reporter::Reporter(boost::asio::io_context& io, const Config& config, const Work
 
 Reporter::~Reporter() = default;
 
-void Reporter::rendezvous_done(const Config& config, int attempt) {
-  c_ = config;
+void Reporter::rendezvous_done(const rendezvous::Assignment& placement, int attempt) {
+  placement_ = placement;
   attempt_ = attempt;
-  events_.context() = event_context(c_, attempt_);
+  events_.context() = event_context(c_, placement_, attempt_);
   events_.agent_event(AgentEvent::rendezvous);
 }
 
@@ -75,8 +75,8 @@ HealthSnapshot Reporter::snapshot() const {
   h.state = state_();
   h.run_id = c_.run_id;
   h.role = c_.role;
-  h.group_rank = c_.group_rank;
-  h.group_world_size = c_.group_world_size;
+  h.group_rank = placement_.group_rank;
+  h.group_world_size = placement_.group_world_size;
   h.restart_count = attempt_;
   h.max_restarts = c_.max_restarts;
   if (unreachable_since_)

@@ -34,7 +34,7 @@ class Reporter {
   Reporter& operator=(const Reporter&) = delete;
 
   // A new round or attempt: `config` has this node's place in it.
-  void rendezvous_done(const Config& config, int attempt);
+  void rendezvous_done(const rendezvous::Assignment& placement, int attempt);
   void worker_started(const Worker& w);
   void worker_unhealthy(const Worker& w);
   // Stopped by a signal (UNHEALTHY), or resumed (HEALTHY).
@@ -53,6 +53,7 @@ class Reporter {
   HealthSnapshot snapshot() const;
 
   Config c_;
+  rendezvous::Assignment placement_;
   int attempt_ = 0;
   std::optional<std::chrono::steady_clock::time_point> unreachable_since_;
   const WorkerGroup& group_;

@@ -49,9 +49,9 @@ enum class Phase { running, stopping, restarting, rendezvous, barrier, reporting
 
 class Supervisor final : WorkerGroup::Listener {
  public:
-  Supervisor(const Config& c, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup, Zygote* zygote,
-             Rendezvous& rdzv, const std::string& token)
-      : c_(c), round_(round), guardian_(guardian), rdzv_(rdzv), signals_(io_), host_(hostname()),
+  Supervisor(const Config& c, const rendezvous::Assignment& placement, LogDir& logs, Guardian& guardian,
+             JobCgroup* cgroup, Zygote* zygote, Rendezvous& rdzv, const std::string& token)
+      : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), rdzv_(rdzv), signals_(io_), host_(hostname()),
         group_(io_, logs, token, cgroup, guardian.pid(), zygote, *this),
         watchdog_(io_, c_, logs, group_, [this](const Worker& w) { reporter_.worker_unhealthy(w); }),
         faults_(io_, group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
@@ -78,7 +78,7 @@ class Supervisor final : WorkerGroup::Listener {
       r.watch([this](int round, RoundEvent e) { asio::post(io_, [this, round, e] { on_round_event(round, e); }); });
       return {};
     });
-    reporter_.rendezvous_done(c_, attempt_);
+    reporter_.rendezvous_done(placement_, attempt_);
     start_attempt();
     io_.run();
     return exit_code_;
@@ -107,7 +107,9 @@ class Supervisor final : WorkerGroup::Listener {
     act(decide(situation()));
   }
 
-  void set_logger() { log_ = spdlog::default_logger()->clone("cxxrun node" + std::to_string(c_.group_rank)); }
+  void set_logger() {
+    log_ = spdlog::default_logger()->clone("cxxrun node" + std::to_string(placement_.group_rank));
+  }
 
   static RendezvousLink::Call inject(const rendezvous::StoreFault& f) {
     return [f](Rendezvous& r) -> RendezvousLink::Then {
@@ -120,11 +122,12 @@ class Supervisor final : WorkerGroup::Listener {
     phase_ = Phase::running;
     cause_ = Cause::success;
     job_event_ = RoundEvent::none;
-    alive_nodes_ = c_.group_world_size;
+    alive_nodes_ = placement_.group_world_size;
     watchdog_.new_attempt();
     watchdog_.set_judging(true);
-    faults_.schedule(c_, attempt_, [this] { return phase_ == Phase::running; });
-    group_.start(c_, attempt_, [this](EnvMap& env, int local_rank) { watchdog_.add_env(env, local_rank); });
+    faults_.schedule(c_, placement_, attempt_, [this] { return phase_ == Phase::running; });
+    group_.start(c_, placement_, attempt_,
+                 [this](EnvMap& env, int local_rank) { watchdog_.add_env(env, local_rank); });
   }
 
   // Every node's summary lists this failure: the rendezvous carries it.
@@ -226,11 +229,11 @@ class Supervisor final : WorkerGroup::Listener {
   }
 
   void on_rejoined(const rendezvous::Assignment& a) {
-    apply_assignment(c_, a);
+    placement_ = a;
     round_ = a.round;
     set_logger();
     on_store_regained();  // the rendezvous went through it
-    reporter_.rendezvous_done(c_, attempt_);
+    reporter_.rendezvous_done(placement_, attempt_);
     start_attempt();
   }
 
@@ -398,7 +401,10 @@ class Supervisor final : WorkerGroup::Listener {
     io_.stop();
   }
 
-  Config c_;
+  // What the user asked for, unchanged; and where this node sits in the
+  // current round, which each rendezvous replaces.
+  const Config c_;
+  rendezvous::Assignment placement_;
   int round_;
   Guardian& guardian_;
   Rendezvous& rdzv_;
@@ -428,18 +434,9 @@ class Supervisor final : WorkerGroup::Listener {
 
 }  // namespace
 
-void apply_assignment(Config& config, const rendezvous::Assignment& a) {
-  config.group_rank = a.group_rank;
-  config.group_world_size = a.group_world_size;
-  config.base_rank = a.base_rank;
-  config.world_size = a.world_size;
-  config.master_addr = a.master_addr;
-  config.master_port = a.master_port;
-}
-
-int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup, Zygote* zygote,
-              Rendezvous& rdzv, const std::string& job_token) {
-  Supervisor s(config, round, logs, guardian, cgroup, zygote, rdzv, job_token);
+int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
+              JobCgroup* cgroup, Zygote* zygote, Rendezvous& rdzv, const std::string& job_token) {
+  Supervisor s(config, first, logs, guardian, cgroup, zygote, rdzv, job_token);
   return s.run();
 }
 

@@ -23,14 +23,13 @@ class Zygote;
 class LogDir;
 
 // Runs attempts until success, a final failure or a stop signal; returns the
-// exit code (agent/exit_codes.h, chosen by agent/restart_policy.h). `config` holds this node's place in
-// `round` after rdzv.join(); `job_token` is unique to this agent run;
+// exit code (agent/exit_codes.h, chosen by agent/restart_policy.h). `config`
+// is what the user asked for, and stays so; `first` is this node's place in
+// the round rdzv.join() formed (the supervisor holds each round's, and hands
+// it to the worker group); `job_token` is unique to this agent run;
 // `cgroup` holds the job's processes (nullptr: none, agent/cgroup.h);
 // `zygote` forks Python workers (nullptr: all start by exec, agent/zygote.h).
-int supervise(const Config& config, int round, LogDir& logs, Guardian& guardian, JobCgroup* cgroup, Zygote* zygote,
-              rendezvous::Rendezvous& rdzv, const std::string& job_token);
-
-// Copies this node's place in a round into `config`.
-void apply_assignment(Config& config, const rendezvous::Assignment& a);
+int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
+              JobCgroup* cgroup, Zygote* zygote, rendezvous::Rendezvous& rdzv, const std::string& job_token);
 
 }  // namespace cxxrun::agent

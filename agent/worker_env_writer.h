@@ -10,7 +10,9 @@
 
 namespace cxxrun::agent {
 
-// Where one worker sits in the job for this attempt.
+// Where one worker sits in the job for this attempt: its own ranks, and
+// its node's place in the round (rendezvous::Assignment, which the
+// supervisor holds; agent::Config is only what the user asked for).
 struct WorkerPlace {
   int local_rank = 0;
   int rank = 0;
@@ -18,6 +20,10 @@ struct WorkerPlace {
   int restart_count = 0;
   std::string error_file;  // "" when log files are off
   std::string job_token;   // CXXRUN_JOB_TOKEN: lets the agent find every descendant
+  int group_rank = 0;
+  int group_world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
 };
 
 using EnvMap = std::map<std::string, std::string>;

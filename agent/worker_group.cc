@@ -54,11 +54,13 @@ std::string WorkerGroup::attempt_token() const {
   return std::string(env::kJobToken) + "=" + token_ + ":" + std::to_string(attempt_);
 }
 
-void WorkerGroup::start(const Config& config, int attempt, const EnvHook& env_hook) {
+void WorkerGroup::start(const Config& config, const rendezvous::Assignment& placement, int attempt,
+                        const EnvHook& env_hook) {
   c_ = config;
+  placement_ = placement;
   attempt_ = attempt;
   env_hook_ = env_hook;
-  log_ = spdlog::default_logger()->clone("cxxrun node" + std::to_string(c_.group_rank));
+  log_ = spdlog::default_logger()->clone("cxxrun node" + std::to_string(placement_.group_rank));
   failures_.clear();
   hung_.clear();
   stopping_ = failing_ = escalated_ = false;
@@ -102,9 +104,9 @@ void WorkerGroup::wait_for_zygote() {
 }
 
 void WorkerGroup::start_workers() {
-  const int world = c_.world_size > 0 ? c_.world_size : c_.nproc_per_node * c_.group_world_size;
+  const rendezvous::Assignment& p = placement_;
   log_->info("starting {} workers for entrypoint {} (attempt {}, run id {}, ranks {}..{} of {})", c_.nproc_per_node,
-             c_.entrypoint_name, attempt_, c_.run_id, c_.base_rank, c_.base_rank + c_.nproc_per_node - 1, world);
+             c_.entrypoint_name, attempt_, c_.run_id, p.base_rank, p.base_rank + c_.nproc_per_node - 1, p.world_size);
   for (int r = 0; r < c_.nproc_per_node; ++r) {
     if (!start_worker(r)) {
       // Reported from the loop, not inside this one: it may start the next
@@ -119,15 +121,16 @@ bool WorkerGroup::start_worker(int local_rank) {
   const Config& c = c_;
   auto w = std::make_unique<Worker>();
   w->local_rank = local_rank;
-  w->rank = c.base_rank + local_rank;
-  const int world = c.world_size > 0 ? c.world_size : c.nproc_per_node * c.group_world_size;
-  WorkerPlace place{local_rank, w->rank, world, attempt_, logs_.file(attempt_, local_rank, "error.json"),
-                    token_ + ":" + std::to_string(attempt_)};
+  const rendezvous::Assignment& p = placement_;
+  w->rank = p.base_rank + local_rank;
+  const WorkerPlace place{local_rank,   w->rank,       p.world_size,       attempt_,
+                          logs_.file(attempt_, local_rank, "error.json"), token_ + ":" + std::to_string(attempt_),
+                          p.group_rank, p.group_world_size, p.master_addr, p.master_port};
   EnvMap env = worker_environment(c, place, base_env_);
   if (env_hook_) env_hook_(env, local_rank);
   WorkerStdio io{};
   try {
-    io = open_worker_stdio(stdio_request(c, local_rank));
+    io = open_worker_stdio(stdio_request(c, local_rank, w->rank));
     const auto argv = substitute_local_rank(c.command, local_rank);
     const auto envp = to_envp(env);
     w->pid = fork_from_zygote(argv, envp, io);

@@ -91,7 +91,10 @@ class WorkerGroup {
   // be executed is a failure (exit code 127), reported from the loop. While
   // the zygote still preloads, the workers start once it is ready (or given
   // up, Zygote::kPreloadDeadline).
-  void start(const Config& config, int attempt, const EnvHook& env_hook);
+  // `placement` is this node's place in the current round.
+  void start(const Config& config, const rendezvous::Assignment& placement, int attempt, const EnvHook& env_hook);
+  // The node's logger, named by its group rank in the current round.
+  const std::shared_ptr<spdlog::logger>& log() const { return log_; }
   // Reaps every exited child; `other` gets children that are not workers.
   void reap(const std::function<void(pid_t pid)>& other);
   // Signals every worker's process group and everything carrying this
@@ -151,6 +154,7 @@ class WorkerGroup {
   boost::asio::steady_timer paused_timer_;
   std::shared_ptr<spdlog::logger> log_;
   Config c_;
+  rendezvous::Assignment placement_;
   int attempt_ = 0;
   EnvHook env_hook_;
   CgroupTarget target_;  // the attempt's cgroup, where there is one

@@ -115,7 +115,7 @@ bool shown_on_console(const Config& c, int local_rank, Std which) {
   return !filtered && (teed || !redirected);
 }
 
-StdioRequest stdio_request(const Config& c, int local_rank, const Console& out, const Console& err) {
+StdioRequest stdio_request(const Config& c, int local_rank, int rank, const Console& out, const Console& err) {
   StdioRequest r;
   if (c.tty == Tty::never) return r;
   const bool out_shown = shown_on_console(c, local_rank, Std::out);
@@ -124,15 +124,15 @@ StdioRequest stdio_request(const Config& c, int local_rank, const Console& out, 
   r.out_tty = always || (out_shown && out.tty);
   r.err_tty = always || (err_shown && err.tty);
   const unsigned prefix =
-      columns_of(line_prefix(c.log_line_prefix_template, c.role, local_rank, c.base_rank + local_rank));
+      columns_of(line_prefix(c.log_line_prefix_template, c.role, local_rank, rank));
   if (r.out_tty && out.tty) r.out_size = out_shown ? narrowed(out.size, prefix) : out.size;
   if (r.err_tty && err.tty) r.err_size = err_shown ? narrowed(err.size, prefix) : err.size;
   return r;
 }
 
-StdioRequest stdio_request(const Config& c, int local_rank) {
+StdioRequest stdio_request(const Config& c, int local_rank, int rank) {
   if (c.tty == Tty::never) return {};
-  return stdio_request(c, local_rank, console_of(STDOUT_FILENO), console_of(STDERR_FILENO));
+  return stdio_request(c, local_rank, rank, console_of(STDOUT_FILENO), console_of(STDERR_FILENO));
 }
 
 WorkerStdio open_worker_stdio(const StdioRequest& r) {

@@ -53,9 +53,9 @@ bool shown_on_console(const Config& c, int local_rank, Std which);
 // would see. A pty shown on a terminal gets its size less the rank prefix's
 // width, so a bar sized to fill the line still fits on one line with the
 // prefix and its '\r' redraws stay on that line.
-StdioRequest stdio_request(const Config& c, int local_rank, const Console& out, const Console& err);
+StdioRequest stdio_request(const Config& c, int local_rank, int rank, const Console& out, const Console& err);
 // The same for the agent's own fds 1 and 2.
-StdioRequest stdio_request(const Config& c, int local_rank);
+StdioRequest stdio_request(const Config& c, int local_rank, int rank);
 
 // Throws std::runtime_error with the reason.
 WorkerStdio open_worker_stdio(const StdioRequest& request = {});

@@ -52,10 +52,18 @@ Config test_config() {
   c.role = "trainer";
   c.entrypoint_name = "train.py";
   c.nproc_per_node = 2;
-  c.group_rank = 1;
-  c.group_world_size = 3;
   c.rdzv.backend = cxxrun::rendezvous::Backend::c10d;
   return c;
+}
+
+// Node 1 of 3, two workers each: the round's placement, not the config's.
+cxxrun::rendezvous::Assignment test_placement() {
+  cxxrun::rendezvous::Assignment a;
+  a.group_rank = 1;
+  a.group_world_size = 3;
+  a.base_rank = 2;
+  a.world_size = 6;
+  return a;
 }
 
 }  // namespace
@@ -69,7 +77,7 @@ TEST_CASE("event log: worker and agent events in torchelastic's shape") {
   {
     EventLog log(file.string());
     REQUIRE(log.enabled());
-    log.context() = event_context(test_config(), 1);
+    log.context() = event_context(test_config(), test_placement(), 1);
     log.worker_status(WorkerStatus::start, {0, 2, 4242});
     Failure f;
     f.local_rank = 1;
@@ -280,9 +288,10 @@ TEST_CASE("event log: names are torchrun's where torchrun has one") {
   CHECK(event_name(AgentEvent::assign_worker_ranks) == "torchelastic.worker.status.ASSIGN_WORKER_RANKS");
   CHECK(event_name(AgentEvent::failed) == "torchelastic.worker.status.FAILED");
   Config local;
-  CHECK(event_context(local).rdzv_backend == "static");
+  const cxxrun::rendezvous::Assignment one_node;
+  CHECK(event_context(local, one_node).rdzv_backend == "static");
   Config standalone;
   standalone.rdzv.name = "c10d";
-  CHECK(event_context(standalone).rdzv_backend == "c10d");
-  CHECK(event_context(local).world_size == 1);
+  CHECK(event_context(standalone, one_node).rdzv_backend == "c10d");
+  CHECK(event_context(local, one_node).world_size == 1);
 }

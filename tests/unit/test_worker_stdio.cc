@@ -143,7 +143,7 @@ TEST_CASE("a pty is raw and carries the size it was given") {
 }
 
 TEST_CASE("tty never: pipes, even on a terminal") {
-  StdioRequest r = stdio_request(config(Tty::never), 0, kTerminal, kTerminal);
+  StdioRequest r = stdio_request(config(Tty::never), 0, 0, kTerminal, kTerminal);
   CHECK_FALSE(r.out_tty);
   CHECK_FALSE(r.err_tty);
 }
@@ -151,7 +151,7 @@ TEST_CASE("tty never: pipes, even on a terminal") {
 TEST_CASE("tty always: ptys, even without a terminal") {
   Config c = config(Tty::always);
   c.redirects.all = Std::all;  // shown nowhere, and still a terminal
-  StdioRequest r = stdio_request(c, 0, kPipe, kPipe);
+  StdioRequest r = stdio_request(c, 0, 0, kPipe, kPipe);
   CHECK(r.out_tty);
   CHECK(r.err_tty);
   CHECK(r.out_size.cols == 0);
@@ -159,7 +159,7 @@ TEST_CASE("tty always: ptys, even without a terminal") {
 
 TEST_CASE("tty auto: a pty for each stream shown on a terminal") {
   Config c = config(Tty::auto_);
-  StdioRequest r = stdio_request(c, 0, kTerminal, kTerminal);
+  StdioRequest r = stdio_request(c, 0, 0, kTerminal, kTerminal);
   CHECK(r.out_tty);
   CHECK(r.err_tty);
   // "[default0]:" takes 11 of the terminal's 100 columns.
@@ -167,28 +167,28 @@ TEST_CASE("tty auto: a pty for each stream shown on a terminal") {
   CHECK(r.out_size.rows == 40);
 
   // Each stream by its own console, as a torchrun worker inherits them.
-  r = stdio_request(c, 0, kPipe, kTerminal);
+  r = stdio_request(c, 0, 0, kPipe, kTerminal);
   CHECK_FALSE(r.out_tty);
   CHECK(r.err_tty);
-  r = stdio_request(c, 0, kPipe, kPipe);
+  r = stdio_request(c, 0, 0, kPipe, kPipe);
   CHECK_FALSE(r.out_tty);
   CHECK_FALSE(r.err_tty);
 
   SECTION("a rank filtered out of the console gets pipes") {
     c.local_ranks_filter = {1};
-    CHECK_FALSE(stdio_request(c, 0, kTerminal, kTerminal).out_tty);
-    CHECK(stdio_request(c, 1, kTerminal, kTerminal).out_tty);
+    CHECK_FALSE(stdio_request(c, 0, 0, kTerminal, kTerminal).out_tty);
+    CHECK(stdio_request(c, 1, 1, kTerminal, kTerminal).out_tty);
   }
   SECTION("a redirected stream gets a pipe; a teed one is shown, so a pty") {
     c.redirects.all = Std::out;
     c.tee.all = Std::err;
-    r = stdio_request(c, 0, kTerminal, kTerminal);
+    r = stdio_request(c, 0, 0, kTerminal, kTerminal);
     CHECK_FALSE(r.out_tty);
     CHECK(r.err_tty);
   }
   SECTION("the prefix template sets how much of the line the worker gets") {
     c.log_line_prefix_template = "${rank}| ";
-    c.base_rank = 10;
-    CHECK(stdio_request(c, 2, kTerminal, kTerminal).out_size.cols == 96);  // "12| "
+    // Local rank 2 of a node whose ranks start at 10.
+    CHECK(stdio_request(c, 2, 12, kTerminal, kTerminal).out_size.cols == 96);  // "12| "
   }
 }
