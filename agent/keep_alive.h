@@ -27,7 +27,8 @@ class KeepAlive {
   struct Hooks {
     // Nothing is sent while this says so (the link re-forms the job).
     std::function<bool()> paused;
-    // Members are judged only while this says so (the workers run).
+    // Members are judged only while this says so (the workers run, or this
+    // node waits for the others to finish).
     std::function<bool()> judging;
     // No beat got through for interval * max_attempt; called on every tick
     // from then on, until a beat gets through again.

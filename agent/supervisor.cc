@@ -58,7 +58,10 @@ class Supervisor final : WorkerGroup::Listener {
         reporter_(io_, c_, group_, watchdog_, [this] { return group_state(); }),
         link_(std::make_unique<RendezvousLink>(io_, rdzv_)),
         keep_alive_(io_, *link_, rdzv_.keep_alive_interval(), c_.rdzv.settings.keep_alive_max_attempt,
-                    {[this] { return phase_ == Phase::rendezvous; }, [this] { return phase_ == Phase::running; },
+                    // Members are judged in the barrier too: a node whose
+                    // workers succeeded waited forever for one that died.
+                    {[this] { return phase_ == Phase::rendezvous; },
+                     [this] { return phase_ == Phase::running || phase_ == Phase::barrier; },
                      [this](std::chrono::milliseconds silent) { on_store_lost(silent); },
                      [this] { on_store_regained(); },
                      [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}) {
@@ -322,6 +325,8 @@ class Supervisor final : WorkerGroup::Listener {
     if (l.alive >= s.min_nodes) return;  // the round's `dead` event restarts the job
     log_->error("only {} nodes of job {} are alive, fewer than the minimum of {} (--nnodes={}:{}); stopping", l.alive,
                 c_.run_id, s.min_nodes, s.min_nodes, s.max_nodes);
+    // In the barrier no worker runs: nothing to stop.
+    if (phase_ == Phase::barrier) return end(Cause::lost);
     stop(Cause::lost, SIGTERM);
   }
 

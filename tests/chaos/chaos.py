@@ -367,6 +367,30 @@ class Fault:
         again = self.start(args, start_new_session=True)
         return [a for a in agents if a is not victim] + [again], [self.stop_server(server)]
 
+    def kind_dead_after_success(self):
+        # Node 0's workers succeed; node 1's agent is SIGKILLed while its
+        # workers run. Node 0, waiting for the others to finish, must see the
+        # death (exit 1, too few nodes); it waited forever.
+        self.expected_rc, self.expect_text, self.bound = 1, "fewer than the minimum of 2", 20.0
+        server, port = self.rdzv_server()
+        script = self.script(f"touch {self.started}/$RANK\n{self.rng.choice(ESCAPES)}\n"
+                             f"if [ \"$GROUP_RANK\" = 0 ]; then exit 0; fi\necho $PPID > {self.started}/agent1.pid\n"
+                             "exec sleep 60 {m}")
+        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={uuid.uuid4().hex[:8]}",
+                "--nnodes=2", "--nproc-per-node=1", "--rdzv-conf=is_host=false,keep_alive_interval=0.3", script]
+        agents = [self.start(args, start_new_session=True) for _ in range(2)]
+        pid_file = f"{self.started}/agent1.pid"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not os.path.exists(pid_file):
+            time.sleep(0.02)
+        time.sleep(0.3)  # node 0 is in its barrier by now
+        with open(pid_file) as f:
+            victim_pid = int(f.read())
+        victim = next(a for a in agents if a.pid == victim_pid)
+        victim.kill()
+        victim.communicate(timeout=10)
+        return [a for a in agents if a is not victim], [self.stop_server(server)]
+
     def kind_restarted_host(self):
         # As restarted-node, but the node killed hosted the rendezvous store:
         # the job's state died with it. Both the survivor and the restarted
@@ -394,7 +418,7 @@ class Fault:
 
 KINDS = ["exit", "signal", "inject", "success", "restart", "agent-sigterm", "agent-sigkill", "hang", "multinode",
          "store-lost", "paused", "stopped-agent", "bad-input", "agent-group-sigkill", "etcd-unreachable", "no-token",
-         "silent-clients", "restarted-node", "restarted-host"]
+         "silent-clients", "restarted-node", "restarted-host", "dead-after-success"]
 
 
 def kill_cgroup(path):
