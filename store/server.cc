@@ -108,7 +108,7 @@ void StoreServer::Impl::adopt(tcp::socket socket) {
     asio::ip::address peer = remote.address();
     if (peer.is_v6() && peer.to_v6().is_v4_mapped()) peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
     if (!admit(peer.to_string())) {
-      spdlog::warn("store: refused a connection from {}: not a node of this job", net::endpoint_text(remote));
+      log_refusal("refused a connection from " + net::endpoint_text(remote) + ": not a node of this job");
       socket.close(ec);
       return;
     }
@@ -139,8 +139,26 @@ bool StoreServer::Impl::reclaim_descriptor() {
   for (const auto& [id, connection] : connections)
     if (!connection->authenticated() && (!oldest || id < oldest->id())) oldest = connection;
   if (!oldest) return false;
-  oldest->fail("out of file descriptors: closing the connection that has waited longest without proving the token");
+  log_refusal("closing connection from " + oldest->peer() +
+              ": out of file descriptors, and it has waited longest without proving the token");
+  oldest->close();
   return true;
+}
+
+void StoreServer::Impl::log_refusal(const std::string& what) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - refusal_window >= kRefusalWindow) {
+    count_unlogged_refusals();
+    refusal_window = now;
+  }
+  if (++refusals_in_window <= kRefusalsLogged) spdlog::warn("store: {}", what);
+}
+
+void StoreServer::Impl::count_unlogged_refusals() {
+  if (refusals_in_window > kRefusalsLogged)
+    spdlog::warn("store: {} more connections refused in the last {} s, not each logged",
+                 refusals_in_window - kRefusalsLogged, kRefusalWindow.count());
+  refusals_in_window = 0;
 }
 
 void StoreServer::Impl::forget(StoreState::ClientId id) {
@@ -151,6 +169,7 @@ void StoreServer::Impl::forget(StoreState::ClientId id) {
 void StoreServer::Impl::close() {
   if (closed) return;
   closed = true;
+  count_unlogged_refusals();
   listener.close();
   auto all = std::move(connections);
   connections.clear();

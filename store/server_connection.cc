@@ -51,7 +51,9 @@ void ServerConnection::start() {
   auth_timer_.expires_after(server_->auth_deadline);
   auth_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
     if (ec || self->closed_ || self->authenticated()) return;
-    self->fail(fmt::format("no token handshake within {} ms", self->server_->auth_deadline.count()));
+    self->server_->log_refusal(fmt::format("closing connection from {}: no token handshake within {} ms", self->peer_,
+                                           self->server_->auth_deadline.count()));
+    self->close();
   });
 }
 
@@ -247,7 +249,9 @@ void ServerConnection::refuse(std::string reply, const std::string& why) {
     boost::system::error_code ignored;
     socket_.write_some(asio::buffer(out_), ignored);
   }
-  fail(why);
+  if (closed_) return;
+  server_->log_refusal("closing connection from " + peer_ + ": " + why);
+  close();
 }
 
 void ServerConnection::write() {

@@ -33,7 +33,8 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   void send(std::string bytes);
 
   // A connection the server will not keep: one log line naming the peer and
-  // `why`, then close.
+  // `why`, then close. (Refusals at the door are logged by the server's
+  // log_refusal, which keeps a flood of them from flooding the log.)
   void fail(const std::string& why);
   void close();
 
@@ -44,6 +45,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
     return !in_.empty() && now - last_input_ >= kStalledAfter;
   }
   StoreState::ClientId id() const { return id_; }
+  const std::string& peer() const { return peer_; }
   // Through the token handshake (or none was needed).
   bool authenticated() const { return server_->token.empty() || gate_.open(); }
 

@@ -29,6 +29,8 @@ inline constexpr size_t kServerReadChunk = 64 * 1024;
 // A connection holding part of a request that has received nothing for this
 // long is stalled: the memory budget closes such connections first.
 inline constexpr std::chrono::milliseconds kStalledAfter{1000};
+inline constexpr std::chrono::seconds kRefusalWindow{10};
+inline constexpr int kRefusalsLogged = 10;
 
 struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   Impl(boost::asio::io_context& io, const StoreServerOptions& options);
@@ -39,6 +41,14 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   // Out of descriptors: closes the connection that has waited longest
   // without proving the token. False when there is none to close.
   bool reclaim_descriptor();
+  // One line for a connection refused at the door (no token, a wrong one,
+  // no proof in time, not a node of the job): the first kRefusalsLogged in a
+  // kRefusalWindow each, then one line saying how many more, so a flood of
+  // strangers cannot flood the log too.
+  // `what` is the line after "store: ".
+  void log_refusal(const std::string& what);
+  // The line for the refusals not logged one by one, if any.
+  void count_unlogged_refusals();
   void close();
 
   // The memory budget (docs/store-protocol.md §5). `asking` is about to
@@ -69,6 +79,8 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   const std::function<bool(const std::string&)> admit;
   std::atomic<size_t> held{0};
   bool closed = false;
+  std::chrono::steady_clock::time_point refusal_window{};
+  int refusals_in_window = 0;
   StoreState state;
   std::unordered_map<StoreState::ClientId, std::shared_ptr<ServerConnection>> connections;
   StoreState::ClientId next_id = 1;

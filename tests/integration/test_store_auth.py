@@ -5,6 +5,7 @@ Every wait here has a deadline, and each test kills only the processes it starte
 """
 import json
 import os
+import socket
 import subprocess
 import time
 import unittest
@@ -95,6 +96,21 @@ class TokenTest(TempDirTest):
         code, server_err = server.stop()
         self.assertIn("not authenticated", server_err)
         self.assertLessEqual(server_err.count("not authenticated"), 3, server_err)
+
+    def test_a_flood_of_refusals_is_not_a_flood_of_log_lines(self):
+        # 40 connections without the token: ten lines, then one that counts
+        # the rest (each was a warning: 2,831 lines in 30 s of one agent).
+        server = RdzvServer("--port", "0", "--token-file", self.token_file("right", "right"))
+        self.addCleanup(server.kill)
+        for _ in range(40):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+                s.sendall(b"\x03garbage")
+                s.settimeout(5)
+                self.assertEqual(s.recv(16), b"")  # closed, nothing answered
+        code, err = server.stop()
+        self.assertEqual(code, 0, err)
+        self.assertEqual(err.count("closing connection from"), 10, err)
+        self.assertIn("30 more connections refused in the last 10 s, not each logged", err)
 
     def test_torch_client_is_refused(self):
         if not torch_available():
