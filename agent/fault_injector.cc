@@ -6,7 +6,7 @@
 
 namespace cxxrun::agent {
 
-FaultInjector::FaultInjector(boost::asio::io_context& io, WorkerGroup& group, StoreFaultSink store_fault)
+FaultInjector::FaultInjector(boost::asio::io_context& io, Workers& group, StoreFaultSink store_fault)
     : io_(io), group_(group), store_fault_(std::move(store_fault)) {}
 
 FaultInjector::~FaultInjector() = default;

@@ -16,13 +16,13 @@
 
 namespace cxxrun::agent {
 
-class WorkerGroup;
+class Workers;
 
 class FaultInjector {
  public:
   // `store_fault` hands a store fault to the rendezvous (off the loop).
   using StoreFaultSink = std::function<void(const rendezvous::StoreFault&)>;
-  FaultInjector(boost::asio::io_context& io, WorkerGroup& group, StoreFaultSink store_fault);
+  FaultInjector(boost::asio::io_context& io, Workers& group, StoreFaultSink store_fault);
   ~FaultInjector();
 
   // Arms this attempt's faults (cancelling the last attempt's). They fire
@@ -33,7 +33,7 @@ class FaultInjector {
 
  private:
   boost::asio::io_context& io_;
-  WorkerGroup& group_;
+  Workers& group_;
   StoreFaultSink store_fault_;
   std::vector<std::unique_ptr<boost::asio::steady_timer>> timers_;
 };

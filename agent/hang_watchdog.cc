@@ -27,7 +27,7 @@ constexpr std::chrono::milliseconds kStackDumpGrace{1000};
 
 }  // namespace
 
-HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const LogDir& logs, WorkerGroup& group,
+HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const LogDir& logs, Workers& group,
                            OnHang on_hang)
     : io_(io), c_(config), group_(group), on_hang_(std::move(on_hang)) {
   if (c_.heartbeat_timeout.count() > 0 || !c_.section_timeouts.empty()) {

@@ -23,14 +23,14 @@ namespace cxxrun::agent {
 class FileTimerServer;
 class HeartbeatMonitor;
 class LogDir;
-class WorkerGroup;
+class Workers;
 struct Worker;
 
 class HangWatchdog {
  public:
   // `on_hang(worker)` is told of each hung worker before it is killed.
   using OnHang = std::function<void(const Worker& w)>;
-  HangWatchdog(boost::asio::io_context& io, const Config& config, const LogDir& logs, WorkerGroup& group,
+  HangWatchdog(boost::asio::io_context& io, const Config& config, const LogDir& logs, Workers& group,
                OnHang on_hang);
   ~HangWatchdog();
   HangWatchdog(const HangWatchdog&) = delete;
@@ -55,7 +55,7 @@ class HangWatchdog {
 
   boost::asio::io_context& io_;
   const Config c_;
-  WorkerGroup& group_;
+  Workers& group_;
   OnHang on_hang_;
   std::unique_ptr<HeartbeatMonitor> heartbeats_;
   std::unique_ptr<FileTimerServer> file_timer_;

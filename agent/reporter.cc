@@ -10,7 +10,7 @@
 
 namespace cxxrun::agent {
 
-Reporter::Reporter(boost::asio::io_context& io, const Config& config, const WorkerGroup& group,
+Reporter::Reporter(boost::asio::io_context& io, const Config& config, const Workers& group,
                    const HangWatchdog& watchdog, std::function<GroupState()> state)
     : c_(config), group_(group), watchdog_(watchdog), state_(std::move(state)), events_(config.event_log) {
   if (c_.health_port < 0) return;

@@ -21,13 +21,13 @@ namespace cxxrun::agent {
 
 class HangWatchdog;
 class HealthServer;
-class WorkerGroup;
+class Workers;
 struct Worker;
 
 class Reporter {
  public:
   // `state` says what the group is doing, for /healthz.
-  Reporter(boost::asio::io_context& io, const Config& config, const WorkerGroup& group, const HangWatchdog& watchdog,
+  Reporter(boost::asio::io_context& io, const Config& config, const Workers& group, const HangWatchdog& watchdog,
            std::function<GroupState()> state);
   ~Reporter();
   Reporter(const Reporter&) = delete;
@@ -56,7 +56,7 @@ class Reporter {
   rendezvous::Assignment placement_;
   int attempt_ = 0;
   std::optional<std::chrono::steady_clock::time_point> unreachable_since_;
-  const WorkerGroup& group_;
+  const Workers& group_;
   const HangWatchdog& watchdog_;
   std::function<GroupState()> state_;
   EventLog events_;

@@ -47,15 +47,16 @@ std::string hostname() {
 // job's failures for the summary.
 enum class Phase { running, stopping, restarting, rendezvous, barrier, reporting, done };
 
-class Supervisor final : WorkerGroup::Listener {
+class Supervisor final : Workers::Listener {
  public:
-  Supervisor(const Config& c, const rendezvous::Assignment& placement, LogDir& logs, Guardian& guardian,
-             JobCgroup* cgroup, Zygote* zygote, Rendezvous& rdzv, const std::string& token)
-      : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), rdzv_(rdzv), signals_(io_), host_(hostname()),
-        group_(io_, logs, token, cgroup, guardian.pid(), zygote, *this),
-        watchdog_(io_, c_, logs, group_, [this](const Worker& w) { reporter_.worker_unhealthy(w); }),
-        faults_(io_, group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
-        reporter_(io_, c_, group_, watchdog_, [this] { return group_state(); }),
+  Supervisor(const Config& c, const rendezvous::Assignment& placement, LogDir& logs, Guardian* guardian,
+             Rendezvous& rdzv, const MakeWorkers& make_workers, std::function<void(int)> exit_now)
+      : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), rdzv_(rdzv), signals_(io_),
+        host_(hostname()), exit_now_(std::move(exit_now)),
+        group_(make_workers(io_, *this)),
+        watchdog_(io_, c_, logs, *group_, [this](const Worker& w) { reporter_.worker_unhealthy(w); }),
+        faults_(io_, *group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
+        reporter_(io_, c_, *group_, watchdog_, [this] { return group_state(); }),
         link_(std::make_unique<RendezvousLink>(io_, rdzv_)),
         keep_alive_(io_, *link_, rdzv_.keep_alive_interval(), c_.rdzv.settings.keep_alive_max_attempt,
                     // Members are judged in the barrier too: a node whose
@@ -88,7 +89,7 @@ class Supervisor final : WorkerGroup::Listener {
   }
 
  private:
-  // WorkerGroup::Listener
+  // Workers::Listener
   void on_worker_started(const Worker& w) override { reporter_.worker_started(w); }
   void on_worker_exited(const Worker& w) override { watchdog_.forget(w.pid); }
   void on_worker_paused(const Worker& w) override { reporter_.worker_paused(w); }
@@ -98,7 +99,7 @@ class Supervisor final : WorkerGroup::Listener {
   }
   void on_earlier_failure(const Failure& f) override { publish(f); }
   void on_group_succeeded() override {
-    log_->info("all {} workers succeeded", group_.workers().size());
+    log_->info("all {} workers succeeded", group_->workers().size());
     if (rdzv_.elastic()) link_->call([this, round = round_](Rendezvous& r) -> RendezvousLink::Then {
       const RoundEvent e = r.finish_round();
       return [this, round, e] { on_round_event(round, e); };
@@ -129,7 +130,7 @@ class Supervisor final : WorkerGroup::Listener {
     watchdog_.new_attempt();
     watchdog_.set_judging(true);
     faults_.schedule(c_, placement_, attempt_, [this] { return phase_ == Phase::running; });
-    group_.start(c_, placement_, attempt_,
+    group_->start(c_, placement_, attempt_,
                  [this](EnvMap& env, int local_rank) { watchdog_.add_env(env, local_rank); });
   }
 
@@ -146,7 +147,7 @@ class Supervisor final : WorkerGroup::Listener {
     phase_ = Phase::stopping;
     cause_ = cause;
     watchdog_.set_judging(false);
-    group_.stop(sig, cause == Cause::failure || cause == Cause::remote_failure);
+    group_->stop(sig, cause == Cause::failure || cause == Cause::remote_failure);
   }
 
   Situation situation() const {
@@ -181,7 +182,7 @@ class Supervisor final : WorkerGroup::Listener {
 
   void count_restart() {
     ++attempt_;
-    const auto& failures = group_.failures();
+    const auto& failures = group_->failures();
     std::string what = failures.empty() ? "" : describe(failures[0]);
     if (cause_ == Cause::remote_failure || (cause_ == Cause::success && job_event_ == RoundEvent::abort))
       what = "a worker failed on another node" + (what.empty() ? "" : "; here " + what);
@@ -276,7 +277,7 @@ class Supervisor final : WorkerGroup::Listener {
   }
 
   void print_summary(const std::vector<std::string>& records) {
-    summary_ = job_failures(records, group_.failures(), host_);
+    summary_ = job_failures(records, group_->failures(), host_);
     if (summary_.empty()) {
       log_->error("the job failed on another node, and its failure record could not be read");
     } else {
@@ -334,7 +335,7 @@ class Supervisor final : WorkerGroup::Listener {
     signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
       if (ec) return;
       if (sig == SIGCHLD)
-        group_.reap([this](pid_t pid) { on_other_child(pid); });
+        group_->reap([this](pid_t pid) { on_other_child(pid); });
       else
         on_signal(sig);
       if (phase_ != Phase::done) wait_signal();
@@ -342,15 +343,15 @@ class Supervisor final : WorkerGroup::Listener {
   }
 
   void on_other_child(pid_t pid) {
-    if (pid != guardian_.pid()) return;
-    guardian_.mark_reaped();
+    if (guardian_ == nullptr || pid != guardian_->pid()) return;
+    guardian_->mark_reaped();
     log_->warn("the guardian process exited; workers are no longer protected against the agent's death");
   }
 
   void on_signal(int sig) {
     if (!ends_job(sig)) {
-      log_->info("forwarding {} to {} workers", signal_name(sig), group_.running());
-      return group_.signal_all(sig);
+      log_->info("forwarding {} to {} workers", signal_name(sig), group_->running());
+      return group_->signal_all(sig);
     }
     if (phase_ == Phase::rendezvous) {
       log_->warn("received {} during the rendezvous; exiting", signal_name(sig));
@@ -359,7 +360,7 @@ class Supervisor final : WorkerGroup::Listener {
     }
     if (phase_ == Phase::stopping && cause_ == Cause::signal) {
       log_->warn("received {} again; killing workers now", signal_name(sig));
-      return group_.escalate();
+      return group_->escalate();
     }
     log_->warn("received {}; forwarding it to workers and shutting down", signal_name(sig));
     agent_signal_ = sig;
@@ -371,7 +372,7 @@ class Supervisor final : WorkerGroup::Listener {
 
   GroupState group_state() const {
     switch (phase_) {
-      case Phase::running: return group_.paused() ? GroupState::unhealthy : GroupState::healthy;
+      case Phase::running: return group_->paused() ? GroupState::unhealthy : GroupState::healthy;
       case Phase::stopping:
       case Phase::restarting:
       case Phase::rendezvous:
@@ -396,7 +397,7 @@ class Supervisor final : WorkerGroup::Listener {
       // The link is blocked in the rendezvous (up to join_timeout) and no
       // worker runs: leave now; the guardian cleans up after us.
       spdlog::default_logger()->flush();
-      std::_Exit(code);
+      exit_now_(code);
     }
     exit_code_ = code;
     phase_ = Phase::done;
@@ -411,13 +412,15 @@ class Supervisor final : WorkerGroup::Listener {
   const Config c_;
   rendezvous::Assignment placement_;
   int round_;
-  Guardian& guardian_;
+  Guardian* guardian_;
   Rendezvous& rdzv_;
   asio::io_context io_;
   asio::signal_set signals_;
   const std::string host_;
+  // std::_Exit, unless a test gives another (agent/supervisor.h).
+  const std::function<void(int)> exit_now_;
   std::shared_ptr<spdlog::logger> log_;
-  WorkerGroup group_;
+  std::unique_ptr<Workers> group_;
   HangWatchdog watchdog_;
   FaultInjector faults_;
   Reporter reporter_;
@@ -441,7 +444,15 @@ class Supervisor final : WorkerGroup::Listener {
 
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
               JobCgroup* cgroup, Zygote* zygote, Rendezvous& rdzv, const std::string& job_token) {
-  Supervisor s(config, first, logs, guardian, cgroup, zygote, rdzv, job_token);
+  const MakeWorkers real = [&](asio::io_context& io, Workers::Listener& listener) -> std::unique_ptr<Workers> {
+    return std::make_unique<WorkerGroup>(io, logs, job_token, cgroup, guardian.pid(), zygote, listener);
+  };
+  return supervise(config, first, logs, &guardian, rdzv, real, [](int code) { std::_Exit(code); });
+}
+
+int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian* guardian,
+              Rendezvous& rdzv, const MakeWorkers& make_workers, const std::function<void(int)>& exit_now) {
+  Supervisor s(config, first, logs, guardian, rdzv, make_workers, exit_now);
   return s.run();
 }
 

@@ -6,9 +6,16 @@
 // nothing on it blocks on the network.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "agent/config.h"
+#include "agent/workers.h"
+
+namespace boost::asio {
+class io_context;
+}
 
 namespace cxxrun::rendezvous {
 class Rendezvous;
@@ -31,5 +38,17 @@ class LogDir;
 // `zygote` forks Python workers (nullptr: all start by exec, agent/zygote.h).
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
               JobCgroup* cgroup, Zygote* zygote, rendezvous::Rendezvous& rdzv, const std::string& job_token);
+
+// The same loop over the workers `make_workers` gives it, made on the loop's
+// io_context with the supervisor as their listener: the seam that lets
+// tests/unit/test_supervisor.cc drive the phase sequence (failure, restart,
+// re-form, lost store, dead peer, signals) with no process. `guardian` may
+// be null. `exit_now(code)` ends the process at once when a signal comes
+// while the rendezvous blocks (production: std::_Exit); if it returns, the
+// loop ends as for any exit.
+using MakeWorkers = std::function<std::unique_ptr<Workers>(boost::asio::io_context& io, Workers::Listener& listener)>;
+int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian* guardian,
+              rendezvous::Rendezvous& rdzv, const MakeWorkers& make_workers,
+              const std::function<void(int)>& exit_now);
 
 }  // namespace cxxrun::agent

@@ -27,6 +27,7 @@
 #include "agent/spawn.h"
 #include "agent/worker_env_writer.h"
 #include "agent/worker_stdio.h"
+#include "agent/workers.h"
 
 namespace cxxrun::agent {
 
@@ -53,30 +54,10 @@ struct Worker {
   Pipe out, err;
 };
 
-class WorkerGroup {
+// The real Workers: processes, pipes, cgroups (agent/workers.h has the
+// contract).
+class WorkerGroup final : public Workers {
  public:
-  class Listener {
-   public:
-    virtual void on_worker_started(const Worker& w) = 0;
-    virtual void on_worker_exited(const Worker& w) = 0;
-    // A signal stopped the worker, or SIGCONT resumed it (w.paused_since).
-    virtual void on_worker_paused(const Worker& w) = 0;
-    // A worker failed on its own while the group ran.
-    virtual void on_worker_failed(const Failure& f) = 0;
-    // While stopping after a failure: a worker that had failed before the
-    // stop began (its error file is older), so it counts too.
-    virtual void on_earlier_failure(const Failure& f) = 0;
-    // Every worker exited 0.
-    virtual void on_group_succeeded() = 0;
-    // stop() is complete: every worker reaped, strays killed, pipes drained.
-    virtual void on_group_stopped() = 0;
-
-   protected:
-    ~Listener() = default;
-  };
-  // Adds per-worker variables (hang detection's) to a worker's environment.
-  using EnvHook = std::function<void(EnvMap& env, int local_rank)>;
-
   // `cgroup`: where the job's processes live (nullptr: none; then the
   // agent's descendants are the job's, less `guardian` and the zygote).
   // `zygote`: Python workers are forked from it where it can (nullptr:
@@ -92,35 +73,36 @@ class WorkerGroup {
   // the zygote still preloads, the workers start once it is ready (or given
   // up, Zygote::kPreloadDeadline).
   // `placement` is this node's place in the current round.
-  void start(const Config& config, const rendezvous::Assignment& placement, int attempt, const EnvHook& env_hook);
+  void start(const Config& config, const rendezvous::Assignment& placement, int attempt,
+             const EnvHook& env_hook) override;
   // The node's logger, named by its group rank in the current round.
-  const std::shared_ptr<spdlog::logger>& log() const { return log_; }
+  const std::shared_ptr<spdlog::logger>& log() const override { return log_; }
   // Reaps every exited child; `other` gets children that are not workers.
-  void reap(const std::function<void(pid_t pid)>& other);
+  void reap(const std::function<void(pid_t pid)>& other) override;
   // Signals every worker's process group and everything carrying this
   // attempt's token; SIGKILL after the grace. `failing`: exits during the
   // stop are still failures (a crash's victims may be reaped before it).
-  void stop(int sig, bool failing);
+  void stop(int sig, bool failing) override;
   // SIGKILL now (a second SIGINT, or the grace ran out).
-  void escalate();
+  void escalate() override;
   // Forwards `sig` to every running worker's process group.
-  void signal_all(int sig);
+  void signal_all(int sig) override;
   // Sends `sig` to the worker with global rank `rank`; false if none runs.
-  bool signal_rank(int rank, int sig);
+  bool signal_rank(int rank, int sig) override;
   // The next exit of local rank `local_rank` is reported with `why` as its
   // message (a hang the watchdog saw).
-  void note_hang(int local_rank, const std::string& why) { hung_[local_rank] = why; }
-  bool hung(int local_rank) const { return hung_.count(local_rank) > 0; }
+  void note_hang(int local_rank, const std::string& why) override { hung_[local_rank] = why; }
+  bool hung(int local_rank) const override { return hung_.count(local_rank) > 0; }
 
-  int running() const;
+  int running() const override;
   // Whether a running worker is stopped by a signal.
-  bool paused() const;
+  bool paused() const override;
   bool stopping() const { return stopping_; }
-  const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
+  const std::vector<std::unique_ptr<Worker>>& workers() const override { return workers_; }
   // This attempt's failures; ordered root cause first once it stopped.
-  const std::vector<Failure>& failures() const { return failures_; }
+  const std::vector<Failure>& failures() const override { return failures_; }
   // "CXXRUN_JOB_TOKEN=<job>:<attempt>": in every process of this attempt.
-  std::string attempt_token() const;
+  std::string attempt_token() const override;
 
  private:
   void wait_for_zygote();

@@ -1,0 +1,90 @@
+// What the supervisor, the hang watchdog, the fault injector and the reporter
+// need of one node's workers: the seam in front of WorkerGroup (ninja's
+// CommandRunner is the model). WorkerGroup (agent/worker_group.h) starts real
+// processes; tests/unit/test_supervisor.cc drives the supervisor's phase
+// sequence through a fake that starts none.
+//
+// The contract every implementation keeps: calls come on the supervisor's
+// loop, and so do the Listener's callbacks, never from inside the call that
+// causes them (post them); after stop(), on_group_stopped() comes exactly
+// once, when nothing of the attempt runs any more.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <spdlog/logger.h>
+
+#include "agent/config.h"
+#include "agent/failure.h"
+#include "agent/worker_env_writer.h"
+
+namespace cxxrun::agent {
+
+struct Worker;
+
+class Workers {
+ public:
+  class Listener {
+   public:
+    virtual void on_worker_started(const Worker& w) = 0;
+    virtual void on_worker_exited(const Worker& w) = 0;
+    // A signal stopped the worker, or SIGCONT resumed it (w.paused_since).
+    virtual void on_worker_paused(const Worker& w) = 0;
+    // A worker failed on its own while the group ran.
+    virtual void on_worker_failed(const Failure& f) = 0;
+    // While stopping after a failure: a worker that had failed before the
+    // stop began (its error file is older), so it counts too.
+    virtual void on_earlier_failure(const Failure& f) = 0;
+    // Every worker exited 0.
+    virtual void on_group_succeeded() = 0;
+    // stop() is complete: every worker reaped, strays killed, pipes drained.
+    virtual void on_group_stopped() = 0;
+
+   protected:
+    ~Listener() = default;
+  };
+  // Adds per-worker variables (hang detection's) to a worker's environment.
+  using EnvHook = std::function<void(EnvMap& env, int local_rank)>;
+
+  virtual ~Workers() = default;
+
+  // Starts config.nproc_per_node workers for `attempt`; `placement` is this
+  // node's place in the current round. A worker that cannot be executed is
+  // a failure (exit code 127), reported through the listener.
+  virtual void start(const Config& config, const rendezvous::Assignment& placement, int attempt,
+                     const EnvHook& env_hook) = 0;
+  // Takes the whole attempt down: `sig` first, SIGKILL after the grace.
+  // `failing`: exits during the stop are still failures.
+  virtual void stop(int sig, bool failing) = 0;
+  // SIGKILL now (a second SIGINT, or the grace ran out).
+  virtual void escalate() = 0;
+  // Forwards `sig` to every running worker.
+  virtual void signal_all(int sig) = 0;
+  // Sends `sig` to the worker with global rank `rank`; false if none runs.
+  virtual bool signal_rank(int rank, int sig) = 0;
+  // Reaps every exited child (SIGCHLD); `other` gets children that are not
+  // workers.
+  virtual void reap(const std::function<void(pid_t pid)>& other) = 0;
+  // The next exit of local rank `local_rank` is reported with `why` as its
+  // message (a hang the watchdog saw).
+  virtual void note_hang(int local_rank, const std::string& why) = 0;
+  virtual bool hung(int local_rank) const = 0;
+
+  virtual int running() const = 0;
+  // Whether a running worker is stopped by a signal.
+  virtual bool paused() const = 0;
+  virtual const std::vector<std::unique_ptr<Worker>>& workers() const = 0;
+  // This attempt's failures; ordered root cause first once it stopped.
+  virtual const std::vector<Failure>& failures() const = 0;
+  // "CXXRUN_JOB_TOKEN=<job>:<attempt>": in every process of this attempt.
+  virtual std::string attempt_token() const = 0;
+  // The node's logger, named by its group rank in the current round.
+  virtual const std::shared_ptr<spdlog::logger>& log() const = 0;
+};
+
+}  // namespace cxxrun::agent

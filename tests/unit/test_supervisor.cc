@@ -1,0 +1,261 @@
+// The supervisor's phase sequence with no process: fake workers (the Workers
+// seam, agent/workers.h) and a fake rendezvous behind the real link, driven
+// by the supervisor's own loop. Each case is one way a job goes: a failure
+// and a restart, the budget spent, a lost store, a dead peer, a signal while
+// the rendezvous blocks.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "agent/exit_codes.h"
+#include "agent/log_dir.h"
+#include "agent/supervisor.h"
+#include "agent/worker_group.h"
+#include "rendezvous/rendezvous.h"
+
+using namespace cxxrun::agent;
+using cxxrun::rendezvous::Assignment;
+using cxxrun::rendezvous::Rendezvous;
+using cxxrun::rendezvous::RoundEvent;
+using namespace std::chrono_literals;
+
+namespace {
+
+namespace asio = boost::asio;
+
+// What attempt n's one worker does once started.
+struct Outcome {
+  enum Kind { succeed, fail, run } kind = succeed;
+  int code = 0;  // fail: its exit code
+};
+
+// Workers that start nothing: each attempt follows the script, and every
+// callback comes through the loop, as the contract says.
+class FakeWorkers final : public Workers {
+ public:
+  FakeWorkers(asio::io_context& io, Listener& listener, std::function<Outcome(int attempt)> script,
+              std::vector<int>& starts, int& stops)
+      : io_(io), listener_(listener), script_(std::move(script)), starts_(starts), stops_(stops),
+        log_(spdlog::default_logger()) {}
+
+  void start(const Config&, const Assignment& placement, int attempt, const EnvHook&) override {
+    starts_.push_back(attempt);
+    failures_.clear();
+    workers_.clear();
+    auto w = std::make_unique<Worker>();
+    w->rank = placement.base_rank;
+    w->pid = 1000 + attempt;
+    w->running = true;
+    workers_.push_back(std::move(w));
+    asio::post(io_, [this] { listener_.on_worker_started(*workers_[0]); });
+    const Outcome o = script_(attempt);
+    if (o.kind == Outcome::succeed) {
+      asio::post(io_, [this] {
+        workers_[0]->running = false;
+        listener_.on_group_succeeded();
+      });
+    } else if (o.kind == Outcome::fail) {
+      asio::post(io_, [this, code = o.code] {
+        workers_[0]->running = false;
+        Failure f;
+        f.rank = workers_[0]->rank;
+        f.pid = workers_[0]->pid;
+        set_status(f, W_EXITCODE(code, 0));
+        f.time = std::chrono::system_clock::now();
+        failures_.push_back(f);
+        listener_.on_worker_failed(f);
+      });
+    }
+  }
+  void stop(int, bool) override {
+    ++stops_;
+    for (auto& w : workers_) w->running = false;
+    asio::post(io_, [this] { listener_.on_group_stopped(); });
+  }
+  void escalate() override {}
+  void signal_all(int) override {}
+  bool signal_rank(int, int) override { return false; }
+  void reap(const std::function<void(pid_t)>&) override {}
+  void note_hang(int local_rank, const std::string& why) override { hung_[local_rank] = why; }
+  bool hung(int local_rank) const override { return hung_.count(local_rank) > 0; }
+  int running() const override {
+    int n = 0;
+    for (const auto& w : workers_) n += w->running ? 1 : 0;
+    return n;
+  }
+  bool paused() const override { return false; }
+  const std::vector<std::unique_ptr<Worker>>& workers() const override { return workers_; }
+  const std::vector<Failure>& failures() const override { return failures_; }
+  std::string attempt_token() const override { return "CXXRUN_JOB_TOKEN=fake"; }
+  const std::shared_ptr<spdlog::logger>& log() const override { return log_; }
+
+ private:
+  asio::io_context& io_;
+  Listener& listener_;
+  std::function<Outcome(int)> script_;
+  std::vector<int>& starts_;
+  int& stops_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<Failure> failures_;
+  std::map<int, std::string> hung_;
+};
+
+// A rendezvous the test sets up: elastic or not, a store that answers or
+// not, dead members, a rejoin that blocks until released. Called on the
+// link's thread.
+class FakeRendezvous final : public Rendezvous {
+ public:
+  explicit FakeRendezvous(bool elastic) : elastic_(elastic) {}
+
+  Assignment join() override { return {}; }
+  Assignment rejoin() override {
+    if (block_rejoin) {
+      in_rejoin.set_value();
+      released.wait();
+    }
+    Assignment a;
+    a.round = ++round_;
+    return a;
+  }
+  void renew_worker_store() override {}
+  bool elastic() const override { return elastic_; }
+  std::chrono::milliseconds keep_alive_interval() const override { return elastic_ ? 40ms : 0ms; }
+  bool keep_alive() override { return store_answers; }
+  Liveness check_members() override {
+    Liveness l{{}, 2};
+    if (peer_dead) {
+      l.dead = {1};
+      l.alive = 1;
+    }
+    return l;
+  }
+  void watch(OnEvent) override {}
+  void publish_failure(const std::string&) override {}
+  RoundEvent finish_round() override { return RoundEvent::done; }
+  std::vector<std::string> failure_records(std::chrono::milliseconds) override { return {}; }
+  void leave(bool) override {}
+  void inject(const cxxrun::rendezvous::StoreFault&) override {}
+
+  std::atomic<bool> store_answers{true};
+  std::atomic<bool> peer_dead{false};
+  bool block_rejoin = false;
+  std::promise<void> in_rejoin;
+  std::shared_future<void> released;
+
+ private:
+  const bool elastic_;
+  int round_ = 0;
+};
+
+struct Job {
+  Config config;
+  std::vector<int> starts;
+  int stops = 0;
+  std::vector<int> exits_now;
+  std::function<void()> on_exit_now;
+
+  Job() {
+    config.nproc_per_node = 1;
+    config.entrypoint_name = "train";
+    config.log_dir = "/dev/null";  // no files
+    config.rdzv.settings.min_nodes = 2;
+    config.rdzv.settings.max_nodes = 2;
+    config.rdzv.settings.keep_alive_max_attempt = 3;
+  }
+
+  int run(Rendezvous& rdzv, std::function<Outcome(int)> script) {
+    LogDir logs(config);
+    const MakeWorkers fake = [&](asio::io_context& io, Workers::Listener& listener) -> std::unique_ptr<Workers> {
+      return std::make_unique<FakeWorkers>(io, listener, script, starts, stops);
+    };
+    return supervise(config, Assignment{}, logs, nullptr, rdzv, fake, [this](int code) {
+      exits_now.push_back(code);
+      if (on_exit_now) on_exit_now();
+    });
+  }
+};
+
+Outcome fail(int code) { return {Outcome::fail, code}; }
+
+}  // namespace
+
+TEST_CASE("supervisor: a failure restarts the group within the budget, and the restart succeeds") {
+  Job job;
+  job.config.max_restarts = 1;
+  FakeRendezvous rdzv(false);
+  const int code = job.run(rdzv, [](int attempt) { return attempt == 0 ? fail(3) : Outcome{}; });
+  CHECK(code == 0);
+  CHECK(job.starts == std::vector<int>{0, 1});
+}
+
+TEST_CASE("supervisor: with the budget spent the job exits with the failed worker's code") {
+  Job job;
+  job.config.max_restarts = 1;
+  FakeRendezvous rdzv(false);
+  const int code = job.run(rdzv, [](int) { return fail(3); });
+  CHECK(code == 3);
+  CHECK(job.starts == std::vector<int>{0, 1});
+}
+
+TEST_CASE("supervisor: a lost store stops the running workers and exits 1") {
+  Job job;
+  FakeRendezvous rdzv(true);
+  rdzv.store_answers = false;
+  const int code = job.run(rdzv, [](int) { return Outcome{Outcome::run}; });
+  CHECK(code == exit_code::lost);
+  CHECK(job.stops == 1);
+  CHECK(job.starts == std::vector<int>{0});
+}
+
+TEST_CASE("supervisor: a dead peer that leaves fewer than --nnodes' minimum stops the job with exit 1") {
+  Job job;
+  FakeRendezvous rdzv(true);
+  rdzv.peer_dead = true;
+  const int code = job.run(rdzv, [](int) { return Outcome{Outcome::run}; });
+  CHECK(code == exit_code::lost);
+  CHECK(job.stops == 1);
+}
+
+TEST_CASE("supervisor: a signal while the re-forming rendezvous blocks exits at once with 128 + signal") {
+  Job job;
+  job.config.max_restarts = 1;
+  job.config.signals_to_handle = {SIGTERM};
+  FakeRendezvous rdzv(true);
+  rdzv.block_rejoin = true;
+  std::promise<void> release;
+  rdzv.released = release.get_future().share();
+  std::atomic<bool> released{false};
+  job.on_exit_now = [&] {
+    if (!released.exchange(true)) release.set_value();
+  };
+  auto in_rejoin = rdzv.in_rejoin.get_future();
+  std::thread signaller([&] {
+    if (in_rejoin.wait_for(10s) == std::future_status::ready) raise(SIGTERM);
+    else if (!released.exchange(true)) release.set_value();  // fails below rather than hangs
+  });
+  const int code = job.run(rdzv, [](int) { return fail(3); });
+  // exit_now was asked for 143 (production: std::_Exit); here it returned,
+  // and the loop ended with the same code once the rejoin was let go.
+  if (job.exits_now.empty()) {
+    signaller.join();
+    FAIL("no exit during the rendezvous");
+  }
+  CHECK(job.exits_now == std::vector<int>{128 + SIGTERM});
+  CHECK(code == 128 + SIGTERM);
+  CHECK(job.starts == std::vector<int>{0});
+  signaller.join();
+}
