@@ -81,7 +81,7 @@ RendezvousSettings settings_for(const Args& a, const std::string& run_id, int no
   s.local_addr = "10.0." + std::to_string(node / 250) + "." + std::to_string(node % 250 + 1);  // just a label
   s.join_timeout = std::chrono::seconds(60);
   s.read_timeout = std::chrono::seconds(60);
-  s.etcd.endpoints = a.etcd;
+  if (!a.etcd.empty()) s.etcd.endpoints = cxxrun::etcd::parse_endpoints(a.etcd, cxxrun::etcd::Protocol::http);
   return s;
 }
 

@@ -10,10 +10,11 @@
 namespace cxxrun::etcd {
 
 struct Options {
-  // Members' client endpoints, "host:port" (see endpoints.h); each entry may
-  // be a comma list. Requests go to the first until it fails, then on down
-  // the list, round and round.
-  std::vector<std::string> endpoints{"127.0.0.1:" + std::to_string(kDefaultPort)};
+  // Members' client endpoints, parsed once where they were written
+  // (parse_endpoints, endpoints.h, which checks a scheme against
+  // `protocol`). Requests go to the first until it fails, then on down the
+  // list, round and round.
+  std::vector<Endpoint> endpoints{Endpoint{"127.0.0.1"}};
   Protocol protocol = Protocol::http;
   // https only. cacert empty: the system's CAs. cert and key together: our
   // client certificate, for members run with --client-cert-auth.

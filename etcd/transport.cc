@@ -90,8 +90,9 @@ Refusal classify(int http_status, int grpc_code, std::string_view message) {
 
 Transport::Transport(const Options& options)
     : options_(options),
-      endpoints_(parse_endpoints(options.endpoints, options.protocol)),
+      endpoints_(options.endpoints),
       member_ids_(endpoints_.size()) {
+  if (endpoints_.empty()) throw EtcdError("etcd: no endpoints given");
   if (options.protocol == Protocol::https) {
     tls_ = std::make_shared<TlsContext>(TlsFiles{options.cacert, options.cert, options.key});
   } else if (!options.cacert.empty() || !options.cert.empty() || !options.key.empty()) {

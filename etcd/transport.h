@@ -47,8 +47,8 @@ class Transport {
     unsent,  // only if the first never reached a member
   };
 
-  // Parses the endpoints and loads the TLS files; connects to nothing yet.
-  // Throws EtcdError (bad endpoint) or EtcdTlsError (a file).
+  // Loads the TLS files; connects to nothing yet. Throws EtcdError (no
+  // endpoint) or EtcdTlsError (a file).
   explicit Transport(const Options& options);
   ~Transport();
 

@@ -125,21 +125,28 @@ bool is_etcd(const std::string& backend) {
   return backend == "etcd-v3" || backend == "etcd" || backend == "etcd-v2";
 }
 
-// "h1:2379,h2,[::1]:2379": every member, etcd's client port unless given.
-std::vector<net::Endpoint> etcd_endpoints(const RawOptions& raw) {
+// "h1:2379,h2,[::1]:2379": every member, etcd's client port unless given,
+// parsed here once by etcd's own parser (a scheme, if given, must be the
+// protocol's) and carried as etcd::Endpoints from here on.
+std::vector<etcd::Endpoint> etcd_endpoints(const RawOptions& raw) {
   const RawValue& text = raw.at("rdzv_endpoint");
   if (text.text.empty())
     throw UsageError(raw.at("rdzv_backend").shown() + " needs --rdzv-endpoint=HOST[:PORT][,HOST[:PORT]...] "
                      "naming etcd's members");
-  std::vector<net::Endpoint> out;
-  size_t start = 0;
-  for (;;) {
+  for (size_t start = 0;;) {
     const size_t comma = text.text.find(',', start);
-    const std::string one = text.text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (one.empty()) throw UsageError(text.shown() + ": an empty member in the list");
-    out.push_back(endpoint_of({one, text.origin}, etcd::kDefaultPort));
-    if (comma == std::string::npos) return out;
+    if ((comma == std::string::npos ? text.text.size() : comma) == start)
+      throw UsageError(text.shown() + ": an empty member in the list");
+    if (comma == std::string::npos) break;
     start = comma + 1;
+  }
+  const auto conf = parse_rdzv_conf(raw.at("rdzv_conf"));
+  const auto protocol = conf.count("protocol") && conf.at("protocol") == "https" ? etcd::Protocol::https
+                                                                                 : etcd::Protocol::http;
+  try {
+    return etcd::parse_endpoints({text.text}, protocol);
+  } catch (const std::exception& e) {
+    throw UsageError(text.shown() + ": " + e.what());
   }
 }
 
@@ -149,7 +156,7 @@ void etcd(const RawOptions& raw, agent::Config& c, const Nodes& nodes, std::vect
     notes.push_back(fmt::format("--rdzv-backend={} runs on cxxrun's etcd-v3 backend: etcd's v3 API, which every "
                                 "etcd since 3.4 serves (torch's {} backend speaks v2)",
                                 name, name));
-  const std::vector<net::Endpoint> members = etcd_endpoints(raw);
+  const std::vector<etcd::Endpoint> members = etcd_endpoints(raw);
   c.rdzv.backend = Backend::etcd;
   c.rdzv.name = "etcd-v3";
   c.rdzv.host = members.front().host;
@@ -160,12 +167,11 @@ void etcd(const RawOptions& raw, agent::Config& c, const Nodes& nodes, std::vect
   c.master_addr.clear();
   c.master_port = 0;
   c.use_agent_store = false;
-  fill_settings(raw, c, nodes, members.front());
+  fill_settings(raw, c, nodes, {members.front().host, members.front().port});
   rdzv::EtcdSettings& etcd = c.rdzv.settings.etcd;
-  etcd.endpoints.clear();
-  for (const auto& m : members) etcd.endpoints.push_back(net::format_endpoint(m));
+  etcd.endpoints = members;
   std::string list;
-  for (const auto& e : etcd.endpoints) list += (list.empty() ? "" : ",") + e;
+  for (const auto& e : etcd.endpoints) list += (list.empty() ? "" : ",") + e.text();
   c.rdzv.settings.endpoint = (etcd.https ? "https://" : "http://") + list;
   if ((etcd.cert.empty()) != (etcd.key.empty()))
     throw UsageError(raw.at("rdzv_conf").shown() + ": cert and key go together (a client certificate and its key)");

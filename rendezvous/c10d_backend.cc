@@ -112,13 +112,7 @@ Rendezvous::Liveness C10dBackend::check_members() {
   }
   if (out.dead.empty()) return out;
   const auto& s = config_.settings;
-  int waiting = 0;
-  try {
-    waiting = rdzv_->num_nodes_waiting();
-  } catch (const std::exception&) {
-    // Unknown: the members left must do; rejoin() counts again.
-  }
-  out.alive = std::min(s.max_nodes, out.alive - static_cast<int>(out.dead.size()) + waiting);
+  out.alive -= static_cast<int>(out.dead.size());
   std::string ranks;
   for (int r : out.dead) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
   spdlog::warn("node rank {} sent no keep-alive for {} ms", ranks,
@@ -128,6 +122,16 @@ Rendezvous::Liveness C10dBackend::check_members() {
     rdzv_->publish_dead(dead_seen_);
   } catch (const std::exception& e) {
     spdlog::warn("cannot tell the other nodes: {}", e.what());
+  }
+  // Too few left by themselves: waiting nodes (spares too) may fill the
+  // places. Read only then, after the others were told: it costs a store
+  // read, and rejoin() counts again anyway.
+  if (out.alive < s.min_nodes) {
+    try {
+      out.alive = std::min(s.max_nodes, out.alive + rdzv_->num_nodes_waiting());
+    } catch (const std::exception&) {
+      // Unknown: the members left must do.
+    }
   }
   return out;
 }

@@ -25,7 +25,7 @@ milliseconds remaining(Clock::time_point deadline) {
 
 std::string members(const EtcdSettings& s) {
   std::string out;
-  for (const auto& e : s.endpoints) out += (out.empty() ? "" : ",") + e;
+  for (const auto& e : s.endpoints) out += (out.empty() ? "" : ",") + e.text();
   return out;
 }
 
@@ -281,9 +281,7 @@ void EtcdStore::set_timeout(Duration timeout) {
 std::string EtcdStore::local_address() const {
   if (!local_address_.empty()) return local_address_;
   try {
-    const auto members = etcd::parse_endpoints(settings_.endpoints, settings_.https ? etcd::Protocol::https
-                                                                                      : etcd::Protocol::http);
-    const etcd::Endpoint first = members.empty() ? etcd::Endpoint{"127.0.0.1"} : members.front();
+    const etcd::Endpoint first = settings_.endpoints.empty() ? etcd::Endpoint{"127.0.0.1"} : settings_.endpoints.front();
     local_address_ = net::address_toward(first.host, first.port);
   } catch (const std::exception& e) {
     throw store::StoreError(std::string("cannot find the address this host reaches etcd by: ") + e.what());

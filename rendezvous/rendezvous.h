@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "etcd/endpoints.h"
+
 namespace cxxrun::rendezvous {
 
 // torchrun's c10d rendezvous port, when --rdzv-endpoint names none.
@@ -61,7 +63,7 @@ enum class Backend {
 // How to reach etcd: --rdzv-endpoint's members and the --rdzv-conf keys that
 // torch's etcd backends read (docs/torchrun-compat.md §4).
 struct EtcdSettings {
-  std::vector<std::string> endpoints;  // "host:port", each request fails over to the next
+  std::vector<etcd::Endpoint> endpoints;  // parsed once, by the launcher; each request fails over to the next
   bool https = false;                  // protocol=https
   std::string cacert;                  // PEM files: the CA that signed the members,
   std::string cert;                    // and this client's certificate and key

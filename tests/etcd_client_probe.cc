@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(level ? level : "warn"));
 
   Options options;
-  options.endpoints.clear();
+  std::vector<std::string> endpoints;
   std::vector<std::string> args;
   try {
     for (int i = 1; i < argc; ++i) {
@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
         return argv[++i];
       };
       if (!args.empty()) args.push_back(a);  // after the command everything is its own
-      else if (a == "--endpoints") options.endpoints.push_back(value());
+      else if (a == "--endpoints") endpoints.push_back(value());
       else if (a == "--protocol") {
         auto p = value();
         if (p != "http" && p != "https") throw Usage("--protocol http|https");
@@ -273,7 +273,8 @@ int main(int argc, char** argv) {
       else if (a.rfind("--", 0) == 0) throw Usage("unknown option " + a);
       else args.push_back(a);
     }
-    if (options.endpoints.empty() || args.empty()) throw Usage("usage: etcd_client_probe --endpoints LIST [...] COMMAND ARGS");
+    if (endpoints.empty() || args.empty()) throw Usage("usage: etcd_client_probe --endpoints LIST [...] COMMAND ARGS");
+    options.endpoints = cxxrun::etcd::parse_endpoints(endpoints, options.protocol);
     if (args[0] == "watch") return watch(options, args);
     if (args[0] == "watch-cancel") return watch_cancel(options, args);
     if (args[0] == "store-wait") return store_wait(options, args);

@@ -25,8 +25,9 @@ std::string refusal(int status, int code, const std::string& message) {
 
 Client client_of(const std::vector<const Member*>& members, std::chrono::milliseconds timeout = 5s) {
   Options o;
-  o.endpoints.clear();
-  for (auto* m : members) o.endpoints.push_back(m->endpoint());
+  std::vector<std::string> texts;
+  for (auto* m : members) texts.push_back(m->endpoint());
+  o.endpoints = parse_endpoints(texts, Protocol::http);
   o.timeout = timeout;
   return Client(o);
 }
@@ -130,7 +131,7 @@ TEST_CASE("etcd transport: an expired token is replaced once") {
     return serves(r);
   });
   Options o;
-  o.endpoints = {a.endpoint()};
+  o.endpoints = parse_endpoints({a.endpoint()}, Protocol::http);
   o.username = "u";
   o.password = "p";
   Client c(o);
@@ -143,7 +144,7 @@ TEST_CASE("etcd transport: an expired token is replaced once") {
     if (r.target == "/v3/auth/authenticate") return Member::ok("{" + kHeader + R"(,"token":"x"})");
     return refusal(401, 16, "etcdserver: invalid auth token");
   });
-  o.endpoints = {b.endpoint()};
+  o.endpoints = parse_endpoints({b.endpoint()}, Protocol::http);
   Client d(o);
   CHECK_THROWS_AS(d.put("k", "v"), EtcdAuthError);
   CHECK(b.count("/v3/auth/authenticate") == 2);
@@ -174,7 +175,7 @@ TEST_CASE("etcd transport: no member reachable, each named") {
     port = std::stoi(gone.endpoint().substr(10));
   }
   Options o;
-  o.endpoints = {"127.0.0.1:" + std::to_string(port)};
+  o.endpoints = parse_endpoints({"127.0.0.1:" + std::to_string(port)}, Protocol::http);
   o.timeout = 200ms;
   Client c(o);
   CHECK_THROWS_AS(c.range("k"), EtcdUnavailable);
