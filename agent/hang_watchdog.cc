@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "agent/failure.h"
@@ -108,8 +109,16 @@ void HangWatchdog::check_file_timers() {
   const auto mine = find_processes_with_env(group_.attempt_token());
   for (const TimerExpiry& e : expired) {
     if (std::find(mine.begin(), mine.end(), e.pid) == mine.end()) continue;
-    group_.log()->error("file-timer scope '{}' of pid {} expired; sending {}", e.scope_id, e.pid,
-                        signal_name(e.signal));
+    // The timer's own verdict (file_timer.h judges torch's protocol), in the
+    // watchdog's one format; the scope may belong to a worker's child.
+    const Worker* worker = nullptr;
+    for (const auto& w : group_.workers())
+      if (w->running && w->pid == e.pid) worker = w.get();
+    const std::string what = fmt::format("{}: file-timer scope '{}' expired; sending {}",
+                                         worker ? "local rank " + std::to_string(worker->local_rank)
+                                                : "a process of this attempt",
+                                         e.scope_id, signal_name(e.signal));
+    announce(what, worker ? worker->rank : -1, e.pid);
     if (e.signal > 0) kill(e.pid, e.signal);
   }
 }
@@ -122,12 +131,18 @@ void HangWatchdog::check_heartbeats() {
       if (w->local_rank == v.local_rank && w->running) kill_hung(*w, describe(v));
 }
 
+// One line per verdict, whichever judge gave it.
+void HangWatchdog::announce(const std::string& what, int rank, pid_t pid) {
+  if (rank >= 0) group_.log()->error("worker hung: {} (rank {}, pid {})", what, rank, pid);
+  else group_.log()->error("worker hung: {} (pid {})", what, pid);
+}
+
 // Its exit then takes the ordinary failure path, with `what` as the message
 // of its failure report.
 void HangWatchdog::kill_hung(const Worker& w, const std::string& what) {
   if (group_.hung(w.local_rank)) return;
   group_.note_hang(w.local_rank, what);
-  group_.log()->error("worker hung: {} (rank {}, pid {})", what, w.rank, w.pid);
+  announce(what, w.rank, w.pid);
   on_hang_(w);
   if (c_.stack_dump_signal == 0) {
     kill(w.pid, SIGKILL);

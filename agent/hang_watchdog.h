@@ -52,6 +52,7 @@ class HangWatchdog {
   void check_file_timers();
   void check_heartbeats();
   void kill_hung(const Worker& w, const std::string& what);
+  void announce(const std::string& what, int rank, pid_t pid);
 
   boost::asio::io_context& io_;
   const Config c_;
