@@ -151,6 +151,7 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
                                    raw.flag("module"), raw.flag("no_python"), raw.flag("run_path")},
                                   env);
   apply_start_method(raw, program, c, out.warnings);
+  const bool python_program = program.python;
   c.command = std::move(program.command);
   c.entrypoint_name = std::move(program.entrypoint_name);
 
@@ -175,6 +176,11 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
   c.extra_env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] =
       env_value(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING").value_or("1");
   c.extra_env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = signals.text;
+  // A Python worker that crashes (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL)
+  // then prints every thread's Python stack, which the failure summary's
+  // tail shows; without it a segfault is a bare signal and a pid. The user's
+  // own PYTHONFAULTHANDLER, even empty (off), is their choice and stays.
+  if (python_program && !env.contains("PYTHONFAULTHANDLER")) c.extra_env["PYTHONFAULTHANDLER"] = "1";
 
   // 6. Last, since it creates the log directory: nothing may refuse after it.
   if (const RawValue* dir = raw.find("log_dir")) check_log_dir(*dir);

@@ -34,6 +34,23 @@ class PythonMode(TempDirTest):
         self.assertEqual(rc, 0, err)
         self.assertEqual(out, "[default0]:py 0 ['y']\n")
 
+    def test_a_segfault_shows_the_python_stack_in_the_summary(self):
+        # faulthandler is on for Python workers unless the user says
+        # otherwise: the summary's tail names the function that crashed.
+        with open(f"{self.dir}/crash.py", "w") as f:
+            f.write("import ctypes\n\ndef read_null():\n    ctypes.string_at(0)\n\nread_null()\n")
+        rc, out, err = run(["--nproc-per-node=1", f"{self.dir}/crash.py"],
+                           env=clean_env(PYTHON_EXEC="/usr/bin/python3"))
+        self.assertEqual(rc, 139, err)
+        summary = err[err.find("Root Cause"):]
+        self.assertIn("Fatal Python error: Segmentation fault", summary)
+        self.assertIn("in read_null", summary)
+        # The user's choice stays: empty PYTHONFAULTHANDLER is off.
+        rc, out, err = run(["--nproc-per-node=1", f"{self.dir}/crash.py"],
+                           env=clean_env(PYTHON_EXEC="/usr/bin/python3", PYTHONFAULTHANDLER=""))
+        self.assertEqual(rc, 139, err)
+        self.assertNotIn("Fatal Python error", err)
+
     def test_python_exec_is_used(self):
         fake = self.script("fakepy", f'echo "fake $*" > {self.dir}/fake.out\n')
         rc, out, err = run(["--nproc-per-node=1", f"{self.dir}/job.py"], env=clean_env(PYTHON_EXEC=fake))

@@ -272,3 +272,19 @@ TEST_CASE("start method: forkserver warms Python workers only, with the preload 
              Contains("'' is not a module name"));
   CHECK_THAT(failure({"--preload=a-b", script}, env).message, Contains("'a-b' is not a module name"));
 }
+
+TEST_CASE("python workers get faulthandler unless the user chose otherwise") {
+  // A segfault then shows the Python stack in the summary's tail, not only
+  // a signal and a pid.
+  TempDir dir;
+  Env env = base_env();
+  env["PYTHON_EXEC"] = dir.file("python", "#!/bin/sh\n", 0755);
+  const std::string script = dir.file("train.py", "print(1)\n", 0644);
+  CHECK(run({script}, env).config.extra_env.at("PYTHONFAULTHANDLER") == "1");
+  CHECK(run({"-m", "train"}, env).config.extra_env.at("PYTHONFAULTHANDLER") == "1");
+  // Native programs are not Python's; the user's own setting, even empty
+  // (off), stays as it is.
+  CHECK(run({kProg}, env).config.extra_env.count("PYTHONFAULTHANDLER") == 0);
+  env["PYTHONFAULTHANDLER"] = "";
+  CHECK(run({script}, env).config.extra_env.count("PYTHONFAULTHANDLER") == 0);
+}
