@@ -111,6 +111,13 @@ Rendezvous::Liveness C10dBackend::check_members() {
     return out;
   }
   if (out.dead.empty()) return out;
+  // Members are judged while this node waits for the others too, and one
+  // whose workers succeeded leaves once the round is done: gone, not dead.
+  try {
+    if (rdzv_->current_event() == RoundEvent::done) return Liveness{{}, rdzv_->members()};
+  } catch (const std::exception&) {
+    return Liveness{{}, rdzv_->members()};  // the next check decides
+  }
   const auto& s = config_.settings;
   out.alive -= static_cast<int>(out.dead.size());
   std::string ranks;
