@@ -40,15 +40,18 @@ void EtcdJobStore::reach() {
     } catch (const etcd::EtcdTlsError& e) {
       throw RendezvousError(std::string("cannot reach the etcd cluster: ") + e.what());
     } catch (const etcd::EtcdUnavailable& e) {
-      if (deadline - Clock::now() < kShortestTry) give_up(e.what());
-      spdlog::warn("etcd at {} not reachable yet (try {}): {}", settings_.endpoint, attempt, e.what());
+      retry_or_give_up(e.what(), "not reachable", attempt, deadline - Clock::now() < kShortestTry);
     } catch (const etcd::EtcdTimeout& e) {
-      if (deadline - Clock::now() < kShortestTry) give_up(e.what());
-      spdlog::warn("etcd at {} not answering yet (try {}): {}", settings_.endpoint, attempt, e.what());
+      retry_or_give_up(e.what(), "not answering", attempt, deadline - Clock::now() < kShortestTry);
     } catch (const etcd::EtcdError& e) {
       throw RendezvousError(std::string("cannot reach the etcd cluster at ") + settings_.endpoint + ": " + e.what());
     }
   }
+}
+
+void EtcdJobStore::retry_or_give_up(const std::string& why, const char* state, int attempt, bool out_of_time) const {
+  if (out_of_time) give_up(why);
+  spdlog::warn("etcd at {} {} yet (try {}): {}", settings_.endpoint, state, attempt, why);
 }
 
 void EtcdJobStore::give_up(const std::string& why) const {

@@ -29,6 +29,8 @@ class EtcdJobStore : public StateStore {
 
  private:
   void reach();
+  // One warning per failed try, or give_up() once the time is out.
+  void retry_or_give_up(const std::string& why, const char* state, int attempt, bool out_of_time) const;
   [[noreturn]] void give_up(const std::string& why) const;
 
   const RendezvousSettings settings_;

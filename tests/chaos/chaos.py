@@ -74,13 +74,7 @@ class Fault:
         server = subprocess.Popen([os.path.join(os.path.dirname(self.cxxrun), "cxxrun-rdzv"), f"--port={port}", *args],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                                   preexec_fn=limit)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.02)
+        wait_listening(port)
         return server, port
 
     def token_file(self, content="chaos-secret"):
@@ -401,13 +395,7 @@ class Fault:
         args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={job}", "--nnodes=2",
                 "--nproc-per-node=1", "--rdzv-conf=keep_alive_interval=1,join_timeout=6", script]
         host = self.start(args, start_new_session=True)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # until it hosts the store
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.02)
+        wait_listening(port)  # until it hosts the store
         other = self.start(args, start_new_session=True)
         self.wait_for_workers(2)
         host.kill()
@@ -419,6 +407,17 @@ class Fault:
 KINDS = ["exit", "signal", "inject", "success", "restart", "agent-sigterm", "agent-sigkill", "hang", "multinode",
          "store-lost", "paused", "stopped-agent", "bad-input", "agent-group-sigkill", "etcd-unreachable", "no-token",
          "silent-clients", "restarted-node", "restarted-host", "dead-after-success"]
+
+
+def wait_listening(port, timeout=10):
+    """Until something accepts connections on loopback `port` (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.02)
 
 
 def kill_cgroup(path):

@@ -1,0 +1,37 @@
+#include "rendezvous/round_records.h"
+
+#include <stdexcept>
+
+namespace cxxrun::rendezvous {
+
+std::string describe(const Member& m) {
+  return m.addr + "|" + m.host + "|" + std::to_string(m.pid) + "|" + std::to_string(m.nproc) + "|" +
+         std::to_string(m.order);
+}
+
+Member parse_member(const std::string& text) {
+  Member m;
+  size_t a = text.find('|'), b = text.find('|', a + 1), c = text.find('|', b + 1), d = text.find('|', c + 1);
+  if (a == std::string::npos || b == std::string::npos || c == std::string::npos || d == std::string::npos)
+    throw RendezvousError("malformed member record in the rendezvous store: '" + text + "'");
+  m.addr = text.substr(0, a);
+  m.host = text.substr(a + 1, b - a - 1);
+  try {
+    m.pid = std::stol(text.substr(b + 1, c - b - 1));
+    m.nproc = std::stoi(text.substr(c + 1, d - c - 1));
+    m.order = std::stoi(text.substr(d + 1));
+  } catch (const std::exception&) {
+    throw RendezvousError("malformed member record in the rendezvous store: '" + text + "'");
+  }
+  return m;
+}
+
+int to_int(const std::string& text, const std::string& what) {
+  try {
+    return std::stoi(text);
+  } catch (const std::exception&) {
+    throw RendezvousError("malformed " + what + " in the rendezvous store: '" + text + "'");
+  }
+}
+
+}  // namespace cxxrun::rendezvous
