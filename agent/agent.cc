@@ -10,6 +10,7 @@
 #include "agent/cgroup.h"
 #include "agent/guardian.h"
 #include "agent/log_dir.h"
+#include "agent/postmortem.h"
 #include "agent/restart_policy.h"
 #include "agent/supervisor.h"
 #include "agent/worker_env_writer.h"
@@ -77,8 +78,9 @@ int run(const Config& input) {
   const std::string token = random_token();
   LogDir logs(config);
   std::unique_ptr<JobCgroup> cgroup = contain(config, token);
-  Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", logs.removed_at_exit(),
-                    cgroup ? cgroup->path() : "");
+  Postmortem postmortem(token);
+  const std::vector<std::string> cgroups = {cgroup ? cgroup->path() : "", postmortem.memory_dir()};
+  Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", logs.removed_at_exit(), cgroups);
   std::unique_ptr<Zygote> zygote = start_forkserver(config, token, cgroup.get());
   auto rdzv = rendezvous::make_rendezvous(config.rdzv, worker_store_plan(config));
   rendezvous::Assignment first;
@@ -86,12 +88,17 @@ int run(const Config& input) {
     first = rdzv->join();
   } catch (const rendezvous::RendezvousClosed& e) {
     spdlog::info("{}; exiting", e.what());
-    return decide({.cause = Cause::released}).code;
+    Situation released;
+    released.cause = Cause::released;
+    return decide(released).code;
   } catch (const rendezvous::RendezvousError& e) {
     std::cerr << "cxxrun: " << e.what() << std::endl;
-    return decide({.cause = Cause::rendezvous_failed}).code;
+    Situation failed;
+    failed.cause = Cause::rendezvous_failed;
+    return decide(failed).code;
   }
-  const int code = supervise(config, first, logs, guardian, cgroup.get(), zygote.get(), *rdzv, token);
+  const int code = supervise(config, first, logs, guardian, cgroup.get(), zygote.get(), postmortem, *rdzv, token);
+  if (code == exit_code::unkillable && cgroup) cgroup->abandon();
   if (code != 0) logs.keep();
   rdzv->leave(code == 0);
   return code;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -83,7 +84,10 @@ std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& job_token, std::
 JobCgroup::~JobCgroup() {
   end_attempt();
   // Waits, briefly, for every attempt's directory to empty.
-  kill_and_remove_cgroup(path_);
+  if (kill_and_remove_cgroup(path_, abandoned_ ? std::chrono::milliseconds(0) : std::chrono::seconds(5))) return;
+  if (abandoned_)
+    fprintf(stderr, "cxxrun: leaving cgroup %s behind: an unkillable process is still in it; it can be removed "
+                    "(rmdir) once that process is gone\n", path_.c_str());
 }
 
 namespace {
@@ -163,16 +167,16 @@ bool kill_and_remove_once(const std::string& path) {
 
 }  // namespace
 
-bool kill_and_remove_cgroup(const std::string& path) {
+bool kill_and_remove_cgroup(const std::string& path, std::chrono::milliseconds limit) {
   // A kill takes a moment to empty a cgroup, longer on a loaded machine: the
   // whole pass again (kill included, for a child made meanwhile) until the
-  // tree is gone, for up to 5 s.
-  for (int i = 0; i < 1000; ++i) {
+  // tree is gone, for up to `limit`.
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
     if (kill_and_remove_once(path)) return true;
-    if (errno != EBUSY) return false;
+    if (errno != EBUSY || std::chrono::steady_clock::now() >= deadline) return false;
     usleep(5000);
   }
-  return false;
 }
 
 }  // namespace cxxrun::agent

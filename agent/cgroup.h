@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +24,8 @@ class JobCgroup {
   // <cgroup2 mount><the agent's own cgroup>/cxxrun-<job_token>, made now.
   // nullptr when not possible, with the reason in `why_not`.
   static std::unique_ptr<JobCgroup> create(const std::string& job_token, std::string& why_not);
-  // Kills what is left and removes the job's directories.
+  // Kills what is left and removes the job's directories, waiting up to 5 s
+  // for them to empty; after abandon(), not at all.
   ~JobCgroup();
   JobCgroup(const JobCgroup&) = delete;
   JobCgroup& operator=(const JobCgroup&) = delete;
@@ -45,11 +47,15 @@ class JobCgroup {
   // (an exiting process leaves it a moment later): never waited for here,
   // so a restart is not held up.
   void end_attempt();
+  // A process in it outlived SIGKILL (uninterruptible sleep): waiting for
+  // the tree to empty is pointless. It is left behind, and said so.
+  void abandon() { abandoned_ = true; }
 
  private:
   explicit JobCgroup(std::string path) : path_(std::move(path)) {}
 
   std::string path_;
+  bool abandoned_ = false;
   // Removes finished attempts' directories that are empty by now.
   void sweep();
 
@@ -59,9 +65,9 @@ class JobCgroup {
 };
 
 // Kills every process under the cgroup at `path` (its children too: a
-// nested job), waits (up to 5 s) until each is empty, and removes them all.
-// The guardian runs it after the agent died. False, with errno, when the
-// tree could not be removed.
-bool kill_and_remove_cgroup(const std::string& path);
+// nested job), waits (up to `limit`) until each is empty, and removes them
+// all. The guardian runs it after the agent died. False, with errno, when
+// the tree could not be removed.
+bool kill_and_remove_cgroup(const std::string& path, std::chrono::milliseconds limit = std::chrono::seconds(5));
 
 }  // namespace cxxrun::agent

@@ -17,6 +17,12 @@ namespace cxxrun::agent {
 // The grace between SIGTERM and SIGKILL when workers stop (torchrun's, and
 // TORCH_ELASTIC_SHUTDOWN_TIMEOUT's default).
 inline constexpr std::chrono::seconds kDefaultShutdownTimeout{30};
+// How long a worker may outlive cxxrun's SIGKILL before the agent gives up
+// on it as unkillable (uninterruptible sleep: a hung NFS read, a wedged
+// driver), reports it and exits with exit_code::unkillable. A SIGKILLed
+// process normally goes within milliseconds; one that needs its memory
+// freed first, seconds.
+inline constexpr std::chrono::seconds kDefaultKillTimeout{10};
 
 // torchrun's Std flag: which of a worker's streams go to a file.
 enum class Std : unsigned { none = 0, out = 1, err = 2, all = 3 };
@@ -115,6 +121,8 @@ struct Config {
   std::vector<int> signals_to_handle;
   // Grace between SIGTERM and SIGKILL when stopping workers.
   std::chrono::milliseconds shutdown_timeout{kDefaultShutdownTimeout};
+  // --kill-timeout: bound on the wait after SIGKILL (kDefaultKillTimeout).
+  std::chrono::milliseconds kill_timeout{kDefaultKillTimeout};
 
   // Set in every worker's environment on top of the agent's own.
   std::map<std::string, std::string> extra_env;

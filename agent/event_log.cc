@@ -113,6 +113,8 @@ void EventLog::worker_failed(const Failure& f) {
         -1, ' ', false, Json::error_handler_t::replace);
   details.extra["exit_code"] = shell_exit_code(f);
   if (f.signal != 0) details.extra["signal"] = signal_name(f.signal);
+  details.extra["cause"] = std::string(death_name(cause_of(f)));
+  details.extra["cause_detail"] = explain(f);
   const WorkerRef worker{f.local_rank, f.rank, f.pid};
   write_event(event_name(WorkerStatus::failed), true, &worker, details);
 }

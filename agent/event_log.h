@@ -113,7 +113,8 @@ class EventLog {
   // contents); nullopt reads null.
   void worker_status(WorkerStatus status, const WorkerRef& worker, EventDetails details = {});
   // FAILED for `f`, raw_error from its error file as torch does, else
-  // {"message": f.message or describe(f)}; the exit code and signal go into
+  // {"message": f.message or describe(f)}; the exit code, signal and cause
+  // (agent/death.h: "cause" its name, "cause_detail" its evidence) go into
   // the inner metadata.
   void worker_failed(const Failure& f);
   // An AGENT event (global_rank and worker_id null). For FAILED, raw_error

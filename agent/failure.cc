@@ -65,6 +65,8 @@ std::chrono::system_clock::time_point time_of(const Failure& f, const std::optio
 std::string pid_text(const Failure& f) { return f.pid > 0 ? std::to_string(f.pid) : "not started"; }
 
 std::string exit_text(const Failure& f) {
+  if (f.stopped && f.killed_by == Killer::grace)
+    return std::to_string(-f.signal) + " (" + signal_name(f.signal) + " from cxxrun, after the shutdown grace)";
   if (f.stopped) return std::to_string(-f.signal) + " (" + signal_name(f.signal) + " from cxxrun, after this failure)";
   if (f.signal) return std::to_string(-f.signal) + " (" + signal_name(f.signal) + ")";
   return std::to_string(f.exit_code);
@@ -87,6 +89,7 @@ void append_failure(std::ostringstream& os, size_t idx, const std::string& local
      << "  host      : " << host << "\n"
      << "  rank      : " << f.rank << " (local_rank: " << f.local_rank << ")\n"
      << "  exitcode  : " << exit_text(f) << " (pid: " << pid_text(f) << ")\n"
+     << "  cause     : " << indent_continuation(explain(f)) << "\n"
      << "  error_file: " << (message ? f.error_file : std::string("<N/A>")) << "\n"
      << "  traceback : " << indent_continuation(traceback) << "\n";
   if (!f.stderr_tail.empty()) {
@@ -156,7 +159,25 @@ std::string to_record(const Failure& f, const std::string& host) {
                       {"time_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(time_of(f, m).time_since_epoch()).count()},
                       {"stopped", f.stopped},
                       {"error_file", f.error_file},
-                      {"stderr_tail", f.stderr_tail}};
+                      {"stderr_tail", f.stderr_tail},
+                      {"killed_by", killer_id(f.killed_by)},
+                      {"kill_reason", f.kill_reason},
+                      {"memory",
+                       {{"oom_killed", f.memory.oom_killed},
+                        {"how_known", f.memory.how_known},
+                        {"kernel_line", f.memory.kernel_line},
+                        {"cgroup", f.memory.cgroup},
+                        {"limit", f.memory.limit},
+                        {"limit_set_on", f.memory.limit_set_on},
+                        {"peak", f.memory.peak},
+                        {"shared_oom_kills", f.memory.shared_oom_kills},
+                        {"child_oom_kills", f.memory.child_oom_kills},
+                        {"missing", f.memory.missing}}},
+                      {"fault", f.fault},
+                      {"core_dumped", f.core_dumped},
+                      {"core", f.core},
+                      {"unkillable", f.unkillable},
+                      {"wait_state", f.wait_state}};
   if (m) j["message"] = m->text;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -177,6 +198,26 @@ std::optional<Failure> from_record(const std::string& record) {
     f.error_file = j.value("error_file", "");
     f.message = j.value("message", "");
     f.stderr_tail = j.value("stderr_tail", std::vector<std::string>{});
+    f.killed_by = killer_from_id(j.value("killed_by", ""));
+    f.kill_reason = j.value("kill_reason", "");
+    if (j.contains("memory") && j["memory"].is_object()) {
+      const auto& m = j["memory"];
+      f.memory.oom_killed = m.value("oom_killed", false);
+      f.memory.how_known = m.value("how_known", "");
+      f.memory.kernel_line = m.value("kernel_line", "");
+      f.memory.cgroup = m.value("cgroup", "");
+      f.memory.limit = m.value("limit", -1LL);
+      f.memory.limit_set_on = m.value("limit_set_on", "");
+      f.memory.peak = m.value("peak", -1LL);
+      f.memory.shared_oom_kills = m.value("shared_oom_kills", 0LL);
+      f.memory.child_oom_kills = m.value("child_oom_kills", 0LL);
+      f.memory.missing = m.value("missing", "");
+    }
+    f.fault = j.value("fault", "");
+    f.core_dumped = j.value("core_dumped", false);
+    f.core = j.value("core", "");
+    f.unkillable = j.value("unkillable", false);
+    f.wait_state = j.value("wait_state", "");
     return f;
   } catch (const std::exception&) {
     return std::nullopt;
@@ -215,6 +256,9 @@ std::vector<Failure> job_failures(const std::vector<std::string>& records, const
 std::string describe(const Failure& f) {
   std::string how = f.signal ? "was killed by " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
   if (f.stopped) how = "had failed (its error file is written) and was stopped with " + signal_name(f.signal);
+  if (f.stopped && f.killed_by == Killer::grace)
+    how = "did not stop within the shutdown grace and was killed with " + signal_name(f.signal);
+  if (const Death d = cause_of(f); d != Death::exited && d != Death::not_started && !f.stopped) how += ": " + explain(f);
   const std::string pid = f.pid > 0 ? "pid " + pid_text(f) : pid_text(f);
   return (f.host.empty() ? "" : f.host + ": ") + "rank " + std::to_string(f.rank) + " (local_rank " + std::to_string(f.local_rank) + ", " +
          pid + ") " + how;

@@ -9,7 +9,28 @@
 #include <string>
 #include <vector>
 
+#include "agent/death.h"
+
 namespace cxxrun::agent {
+
+// What the kernel knew about a worker's memory when it ended
+// (agent/postmortem.h gathers it; agent/death.h weighs it).
+struct MemoryEvidence {
+  bool oom_killed = false;  // the OOM killer killed this very pid
+  std::string how_known;    // "its memory cgroup's OOM counter", "the kernel log"
+  std::string kernel_line;  // the kernel's own OOM line, when the log was readable
+  std::string cgroup;       // where its memory is accounted
+  long long limit = -1;     // bytes in force on that cgroup; 0: none; -1: unknown
+  std::string limit_set_on;  // the cgroup (it, or an ancestor) whose own limit that is
+  long long peak = -1;      // bytes: its cgroup's peak, else its own peak RSS; -1: unknown
+  // The cgroup is shared with other processes: its OOM counter rose by this
+  // much while the worker ran, but cannot say whom the kernel killed.
+  long long shared_oom_kills = 0;
+  // It lived on, but the OOM killer killed this many of its children (a
+  // data loader, say) in its own memory cgroup.
+  long long child_oom_kills = 0;
+  std::string missing;  // why evidence is missing ("" when complete)
+};
 
 struct Failure {
   int local_rank = 0;
@@ -28,6 +49,18 @@ struct Failure {
   // it failed on its own first, so it is listed, but its exit status is
   // ours and says nothing about it.
   bool stopped = false;
+  // cxxrun killed it (or asked for the signal): which part, and why in
+  // words ("no heartbeat for 10 s", "file-timer scope 'step' expired").
+  Killer killed_by = Killer::none;
+  std::string kill_reason;
+  // What the kernel said (agent/postmortem.h).
+  MemoryEvidence memory;
+  std::string fault;  // the kernel's line on the fault (address, ip, library)
+  bool core_dumped = false;
+  std::string core;  // where the core went: a path, or the program it was piped to
+  // It outlived SIGKILL: its state and kernel wait channel when given up on.
+  bool unkillable = false;
+  std::string wait_state;
 };
 
 // 0 for a clean exit; the exit code, or 128 + signal. Matches what a shell

@@ -20,7 +20,7 @@ namespace cxxrun::agent {
 namespace {
 
 [[noreturn]] void guardian_main(int pipe_r, const std::string& token_prefix, const std::string& cleanup_dir,
-                                const std::string& cgroup) {
+                                const std::vector<std::string>& cgroups) {
   // Terminal signals are for the agent to handle and forward; the guardian
   // must stay alive until the agent is gone.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGUSR1, SIGUSR2, SIGPIPE})
@@ -37,13 +37,17 @@ namespace {
   while ((n = read(pipe_r, &byte, 1)) < 0 && errno == EINTR) {
   }
   const bool agent_died = n <= 0;
-  if (agent_died && !cgroup.empty() && !kill_and_remove_cgroup(cgroup))
-    dprintf(2, "cxxrun-guardian: cannot remove the job's cgroup %s: %s\n", cgroup.c_str(), strerror(errno));
+  // Killing goes first, so the cgroups are empty when they are removed.
+  if (agent_died && !cgroups.empty() && !cgroups[0].empty() && !kill_and_remove_cgroup(cgroups[0]))
+    dprintf(2, "cxxrun-guardian: cannot remove the job's cgroup %s: %s\n", cgroups[0].c_str(), strerror(errno));
   // Repeat: a process may fork while we sweep.
   for (int round = 0; round < 5; ++round) {
     if (signal_processes_with_env(token_prefix, SIGKILL) == 0) break;
     usleep(10000);
   }
+  for (size_t i = 1; agent_died && i < cgroups.size(); ++i)
+    if (!cgroups[i].empty() && !kill_and_remove_cgroup(cgroups[i]))
+      dprintf(2, "cxxrun-guardian: cannot remove the job's cgroup %s: %s\n", cgroups[i].c_str(), strerror(errno));
   std::error_code ignored;
   if (agent_died && !cleanup_dir.empty()) std::filesystem::remove_all(cleanup_dir, ignored);
   _exit(0);
@@ -51,7 +55,8 @@ namespace {
 
 }  // namespace
 
-Guardian::Guardian(const std::string& token_prefix, const std::string& cleanup_dir, const std::string& cgroup) {
+Guardian::Guardian(const std::string& token_prefix, const std::string& cleanup_dir,
+                   const std::vector<std::string>& cgroups) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
   pid_ = fork();
@@ -65,7 +70,7 @@ Guardian::Guardian(const std::string& token_prefix, const std::string& cleanup_d
     // or socket of the agent open.
     int keep = fds[0] == 3 ? 3 : dup2(fds[0], 3);
     close_range(4, ~0U, 0);
-    guardian_main(keep, token_prefix, cleanup_dir, cgroup);
+    guardian_main(keep, token_prefix, cleanup_dir, cgroups);
   }
   close(fds[0]);
   pipe_w_ = fds[1];

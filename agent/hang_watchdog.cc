@@ -119,7 +119,10 @@ void HangWatchdog::check_file_timers() {
                                                 : "a process of this attempt",
                                          e.scope_id, signal_name(e.signal));
     announce(what, worker ? worker->rank : -1, e.pid);
-    if (e.signal > 0) kill(e.pid, e.signal);
+    if (e.signal > 0)
+      group_.kill_process(e.pid, e.signal, Killer::file_timer,
+                          fmt::format("scope '{}' expired (the worker's request: {})", e.scope_id,
+                                      signal_name(e.signal)));
   }
 }
 
@@ -141,20 +144,16 @@ void HangWatchdog::announce(const std::string& what, int rank, pid_t pid) {
 // of its failure report.
 void HangWatchdog::kill_hung(const Worker& w, const std::string& what) {
   if (group_.hung(w.local_rank)) return;
-  group_.note_hang(w.local_rank, what);
   announce(what, w.rank, w.pid);
   on_hang_(w);
-  if (c_.stack_dump_signal == 0) {
-    kill(w.pid, SIGKILL);
-    return;
-  }
-  kill(w.pid, c_.stack_dump_signal);
+  if (c_.stack_dump_signal == 0) return group_.kill_process(w.pid, SIGKILL, Killer::hang, what);
+  group_.kill_process(w.pid, c_.stack_dump_signal, Killer::hang, what);
   auto timer = std::make_unique<asio::steady_timer>(io_, kStackDumpGrace);
   // By pid, not by reference: the group may have restarted since.
   timer->async_wait([this, pid = w.pid](const boost::system::error_code& ec) {
     if (ec) return;
     for (const auto& worker : group_.workers())
-      if (worker->running && worker->pid == pid) kill(pid, SIGKILL);
+      if (worker->running && worker->pid == pid) group_.kill_process(pid, SIGKILL, Killer::hang, "");
   });
   dump_timers_.push_back(std::move(timer));
 }

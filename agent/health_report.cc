@@ -62,8 +62,9 @@ std::string worker_labels(const WorkerHealth& w) {
 
 }  // namespace
 
-bool reports_healthy(GroupState state) {
-  return state != GroupState::unknown && state != GroupState::unhealthy && state != GroupState::failed;
+bool reports_healthy(const HealthSnapshot& s) {
+  if (!s.node_healthy) return false;
+  return s.state != GroupState::unknown && s.state != GroupState::unhealthy && s.state != GroupState::failed;
 }
 
 std::string health_json(const HealthSnapshot& s) {
@@ -75,7 +76,10 @@ std::string health_json(const HealthSnapshot& s) {
                        {"rank", w.rank},
                        {"pid", w.pid},
                        {"state", worker_run_state_name(w.state)},
-                       {"seconds_since_heartbeat", heartbeat}});
+                       {"seconds_since_heartbeat", heartbeat},
+                       {"cause", w.cause.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.cause)},
+                       {"cause_detail",
+                        w.cause.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.cause_detail)}});
   }
   nlohmann::ordered_json body = {{"state", group_state_name(s.state)},
                                  {"run_id", s.run_id},
@@ -86,6 +90,7 @@ std::string health_json(const HealthSnapshot& s) {
                                  {"max_restarts", s.max_restarts},
                                  {"rendezvous_reachable", !s.rendezvous_unreachable_seconds},
                                  {"rendezvous_unreachable_seconds", nullptr},
+                                 {"node_healthy", s.node_healthy},
                                  {"workers", std::move(workers)}};
   if (s.rendezvous_unreachable_seconds) body["rendezvous_unreachable_seconds"] = *s.rendezvous_unreachable_seconds;
   // Invalid UTF-8 in a user-given run id must not turn a probe into a 500.
@@ -125,6 +130,13 @@ std::string prometheus_text(const HealthSnapshot& s) {
 
   m.family("cxxrun_worker_running", "gauge", "1 while the worker's process is alive, else 0.");
   for (const WorkerHealth& w : s.workers) m.sample(worker_labels(w), w.state == WorkerRunState::running ? 1 : 0);
+
+  m.family("cxxrun_node_healthy", "gauge", "0 once a worker outlived SIGKILL (unkillable): the node needs an admin.");
+  m.sample("", s.node_healthy ? 1 : 0);
+
+  m.family("cxxrun_worker_failures_total", "counter",
+           "Worker failures since the agent started, by cause (oom-killed, crashed, killed-by-cxxrun, ...).");
+  for (const auto& [cause, n] : s.failures_by_cause) m.sample(fmt::format("cause=\"{}\"", cause), n);
 
   m.family("cxxrun_worker_seconds_since_heartbeat", "gauge",
            "Seconds since the worker's last heartbeat; absent while it has none.");

@@ -104,7 +104,7 @@ Response respond(const http::request<http::empty_body>& request, bool bad,
   try {
     HealthSnapshot s = snapshot();
     if (healthz)
-      return response(reports_healthy(s.state) ? http::status::ok : http::status::service_unavailable,
+      return response(reports_healthy(s) ? http::status::ok : http::status::service_unavailable,
                       "application/json", health_json(s));
     return response(http::status::ok, kMetricsType, prometheus_text(s));
   } catch (const std::exception& e) {

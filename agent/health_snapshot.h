@@ -56,6 +56,10 @@ struct WorkerHealth {
   // Age of the worker's last heartbeat; nullopt when heartbeats are off or
   // none has arrived yet (shown as null, and left out of /metrics).
   std::optional<double> seconds_since_heartbeat;
+  // How it ended when it failed (agent/death.h): "oom-killed", ... and the
+  // evidence in one line; empty while it runs or when it did not fail.
+  std::string cause;
+  std::string cause_detail;
 };
 
 struct HealthSnapshot {
@@ -69,6 +73,11 @@ struct HealthSnapshot {
   // How long the rendezvous store has been unreachable while the workers go
   // on (a replicated store without quorum); nullopt while it answers.
   std::optional<double> rendezvous_unreachable_seconds;
+  // False once a worker outlived SIGKILL: this node needs an admin.
+  bool node_healthy = true;
+  // Failed workers since the agent started, by cause name (every cause
+  // listed, 0 where none).
+  std::vector<std::pair<std::string, int>> failures_by_cause;
   std::vector<WorkerHealth> workers;
 };
 

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <string_view>
 #include <map>
 
 namespace cxxrun::agent {
@@ -99,6 +101,44 @@ std::vector<pid_t> find_descendants(pid_t root, const std::vector<pid_t>& except
     }
   }
   return found;
+}
+
+namespace {
+
+std::string_view state_words(char state) {
+  switch (state) {
+    case 'R': return "running";
+    case 'S': return "sleeping";
+    case 'D': return "uninterruptible sleep";
+    case 'Z': return "zombie: exited, not yet reaped";
+    case 'T': return "stopped by a signal";
+    case 't': return "stopped by a debugger";
+    case 'X': return "dead";
+    case 'I': return "idle";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+std::string wait_state(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  std::ifstream stat(dir + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  // "pid (comm) S ...": comm may hold spaces and parentheses.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return "its /proc entry is gone";
+  const char state = text[close + 2];
+  std::string out = std::string("state ") + state + " (" + std::string(state_words(state)) + ")";
+  std::ifstream wchan(dir + "/wchan");
+  std::string channel;
+  std::getline(wchan, channel);
+  if (channel.empty() || channel == "0")
+    out += ", wait channel not shown by the kernel";
+  else
+    out += ", waiting in " + channel;
+  return out;
 }
 
 }  // namespace cxxrun::agent

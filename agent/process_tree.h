@@ -24,4 +24,9 @@ int signal_processes_with_env(const std::string& token_prefix, int sig);
 // whatever it changed in its environment.
 std::vector<pid_t> find_descendants(pid_t root, const std::vector<pid_t>& except);
 
+// What a process that will not die is doing, from /proc: "state D
+// (uninterruptible sleep), waiting in nfs_wait_bit_killable". Says so when
+// the process is gone or the kernel hides its wait channel.
+std::string wait_state(pid_t pid);
+
 }  // namespace cxxrun::agent

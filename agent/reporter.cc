@@ -43,6 +43,10 @@ void Reporter::worker_paused(const Worker& w) {
 }
 
 void Reporter::attempt_ended(bool succeeded) {
+  for (const Failure& f : group_.failures()) {
+    ++failures_by_cause_[cause_of(f)];
+    if (f.unkillable) node_healthy_ = false;
+  }
   if (!events_.enabled()) return;
   for (const auto& w : group_.workers()) {
     const Failure* failed = nullptr;
@@ -64,9 +68,12 @@ void Reporter::restarting(int attempt, const std::string& why) {
   events_.agent_event(AgentEvent::restart, details);
 }
 
-void Reporter::exiting(int code) {
+void Reporter::exiting(int code, const Failure* root) {
   EventDetails details;
   if (code != 0) details.raw_error = "exit code " + std::to_string(code);
+  if (code != 0 && root)
+    *details.raw_error += ": rank " + std::to_string(root->rank) + (root->host.empty() ? "" : " on " + root->host) +
+                          ": " + explain(*root);
   events_.agent_event(code == 0 ? AgentEvent::succeeded : AgentEvent::failed, details);
 }
 
@@ -82,6 +89,13 @@ HealthSnapshot Reporter::snapshot() const {
   if (unreachable_since_)
     h.rendezvous_unreachable_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - *unreachable_since_).count();
+  h.node_healthy = node_healthy_;
+  for (Death d : kAllDeaths) {
+    const auto n = failures_by_cause_.find(d);
+    h.failures_by_cause.emplace_back(death_name(d), n == failures_by_cause_.end() ? 0 : n->second);
+  }
+  for (const Failure& f : group_.failures())
+    if (f.unkillable) h.node_healthy = false;
   for (const auto& w : group_.workers()) {
     WorkerHealth wh;
     wh.local_rank = w->local_rank;
@@ -96,6 +110,11 @@ HealthSnapshot Reporter::snapshot() const {
                      ? WorkerRunState::failed
                      : WorkerRunState::stopped;
     wh.seconds_since_heartbeat = watchdog_.seconds_since_beat(w->local_rank);
+    for (const Failure& f : group_.failures())
+      if (f.local_rank == w->local_rank && f.host.empty()) {
+        wh.cause = death_name(cause_of(f));
+        wh.cause_detail = explain(f);
+      }
     h.workers.push_back(wh);
   }
   return h;

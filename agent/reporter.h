@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,7 +48,9 @@ class Reporter {
   // without quorum, while the workers go on), or reachable again: /healthz.
   void rendezvous_unreachable(std::chrono::steady_clock::time_point since) { unreachable_since_ = since; }
   void rendezvous_reachable() { unreachable_since_.reset(); }
-  void exiting(int code);
+  // The agent exits with `code`; `root` is the failure summary's root cause
+  // (nullptr: none), whose cause the AGENT FAILED event names.
+  void exiting(int code, const Failure* root);
 
  private:
   HealthSnapshot snapshot() const;
@@ -56,6 +59,8 @@ class Reporter {
   rendezvous::Assignment placement_;
   int attempt_ = 0;
   std::optional<std::chrono::steady_clock::time_point> unreachable_since_;
+  std::map<Death, int> failures_by_cause_;  // since the agent started
+  bool node_healthy_ = true;                // false once a worker was unkillable
   const Workers& group_;
   const HangWatchdog& watchdog_;
   std::function<GroupState()> state_;

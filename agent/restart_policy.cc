@@ -28,6 +28,7 @@ Decision after_job_event(const Situation& s) {
 }  // namespace
 
 Decision decide(const Situation& s) {
+  if (s.unkillable && s.cause != Cause::reported) return {Action::fail, 0, false};
   switch (s.cause) {
     case Cause::signal: return exit_with(exit_code::signalled(s.signal));
     case Cause::lost: return exit_with(exit_code::lost);
@@ -47,8 +48,21 @@ Decision decide(const Situation& s) {
 }
 
 int failure_exit_code(const std::vector<Failure>& ordered) {
+  // A node that cannot kill its workers needs draining, whatever else failed.
   for (const Failure& f : ordered)
-    if (!f.stopped) return shell_exit_code(f);
+    if (cause_of(f) == Death::unkillable) return exit_code::unkillable;
+  for (const Failure& f : ordered) {
+    if (f.stopped) continue;
+    switch (cause_of(f)) {
+      case Death::oom_killed: return exit_code::oom;
+      case Death::killed_by_cxxrun:
+        if (f.killed_by == Killer::hang || f.killed_by == Killer::file_timer) return exit_code::hang;
+        break;
+      default: break;
+    }
+    const int own = shell_exit_code(f);
+    return exit_code::reserved(own) ? exit_code::unknown_failure : own;
+  }
   return exit_code::unknown_failure;
 }
 

@@ -42,6 +42,9 @@ struct Situation {
   // Cause::membership: members alive afterwards, and --nnodes' minimum.
   int alive_nodes = 1;
   int min_nodes = 1;
+  // A worker here outlived SIGKILL (agent/death.h): the node is unhealthy,
+  // so the job ends here with the summary, whatever the cause or budget.
+  bool unkillable = false;
   // Cause::reported: the failures the summary showed, root cause first.
   std::vector<Failure> summary;
 };
@@ -63,9 +66,12 @@ struct Decision {
 Decision decide(const Situation& s);
 
 // The exit code of a failed job whose failures are `ordered` root cause
-// first: the first failure's own code (128 + signal when killed); one the
-// agent stopped has no code of its own, so the next is used; 1 when every
-// listed failure was stopped, or none could be read.
+// first, by the first failure's cause (agent/death.h): a user's own failure
+// passes its code through (128 + signal when killed); an OOM kill gives
+// exit_code::oom, a hang cxxrun killed exit_code::hang. One the agent
+// stopped has no code of its own, so the next is used; 1 when every listed
+// failure was stopped, or none could be read. A worker that outlived SIGKILL
+// anywhere in the list gives exit_code::unkillable.
 int failure_exit_code(const std::vector<Failure>& ordered);
 
 }  // namespace cxxrun::agent

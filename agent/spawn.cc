@@ -39,6 +39,8 @@ struct StartError {
 [[noreturn]] void exec_child(pid_t agent, const SpawnRequest& r, int report_w, int cgroup_procs, char** argv,
                              char** envp) {
   if (cgroup_procs >= 0 && write(cgroup_procs, "0", 1) != 1) report(report_w, 0);
+  // Only evidence rides on this one: a worker that cannot join it still runs.
+  if (r.memory_procs >= 0) (void)!write(r.memory_procs, "0", 1);
   setsid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != agent) _exit(127);  // the agent died before prctl took hold

@@ -32,6 +32,9 @@ struct SpawnRequest {
   const CgroupTarget* cgroup = nullptr;
   // Given to the process as descriptor 3 (the forkserver's socket); -1: none.
   int pass_fd = -1;
+  // A cgroup.procs of another hierarchy (a v1 memory cgroup) the child
+  // joins before exec, when it can; -1: none.
+  int memory_procs = -1;
 };
 
 // Returns the pid. Throws std::runtime_error naming the program when it

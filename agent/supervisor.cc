@@ -136,7 +136,9 @@ class Supervisor final : Workers::Listener {
 
   // Every node's summary lists this failure: the rendezvous carries it.
   void publish(const Failure& f) {
-    if (!rdzv_.elastic()) return;
+    // A worker this node cannot kill is this node's trouble: the others see
+    // it leave, and re-form without it.
+    if (!rdzv_.elastic() || f.unkillable) return;
     link_->call([record = to_record(f, host_)](Rendezvous& r) -> RendezvousLink::Then {
       r.publish_failure(record);
       return {};
@@ -161,6 +163,8 @@ class Supervisor final : Workers::Listener {
     s.alive_nodes = alive_nodes_;
     s.min_nodes = c_.rdzv.settings.min_nodes;
     s.summary = summary_;
+    const auto& failures = group_->failures();
+    s.unkillable = std::any_of(failures.begin(), failures.end(), [](const Failure& f) { return f.unkillable; });
     return s;
   }
 
@@ -223,10 +227,14 @@ class Supervisor final : Workers::Listener {
       } catch (const std::exception& e) {
         std::string error = e.what();
         if (error.empty()) error = "rendezvous failed";
-        return [this, error] {
+        // Too few nodes left, or the store gone, is the job lost, not a
+        // failure to join (agent/exit_codes.h).
+        const Cause cause =
+            dynamic_cast<const rendezvous::RendezvousLost*>(&e) ? Cause::lost : Cause::rendezvous_failed;
+        return [this, error, cause] {
           rejoining_ = false;
           log_->error("{}", error);
-          end(Cause::rendezvous_failed);
+          end(cause);
         };
       }
     });
@@ -392,7 +400,7 @@ class Supervisor final : Workers::Listener {
   // Only act() calls it: every exit code comes from decide().
   void finish(int code) {
     log_->info("exiting with code {}", code);
-    reporter_.exiting(code);
+    reporter_.exiting(code, summary_.empty() ? nullptr : &summary_.front());
     if (rejoining_) {
       // The link is blocked in the rendezvous (up to join_timeout) and no
       // worker runs: leave now; the guardian cleans up after us.
@@ -443,9 +451,10 @@ class Supervisor final : Workers::Listener {
 }  // namespace
 
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
-              JobCgroup* cgroup, Zygote* zygote, Rendezvous& rdzv, const std::string& job_token) {
+              JobCgroup* cgroup, Zygote* zygote, Postmortem& postmortem, Rendezvous& rdzv,
+              const std::string& job_token) {
   const MakeWorkers real = [&](asio::io_context& io, Workers::Listener& listener) -> std::unique_ptr<Workers> {
-    return std::make_unique<WorkerGroup>(io, logs, job_token, cgroup, guardian.pid(), zygote, listener);
+    return std::make_unique<WorkerGroup>(io, logs, job_token, cgroup, guardian.pid(), zygote, &postmortem, listener);
   };
   return supervise(config, first, logs, &guardian, rdzv, real, [](int code) { std::_Exit(code); });
 }

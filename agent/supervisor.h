@@ -26,6 +26,7 @@ namespace cxxrun::agent {
 
 class Guardian;
 class JobCgroup;
+class Postmortem;
 class Zygote;
 class LogDir;
 
@@ -35,9 +36,12 @@ class LogDir;
 // the round rdzv.join() formed (the supervisor holds each round's, and hands
 // it to the worker group); `job_token` is unique to this agent run;
 // `cgroup` holds the job's processes (nullptr: none, agent/cgroup.h);
-// `zygote` forks Python workers (nullptr: all start by exec, agent/zygote.h).
+// `zygote` forks Python workers (nullptr: all start by exec, agent/zygote.h);
+// `postmortem` gathers the kernel's evidence on ended workers
+// (agent/postmortem.h).
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
-              JobCgroup* cgroup, Zygote* zygote, rendezvous::Rendezvous& rdzv, const std::string& job_token);
+              JobCgroup* cgroup, Zygote* zygote, Postmortem& postmortem, rendezvous::Rendezvous& rdzv,
+              const std::string& job_token);
 
 // The same loop over the workers `make_workers` gives it, made on the loop's
 // io_context with the supervisor as their listener: the seam that lets

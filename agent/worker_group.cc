@@ -1,14 +1,20 @@
 #include "agent/worker_group.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "agent/cgroup.h"
+#include "agent/exit_codes.h"
 #include "agent/log_dir.h"
+#include "agent/postmortem.h"
 #include "agent/process_tree.h"
 #include "agent/spawn.h"
 #include "agent/worker_stdio.h"
@@ -30,6 +36,18 @@ constexpr std::chrono::seconds kPausedReminder{30};
 // (a prompt, a progress bar without '\r') reaches the console.
 constexpr std::chrono::milliseconds kFragmentIdle{100};
 
+// A failure of worker `w` of this attempt, as of now; `error_file` is where
+// it was told to write its error.
+Failure failure_of(int local_rank, int rank, pid_t pid, const std::string& error_file) {
+  Failure f;
+  f.local_rank = local_rank;
+  f.rank = rank;
+  f.pid = pid;
+  f.time = std::chrono::system_clock::now();
+  f.error_file = error_file;
+  return f;
+}
+
 std::string clock_time(std::chrono::system_clock::time_point tp) {
   const time_t t = std::chrono::system_clock::to_time_t(tp);
   tm local{};
@@ -42,9 +60,10 @@ std::string clock_time(std::chrono::system_clock::time_point tp) {
 }  // namespace
 
 WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
-                         pid_t guardian, Zygote* zygote, Listener& listener)
+                         pid_t guardian, Zygote* zygote, Postmortem* postmortem, Listener& listener)
     : io_(io), logs_(logs), token_(job_token), cgroup_(cgroup), guardian_(guardian), zygote_(zygote),
-      listener_(listener), base_env_(current_environment()), timer_(io), paused_timer_(io), zygote_timer_(io) {}
+      postmortem_(postmortem), listener_(listener), base_env_(current_environment()), timer_(io), paused_timer_(io), zygote_timer_(io),
+      kill_timer_(io) {}
 
 WorkerGroup::~WorkerGroup() {
   if (zygote_ready_) zygote_ready_->release();  // the zygote closes its own descriptor
@@ -56,13 +75,17 @@ std::string WorkerGroup::attempt_token() const {
 
 void WorkerGroup::start(const Config& config, const rendezvous::Assignment& placement, int attempt,
                         const EnvHook& env_hook) {
+  // The last attempt's rank memory cgroups go (those still busy, later).
+  if (postmortem_ && !workers_.empty()) postmortem_->end_attempt(attempt_);
   c_ = config;
   placement_ = placement;
   attempt_ = attempt;
   env_hook_ = env_hook;
   log_ = spdlog::default_logger()->clone("cxxrun node" + std::to_string(placement_.group_rank));
   failures_.clear();
-  hung_.clear();
+  kills_.clear();
+  kill_deadlines_.clear();
+  kill_timer_.cancel();
   stopping_ = failing_ = escalated_ = false;
   workers_.clear();
   logs_.prepare_attempt(attempt_, c_.nproc_per_node);
@@ -129,21 +152,33 @@ bool WorkerGroup::start_worker(int local_rank) {
   EnvMap env = worker_environment(c, place, base_env_);
   if (env_hook_) env_hook_(env, local_rank);
   WorkerStdio io{};
+  // Its own memory cgroup, where one can be made: an OOM kill is then
+  // pinned on this rank (agent/postmortem.h).
+  const int memory = postmortem_ ? postmortem_->rank_cgroup(attempt_, local_rank) : -1;
   try {
     io = open_worker_stdio(stdio_request(c, local_rank, w->rank));
     const auto argv = substitute_local_rank(c.command, local_rank);
     const auto envp = to_envp(env);
     w->pid = fork_from_zygote(argv, envp, io);
+    // The zygote's child is moved from here, a moment after its fork.
+    if (w->pid >= 0 && memory >= 0) (void)!write(memory, std::to_string(w->pid).c_str(), std::to_string(w->pid).size());
     if (w->pid < 0)
-      w->pid = spawn_process({argv, envp, -1, io.out_write, io.err_write, target_.dir >= 0 ? &target_ : nullptr, -1});
+      w->pid = spawn_process(
+          {argv, envp, -1, io.out_write, io.err_write, target_.dir >= 0 ? &target_ : nullptr, -1, memory});
+    if (memory >= 0) close(memory);
   } catch (const std::exception& e) {
+    if (memory >= 0) close(memory);
     close_all(io);
     log_->error("{}", e.what());
-    failures_.push_back(Failure{local_rank, w->rank, 0, 127, 0, std::chrono::system_clock::now(), "", {e.what()}, "", ""});
+    Failure f = failure_of(local_rank, w->rank, 0, "");
+    f.exit_code = exit_code::not_executable;
+    f.stderr_tail = {e.what()};
+    failures_.push_back(f);
     workers_.push_back(std::move(w));
     return false;
   }
   close_write_ends(io);
+  if (postmortem_) postmortem_->started(local_rank, w->pid);
   w->running = true;
   Worker& ref = *w;
   workers_.push_back(std::move(w));
@@ -218,9 +253,10 @@ void WorkerGroup::close_pipe(Pipe& p) {
 void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
   int status;
   pid_t pid;
+  rusage usage{};
   // WUNTRACED/WCONTINUED: a worker stopped by a signal would otherwise hang
-  // the job without a word.
-  while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
+  // the job without a word. wait4: its peak memory comes with its status.
+  while ((pid = wait4(-1, &status, WNOHANG | WUNTRACED | WCONTINUED, &usage)) > 0) {
     const bool exited = WIFEXITED(status) || WIFSIGNALED(status);
     bool ours = false;
     if (zygote_ && pid == zygote_->pid() && exited) {
@@ -230,6 +266,7 @@ void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
     for (auto& w : workers_) {
       if (!w->running || w->pid != pid) continue;
       ours = true;
+      if (exited) w->peak_rss = usage.ru_maxrss * 1024LL;  // kilobytes on Linux
       exited ? on_exit(*w, status) : on_pause(*w, status);
     }
     if (!ours && exited) other(pid);
@@ -240,24 +277,36 @@ void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
 void WorkerGroup::on_exit(Worker& w, int status) {
   w.running = false;
   w.status = status;
+  kill_deadlines_.erase(w.pid);
   listener_.on_worker_exited(w);
   // Exits the agent caused while stopping for another reason are no news.
   if (stopping_ && !failing_) return;
-  Failure f{w.local_rank, w.rank, w.pid, 0, 0, std::chrono::system_clock::now(),
-            logs_.file(attempt_, w.local_rank, "error.json"), {}, "", ""};
+  Failure f = failure_of(w.local_rank, w.rank, w.pid, logs_.file(attempt_, w.local_rank, "error.json"));
   set_status(f, status);
-  if (auto hang = hung_.find(w.local_rank); hang != hung_.end()) f.message = hang->second;
+  if (auto kill = kills_.find(w.pid); kill != kills_.end()) {
+    f.killed_by = kill->second.by;
+    f.kill_reason = kill->second.why;
+  }
   if (shell_exit_code(f) == 0) {
     if (!stopping_ && running() == 0) listener_.on_group_succeeded();
     return;
   }
-  if (stopping_ && (f.signal == SIGTERM || f.signal == SIGKILL)) {
+  if (stopping_ && f.killed_by == Killer::grace) {
+    // It ignored the stop signal for the whole grace: listed, since cxxrun
+    // killed it, but the failure that stopped the job is not its own.
+    f.stopped = true;
+  } else if (stopping_ && (f.signal == SIGTERM || f.signal == SIGKILL)) {
     // Our own stop signal, unless the worker had reported an error before
     // we sent it: then it failed on its own (say, while tearing down after
     // its error, and a peer's failure was seen first) and must be listed.
     if (failure_time(f) >= stop_started_) return;  // no error file: the time we saw it
     f.stopped = true;
+    f.killed_by = Killer::none;
   }
+  if (postmortem_)
+    postmortem_->examine(f, status, w.peak_rss);
+  else
+    f.memory.peak = w.peak_rss;
   drain_now(w.err);
   f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
   log_->error("{}", describe(f));
@@ -265,7 +314,7 @@ void WorkerGroup::on_exit(Worker& w, int status) {
   if (!stopping_) return listener_.on_worker_failed(f);
   // It may have failed before the failure that stopped the job: the other
   // nodes need it to name the root cause.
-  if (f.stopped) listener_.on_earlier_failure(f);
+  if (f.stopped && f.killed_by != Killer::grace) listener_.on_earlier_failure(f);
 }
 
 void WorkerGroup::on_pause(Worker& w, int status) {
@@ -324,10 +373,81 @@ bool WorkerGroup::signal_rank(int rank, int sig) {
   for (const auto& w : workers_)
     if (w->rank == rank && w->running) {
       log_->warn("fault injection: sending {} to rank {} (pid {})", signal_name(sig), w->rank, w->pid);
-      kill(w->pid, sig);
+      // A stop is no kill: the worker goes on after SIGCONT.
+      if (sig == SIGSTOP) ::kill(w->pid, sig);
+      else kill_process(w->pid, sig, Killer::fault_injection, "--inject-fault sent " + signal_name(sig));
       return true;
     }
   return false;
+}
+
+void WorkerGroup::kill_process(pid_t pid, int sig, Killer by, const std::string& why) {
+  // pid <= 0 would signal a process group, or every process.
+  if (pid <= 0) return;
+  kills_.insert({pid, Kill{by, why}});  // the first reason stands
+  ::kill(pid, sig);
+  if (sig == SIGKILL) watch_kill(pid);
+}
+
+bool WorkerGroup::hung(int local_rank) const {
+  for (const auto& w : workers_)
+    if (w->local_rank == local_rank)
+      if (auto kill = kills_.find(w->pid); kill != kills_.end() && kill->second.by == Killer::hang) return true;
+  return false;
+}
+
+// Only workers are waited for: a stray that survives SIGKILL holds nothing
+// the agent waits on once the pipes are closed (kPipeDrainLimit).
+void WorkerGroup::watch_kill(pid_t pid) {
+  const bool worker = std::any_of(workers_.begin(), workers_.end(),
+                                  [pid](const auto& w) { return w->running && w->pid == pid; });
+  if (!worker || kill_deadlines_.count(pid)) return;
+  kill_deadlines_[pid] = std::chrono::steady_clock::now() + c_.kill_timeout;
+  check_unkillable();
+}
+
+void WorkerGroup::check_unkillable() {
+  const auto now = std::chrono::steady_clock::now();
+  auto next = std::chrono::steady_clock::time_point::max();
+  for (auto it = kill_deadlines_.begin(); it != kill_deadlines_.end();) {
+    if (it->second > now) {
+      next = std::min(next, it->second);
+      ++it;
+      continue;
+    }
+    const pid_t pid = it->first;
+    it = kill_deadlines_.erase(it);
+    for (auto& w : workers_)
+      if (w->running && w->pid == pid) give_up_on(*w);
+  }
+  if (next == std::chrono::steady_clock::time_point::max()) return;
+  kill_timer_.expires_at(next);
+  kill_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) check_unkillable();
+  });
+}
+
+// The worker outlived SIGKILL by kill_timeout: the kernel holds it
+// (uninterruptible sleep) and nothing the agent does will end it. Waiting
+// longer pins this node's slot; the job ends here with it named.
+void WorkerGroup::give_up_on(Worker& w) {
+  Failure f = failure_of(w.local_rank, w.rank, w.pid, logs_.file(attempt_, w.local_rank, "error.json"));
+  f.signal = SIGKILL;
+  f.unkillable = true;
+  f.wait_state = wait_state(w.pid) + fmt::format("; still alive {} ms after SIGKILL (--kill-timeout)",
+                                                 c_.kill_timeout.count());
+  if (auto kill = kills_.find(w.pid); kill != kills_.end()) {
+    f.killed_by = kill->second.by;
+    f.kill_reason = kill->second.why;
+  }
+  w.running = false;
+  if (w.err.sink) f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
+  log_->error("rank {} (local_rank {}, pid {}) is unkillable: {}; this node is unhealthy", w.rank, w.local_rank,
+              w.pid, f.wait_state);
+  failures_.push_back(f);
+  listener_.on_worker_exited(w);
+  if (!stopping_) return listener_.on_worker_failed(f);
+  check_stopped();
 }
 
 void WorkerGroup::stop(int sig, bool failing) {
@@ -347,6 +467,10 @@ void WorkerGroup::stop(int sig, bool failing) {
     timer_.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;
       log_->warn("workers did not stop within {} ms; sending SIGKILL", c_.shutdown_timeout.count());
+      for (const auto& w : workers_)
+        if (w->running)
+          kills_.insert({w->pid, Kill{Killer::grace, fmt::format("it did not stop within the {} ms shutdown grace",
+                                                                  c_.shutdown_timeout.count())}});
       escalate();
     });
   }
@@ -356,6 +480,8 @@ void WorkerGroup::stop(int sig, bool failing) {
 void WorkerGroup::escalate() {
   escalated_ = true;
   signal_all(SIGKILL);
+  for (const auto& w : workers_)
+    if (w->running) watch_kill(w->pid);
   signal_strays(SIGKILL);
   arm_drain_limit();
 }
@@ -400,6 +526,8 @@ void WorkerGroup::check_stopped() {
   if (open_pipes_ > 0) return;
   timer_.cancel();
   paused_timer_.cancel();
+  kill_timer_.cancel();
+  kill_deadlines_.clear();
   strays_killed_ = false;
   stopping_ = false;
   for (auto& w : workers_) {

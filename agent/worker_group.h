@@ -33,6 +33,7 @@ namespace cxxrun::agent {
 
 class JobCgroup;
 class LogDir;
+class Postmortem;
 class Zygote;
 
 struct Pipe {
@@ -51,6 +52,7 @@ struct Worker {
   // Set while a signal has it stopped (SIGSTOP, SIGTSTP, ...), until SIGCONT.
   std::optional<std::chrono::system_clock::time_point> paused_since;
   int status = 0;  // waitpid status once it exited
+  long long peak_rss = -1;  // bytes, its peak resident memory once it exited
   Pipe out, err;
 };
 
@@ -61,9 +63,10 @@ class WorkerGroup final : public Workers {
   // `cgroup`: where the job's processes live (nullptr: none; then the
   // agent's descendants are the job's, less `guardian` and the zygote).
   // `zygote`: Python workers are forked from it where it can (nullptr:
-  // every worker starts by exec).
+  // every worker starts by exec). `postmortem`: the kernel's evidence on
+  // each failed worker (nullptr: only its exit status).
   WorkerGroup(boost::asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
-              pid_t guardian, Zygote* zygote, Listener& listener);
+              pid_t guardian, Zygote* zygote, Postmortem* postmortem, Listener& listener);
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
@@ -87,12 +90,10 @@ class WorkerGroup final : public Workers {
   void escalate() override;
   // Forwards `sig` to every running worker's process group.
   void signal_all(int sig) override;
-  // Sends `sig` to the worker with global rank `rank`; false if none runs.
+  // Fault injection: sends `sig` to the worker with global rank `rank`.
   bool signal_rank(int rank, int sig) override;
-  // The next exit of local rank `local_rank` is reported with `why` as its
-  // message (a hang the watchdog saw).
-  void note_hang(int local_rank, const std::string& why) override { hung_[local_rank] = why; }
-  bool hung(int local_rank) const override { return hung_.count(local_rank) > 0; }
+  void kill_process(pid_t pid, int sig, Killer by, const std::string& why) override;
+  bool hung(int local_rank) const override;
 
   int running() const override;
   // Whether a running worker is stopped by a signal.
@@ -122,6 +123,10 @@ class WorkerGroup final : public Workers {
   // Signals every process of the attempt that is not a worker, wherever it
   // went; returns how many.
   int signal_strays(int sig);
+  // After cxxrun's SIGKILL to `pid`: Config::kill_timeout to die.
+  void watch_kill(pid_t pid);
+  void check_unkillable();
+  void give_up_on(Worker& w);
   void check_stopped();
 
   boost::asio::io_context& io_;
@@ -130,6 +135,7 @@ class WorkerGroup final : public Workers {
   JobCgroup* const cgroup_;
   const pid_t guardian_;
   Zygote* const zygote_;
+  Postmortem* const postmortem_;
   Listener& listener_;
   const EnvMap base_env_;
   boost::asio::steady_timer timer_;
@@ -145,7 +151,15 @@ class WorkerGroup final : public Workers {
   boost::asio::steady_timer zygote_timer_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<Failure> failures_;
-  std::map<int, std::string> hung_;
+  // cxxrun's own kills of this attempt's processes, by pid.
+  struct Kill {
+    Killer by = Killer::none;
+    std::string why;
+  };
+  std::map<pid_t, Kill> kills_;
+  // Workers SIGKILLed by cxxrun and not reaped yet: when each is given up.
+  std::map<pid_t, std::chrono::steady_clock::time_point> kill_deadlines_;
+  boost::asio::steady_timer kill_timer_;
   int open_pipes_ = 0;
   bool stopping_ = false;
   bool failing_ = false;

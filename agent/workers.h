@@ -42,7 +42,8 @@ class Workers {
     virtual void on_earlier_failure(const Failure& f) = 0;
     // Every worker exited 0.
     virtual void on_group_succeeded() = 0;
-    // stop() is complete: every worker reaped, strays killed, pipes drained.
+    // stop() is complete: every worker reaped (or given up on as
+    // unkillable), strays killed, pipes drained.
     virtual void on_group_stopped() = 0;
 
    protected:
@@ -65,14 +66,18 @@ class Workers {
   virtual void escalate() = 0;
   // Forwards `sig` to every running worker.
   virtual void signal_all(int sig) = 0;
-  // Sends `sig` to the worker with global rank `rank`; false if none runs.
+  // Fault injection: sends `sig` to the worker with global rank `rank`;
+  // false if none runs. Its end is reported as cxxrun's kill.
   virtual bool signal_rank(int rank, int sig) = 0;
+  // Every other signal cxxrun sends on its own initiative to a process of
+  // this attempt (a worker, or one of its children): the end of a worker
+  // sent one is reported as killed by `by`, for `why`. A worker still alive
+  // Config::kill_timeout after cxxrun's SIGKILL is reported unkillable.
+  virtual void kill_process(pid_t pid, int sig, Killer by, const std::string& why) = 0;
   // Reaps every exited child (SIGCHLD); `other` gets children that are not
   // workers.
   virtual void reap(const std::function<void(pid_t pid)>& other) = 0;
-  // The next exit of local rank `local_rank` is reported with `why` as its
-  // message (a hang the watchdog saw).
-  virtual void note_hang(int local_rank, const std::string& why) = 0;
+  // Whether the hang watchdog already sent local rank `local_rank` a kill.
   virtual bool hung(int local_rank) const = 0;
 
   virtual int running() const = 0;

@@ -93,6 +93,13 @@ milliseconds heartbeat_timeout(const RawValue& value) {
   return to_ms(*seconds);
 }
 
+milliseconds kill_timeout(const RawValue& value) {
+  auto seconds = number_of(value.text);
+  if (!seconds || *seconds <= 0 || *seconds > kMaxSeconds)
+    throw bad(value, "must be a number of seconds > 0 (at most 1e9)");
+  return std::max(milliseconds(1), to_ms(*seconds));
+}
+
 bool section_name_ok(std::string_view name) {
   if (name.empty() || name.size() > kMaxSectionName) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -185,6 +192,7 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
   }
 
   if (const RawValue* v = raw.find("heartbeat_timeout")) c.heartbeat_timeout = heartbeat_timeout(*v);
+  if (const RawValue* v = raw.find("kill_timeout")) c.kill_timeout = kill_timeout(*v);
   section_timeouts(raw.list("section_timeout"), c.section_timeouts);
   if (const RawValue* v = raw.find("stack_dump_signal")) c.stack_dump_signal = stack_dump_signal(*v);
   file_timer(env, c);

@@ -104,6 +104,10 @@ constexpr OptionSpec kOptions[] = {
     {"--section-timeout,--section_timeout", "NAME=SECONDS", nullptr, value, extensions,
      "Longest a worker may spend in the named section (repeatable; PET_SECTION_TIMEOUT=a=1,b=2).",
      true},
+    {"--kill-timeout,--kill_timeout", "SECONDS", nullptr, value, extensions,
+     static_text::text<"How long a worker may outlive SIGKILL (uninterruptible sleep) before cxxrun reports it "
+                       "unkillable and exits 242 (default ",
+                       static_text::decimal<agent::kDefaultKillTimeout.count()>(), ").">},
     {"--stack-dump-signal,--stack_dump_signal", "SIGNAL", nullptr, value, extensions,
      "Signal (name or number) sent to a hung worker before it is killed, to dump its stacks."},
     {"--tty", "{auto,always,never}", nullptr, none, extensions,

@@ -38,7 +38,7 @@ Assignment C10dBackend::rejoin() {
   int expected = std::max(1, rdzv_->members());
   const auto& settings = config_.settings;
   if (store_gone_)
-    throw RendezvousError("the rendezvous store at " + settings.endpoint + " did not answer within read_timeout=" +
+    throw RendezvousLost("the rendezvous store at " + settings.endpoint + " did not answer within read_timeout=" +
                           std::to_string(settings.read_timeout.count()) +
                           " ms (etcd without quorum?); the job cannot re-form without it");
   try {
@@ -54,7 +54,7 @@ Assignment C10dBackend::rejoin() {
     // The next round's join reports a store that is really gone.
   }
   if (expected < settings.min_nodes)
-    throw RendezvousError("only " + std::to_string(expected) + " nodes of job " + settings.run_id +
+    throw RendezvousLost("only " + std::to_string(expected) + " nodes of job " + settings.run_id +
                           " are alive, fewer than the minimum of " + std::to_string(settings.min_nodes) +
                           " (--nnodes=" + std::to_string(settings.min_nodes) + ":" +
                           std::to_string(settings.max_nodes) + "); stopping");

@@ -33,6 +33,11 @@ struct RendezvousError : std::runtime_error {
 struct RendezvousClosed : RendezvousError {
   using RendezvousError::RendezvousError;
 };
+// A running job cannot re-form: too few nodes are left, or its store is
+// gone (exit_code::lost, not a failure to join).
+struct RendezvousLost : RendezvousError {
+  using RendezvousError::RendezvousError;
+};
 
 // What ended a round for every node; the first one written wins.
 enum class RoundEvent {

@@ -176,7 +176,7 @@ exec sleep 60
             server.kill()
             server.communicate(timeout=10)
             for rc, err in self.finish(procs, timeout=30):
-                self.assertEqual(rc, 1, err)
+                self.assertEqual(rc, 244, err)
                 self.assertIn("lost the rendezvous store", err)
                 # The promised bound: interval x attempts (0.9 s) + 1 s.
                 self.assertLess(seconds_after(err, "lost the rendezvous store", killed), 1.9, err)
@@ -219,7 +219,7 @@ while :; do sleep 0.05; done
             survivors = [p for p in procs if p is not stopped]
             results = self.finish(survivors, timeout=30)
             for rc, err in results:
-                self.assertEqual(rc, 1, err)
+                self.assertEqual(rc, 244, err)
             joined = "\n".join(err for _, err in results)
             self.assertEqual(joined.count("fewer than the minimum of 3"), 2, joined)
         finally:
@@ -272,7 +272,7 @@ while :; do sleep 0.05; done
         procs.append(self.agent(worker, 2, conf=conf, extra=["--inject-fault=drop_store:node=1,after=500"]))
         results = self.finish(procs, timeout=60)
         for rc, err in results:
-            self.assertEqual(rc, 1, err)
+            self.assertEqual(rc, 244, err)
         joined = "\n".join(err for _, err in results)
         self.assertIn("fault injection: dropping this node's store connection", joined)
         self.assertIn("fewer than the minimum of 2", joined)

@@ -152,7 +152,10 @@ HealthSnapshot sample_snapshot() {
   s.group_world_size = 2;
   s.restart_count = 2;
   s.max_restarts = 3;
-  s.workers = {{0, 4, 1000, WorkerRunState::running, 1.5}, {1, 5, 1001, WorkerRunState::failed, std::nullopt}};
+  s.workers = {{0, 4, 1000, WorkerRunState::running, 1.5, "", ""},
+               {1, 5, 1001, WorkerRunState::failed, std::nullopt, "oom-killed",
+                "oom-killed: the kernel's OOM killer killed pid 1001"}};
+  s.failures_by_cause = {{"oom-killed", 1}, {"crashed", 0}};
   return s;
 }
 
@@ -205,10 +208,19 @@ TEST_CASE("health server: /healthz reports the snapshot as JSON") {
   CHECK(body["restart_count"] == 2);
   CHECK(body["max_restarts"] == 3);
   REQUIRE(body["workers"].size() == 2);
-  CHECK(body["workers"][0] ==
-        json{{"local_rank", 0}, {"rank", 4}, {"pid", 1000}, {"state", "running"}, {"seconds_since_heartbeat", 1.5}});
+  CHECK(body["workers"][0] == json{{"local_rank", 0},
+                                   {"rank", 4},
+                                   {"pid", 1000},
+                                   {"state", "running"},
+                                   {"seconds_since_heartbeat", 1.5},
+                                   {"cause", nullptr},
+                                   {"cause_detail", nullptr}});
   CHECK(body["workers"][1]["state"] == "failed");
   CHECK(body["workers"][1]["seconds_since_heartbeat"].is_null());
+  // Why it failed, in the words of the failure summary (agent/death.h).
+  CHECK(body["workers"][1]["cause"] == "oom-killed");
+  CHECK(body["workers"][1]["cause_detail"] == "oom-killed: the kernel's OOM killer killed pid 1001");
+  CHECK(body["node_healthy"] == true);
 
   // A query string and bare-LF line ends are accepted.
   CHECK(ask(s.port(), "GET /healthz?verbose=1 HTTP/1.0\n\n").status == 200);
@@ -224,6 +236,18 @@ TEST_CASE("health server: /healthz answers 503 for UNKNOWN, UNHEALTHY and FAILED
     CHECK(r.status == (bad ? 503 : 200));
     CHECK(json::parse(r.body)["state"] == std::string(group_state_name(state)));
   }
+}
+
+TEST_CASE("health server: a node with an unkillable worker answers 503 whatever its state") {
+  Running s;
+  {
+    std::lock_guard lock(s.mu);
+    s.snapshot.node_healthy = false;
+  }
+  Response r = get(s.port(), "/healthz");
+  CHECK(r.status == 503);
+  CHECK(json::parse(r.body)["node_healthy"] == false);
+  CHECK(get(s.port(), "/metrics").body.find("cxxrun_node_healthy 0\n") != std::string::npos);
 }
 
 TEST_CASE("health server: /metrics is Prometheus text format 0.0.4") {
@@ -275,6 +299,9 @@ TEST_CASE("health server: /metrics is Prometheus text format 0.0.4") {
   CHECK(samples.at("cxxrun_worker_running{local_rank=\"1\",rank=\"5\"}") == "0");
   CHECK(samples.at("cxxrun_worker_seconds_since_heartbeat{local_rank=\"0\",rank=\"4\"}") == "1.5");
   CHECK(samples.count("cxxrun_worker_seconds_since_heartbeat{local_rank=\"1\",rank=\"5\"}") == 0);
+  CHECK(samples.at("cxxrun_node_healthy") == "1");
+  CHECK(samples.at("cxxrun_worker_failures_total{cause=\"oom-killed\"}") == "1");
+  CHECK(samples.at("cxxrun_worker_failures_total{cause=\"crashed\"}") == "0");
 }
 
 TEST_CASE("health server: 404, 405 and 400") {

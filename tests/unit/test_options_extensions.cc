@@ -86,6 +86,16 @@ TEST_CASE("heartbeat timeout") {
                Contains("--heartbeat-timeout=" + bad + ": must be a number of seconds > 0"));
 }
 
+TEST_CASE("kill timeout: how long a worker may outlive SIGKILL") {
+  CHECK(config_of({}).kill_timeout == std::chrono::duration_cast<milliseconds>(cxxrun::agent::kDefaultKillTimeout));
+  CHECK(config_of({"--kill-timeout=2"}).kill_timeout == milliseconds(2000));
+  CHECK(config_of({"--kill_timeout", "0.5"}).kill_timeout == milliseconds(500));
+  CHECK(config_of({}, with("PET_KILL_TIMEOUT", "3")).kill_timeout == milliseconds(3000));
+  // No 0: waiting forever for a worker in D state is what it bounds.
+  for (std::string bad : {"0", "-1", "soon", "nan", "inf", "", "1e10"})
+    CHECK_THAT(refusal({"--kill-timeout=" + bad}), Contains("--kill-timeout=" + bad + ": must be a number of seconds > 0"));
+}
+
 TEST_CASE("section timeouts: repeatable, PET_ list, last one wins") {
   auto c = config_of({"--section-timeout=step=30", "--section_timeout", "ckpt.save-1=0.5"});
   CHECK(c.section_timeouts ==
@@ -238,7 +248,7 @@ TEST_CASE("extensions are in --help") {
   std::string help = help_text();
   CHECK_THAT(help, Contains("cxxrun extensions:"));
   for (std::string name : {"--event-log FILE, --event_log FILE", "--health-port PORT",
-                           "--health-host HOST", "--heartbeat-timeout SECONDS",
+                           "--health-host HOST", "--heartbeat-timeout SECONDS", "--kill-timeout SECONDS",
                            "--section-timeout NAME=SECONDS, --section_timeout NAME=SECONDS",
                            "--stack-dump-signal SIGNAL", "--inject-fault SPEC, --inject_fault SPEC",
                            "TORCHELASTIC_HEALTH_CHECK_PORT", "CXXRUN_INJECT_FAULTS",

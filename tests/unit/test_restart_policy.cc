@@ -88,11 +88,72 @@ TEST_CASE("restart policy: the agent's SIGINT, SIGTERM, SIGHUP, SIGQUIT exit 128
   }
 }
 
-TEST_CASE("restart policy: too few nodes or a lost store exits 1") {
-  CHECK(decide_for(Cause::lost, false, 0, 0) == "exit 1");
-  CHECK(decide_for(Cause::lost, true, 0, 0) == "exit 1");
-  CHECK(show(decide({.cause = Cause::membership, .elastic = true, .alive_nodes = 1, .min_nodes = 2})) == "exit 1");
-  CHECK(exit_code::lost == 1);
+TEST_CASE("restart policy: too few nodes or a lost store exits 244") {
+  CHECK(decide_for(Cause::lost, false, 0, 0) == "exit 244");
+  CHECK(decide_for(Cause::lost, true, 0, 0) == "exit 244");
+  CHECK(show(decide({.cause = Cause::membership, .elastic = true, .alive_nodes = 1, .min_nodes = 2})) == "exit 244");
+  CHECK(exit_code::lost == 244);
+}
+
+// --- the cause of the root failure picks the code (agent/death.h) ------------
+
+TEST_CASE("restart policy: a user's own failure passes through; infrastructure causes get their own codes") {
+  Failure oom = killed(SIGKILL);
+  oom.pid = 42;
+  oom.memory.oom_killed = true;
+  CHECK(failure_exit_code({oom}) == exit_code::oom);
+  CHECK(exit_code::oom == 241);
+
+  Failure hang = killed(SIGKILL);
+  hang.pid = 42;
+  hang.killed_by = Killer::hang;
+  CHECK(failure_exit_code({hang}) == exit_code::hang);
+  CHECK(exit_code::hang == 240);
+  // A file-timer request may name any signal, and the worker may handle it.
+  Failure timer = exited(1);
+  timer.pid = 42;
+  timer.killed_by = Killer::file_timer;
+  CHECK(failure_exit_code({timer}) == exit_code::hang);
+
+  // An admin's kill -9 and a fault injection are not infrastructure: 137.
+  Failure admin = killed(SIGKILL);
+  admin.pid = 42;
+  CHECK(failure_exit_code({admin}) == 137);
+  Failure injected = killed(SIGKILL);
+  injected.pid = 42;
+  injected.killed_by = Killer::fault_injection;
+  CHECK(failure_exit_code({injected}) == 137);
+
+  // The root cause decides: a user's exit 3 first, its OOM-killed victim after.
+  Failure user = exited(3);
+  user.pid = 41;
+  CHECK(failure_exit_code({user, oom}) == 3);
+  CHECK(failure_exit_code({oom, user}) == exit_code::oom);
+
+  // A program's own 240-244 would read as an infrastructure cause: 1.
+  for (int code : {240, 241, 242, 243, 244}) {
+    Failure own = exited(code);
+    own.pid = 41;
+    CHECK(failure_exit_code({own}) == exit_code::unknown_failure);
+  }
+  Failure near = exited(239);
+  near.pid = 41;
+  CHECK(failure_exit_code({near}) == 239);
+  CHECK(failure_exit_code({exited(245)}) == 245);
+}
+
+TEST_CASE("restart policy: an unkillable worker wins over every other failure, and is never restarted") {
+  Failure user = exited(3);
+  user.pid = 41;
+  Failure stuck = killed(SIGKILL);
+  stuck.pid = 42;
+  stuck.unkillable = true;
+  CHECK(failure_exit_code({user, stuck}) == exit_code::unkillable);
+  CHECK(exit_code::unkillable == 242);
+  CHECK(show(decide({.cause = Cause::failure, .attempt = 0, .max_restarts = 3, .unkillable = true})) == "fail");
+  CHECK(show(decide({.cause = Cause::signal, .signal = SIGTERM, .unkillable = true})) == "fail");
+  CHECK(show(decide({.cause = Cause::lost, .unkillable = true})) == "fail");
+  CHECK(show(decide({.cause = Cause::reported, .unkillable = true, .summary = {user, stuck}})) == "exit 242");
 }
 
 TEST_CASE("restart policy: usage, rendezvous and spare exit codes") {
@@ -153,14 +214,14 @@ TEST_CASE("restart policy: a join or a death re-forms without the budget") {
   }
 }
 
-TEST_CASE("restart policy: a death leaving fewer than min_nodes alive exits 1") {
+TEST_CASE("restart policy: a death leaving fewer than min_nodes alive exits 244") {
   Situation s{.cause = Cause::membership, .job = RoundEvent::dead, .elastic = true, .max_restarts = 3};
   s.alive_nodes = 2; s.min_nodes = 2;
   CHECK(show(decide(s)) == "reform");
   s.alive_nodes = 1;
-  CHECK(show(decide(s)) == "exit 1");
+  CHECK(show(decide(s)) == "exit 244");
   s.alive_nodes = 0; s.min_nodes = 1;
-  CHECK(show(decide(s)) == "exit 1");
+  CHECK(show(decide(s)) == "exit 244");
 }
 
 // --- an elastic node whose own workers succeeded -------------------------------
@@ -197,9 +258,9 @@ TEST_CASE("restart policy: the agent's signal wins over everything") {
 }
 
 TEST_CASE("restart policy: a lost store wins over a pending restart") {
-  CHECK(decide_for(Cause::lost, true, 0, 3, RoundEvent::abort) == "exit 1");
-  CHECK(decide_for(Cause::lost, true, 0, 3, RoundEvent::join) == "exit 1");
-  CHECK(decide_for(Cause::lost, false, 0, 3) == "exit 1");
+  CHECK(decide_for(Cause::lost, true, 0, 3, RoundEvent::abort) == "exit 244");
+  CHECK(decide_for(Cause::lost, true, 0, 3, RoundEvent::join) == "exit 244");
+  CHECK(decide_for(Cause::lost, false, 0, 3) == "exit 244");
 }
 
 // --- failure_exit_code -----------------------------------------------------------

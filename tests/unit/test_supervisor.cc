@@ -38,7 +38,7 @@ namespace asio = boost::asio;
 
 // What attempt n's one worker does once started.
 struct Outcome {
-  enum Kind { succeed, fail, run } kind = succeed;
+  enum Kind { succeed, fail, run, unkillable } kind = succeed;
   int code = 0;  // fail: its exit code
 };
 
@@ -67,10 +67,11 @@ class FakeWorkers final : public Workers {
         workers_[0]->running = false;
         listener_.on_group_succeeded();
       });
-    } else if (o.kind == Outcome::fail) {
-      asio::post(io_, [this, code = o.code] {
+    } else if (o.kind == Outcome::fail || o.kind == Outcome::unkillable) {
+      asio::post(io_, [this, code = o.code, unkillable = o.kind == Outcome::unkillable] {
         workers_[0]->running = false;
         Failure f;
+        f.unkillable = unkillable;
         f.rank = workers_[0]->rank;
         f.pid = workers_[0]->pid;
         set_status(f, W_EXITCODE(code, 0));
@@ -89,8 +90,8 @@ class FakeWorkers final : public Workers {
   void signal_all(int) override {}
   bool signal_rank(int, int) override { return false; }
   void reap(const std::function<void(pid_t)>&) override {}
-  void note_hang(int local_rank, const std::string& why) override { hung_[local_rank] = why; }
-  bool hung(int local_rank) const override { return hung_.count(local_rank) > 0; }
+  void kill_process(pid_t, int, Killer, const std::string&) override {}
+  bool hung(int) const override { return false; }
   int running() const override {
     int n = 0;
     for (const auto& w : workers_) n += w->running ? 1 : 0;
@@ -111,7 +112,6 @@ class FakeWorkers final : public Workers {
   std::shared_ptr<spdlog::logger> log_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<Failure> failures_;
-  std::map<int, std::string> hung_;
 };
 
 // A rendezvous the test sets up: elastic or not, a store that answers or
@@ -211,7 +211,16 @@ TEST_CASE("supervisor: with the budget spent the job exits with the failed worke
   CHECK(job.starts == std::vector<int>{0, 1});
 }
 
-TEST_CASE("supervisor: a lost store stops the running workers and exits 1") {
+TEST_CASE("supervisor: a worker that outlives SIGKILL ends the job at once with the unkillable code") {
+  Job job;
+  job.config.max_restarts = 3;
+  FakeRendezvous rdzv(false);
+  const int code = job.run(rdzv, [](int) { return Outcome{Outcome::unkillable, 137}; });
+  CHECK(code == exit_code::unkillable);
+  CHECK(job.starts == std::vector<int>{0});  // no restart on an unhealthy node
+}
+
+TEST_CASE("supervisor: a lost store stops the running workers and exits 244") {
   Job job;
   FakeRendezvous rdzv(true);
   rdzv.store_answers = false;
@@ -221,7 +230,7 @@ TEST_CASE("supervisor: a lost store stops the running workers and exits 1") {
   CHECK(job.starts == std::vector<int>{0});
 }
 
-TEST_CASE("supervisor: a dead peer that leaves fewer than --nnodes' minimum stops the job with exit 1") {
+TEST_CASE("supervisor: a dead peer that leaves fewer than --nnodes' minimum stops the job with exit 244") {
   Job job;
   FakeRendezvous rdzv(true);
   rdzv.peer_dead = true;

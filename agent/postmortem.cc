@@ -1,0 +1,177 @@
+#include "agent/postmortem.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "agent/kernel_log.h"
+#include "agent/memory_cgroup.h"
+
+namespace cxxrun::agent {
+namespace {
+
+// Signals whose fault the kernel logs with its address (SIGABRT is the
+// process's own doing: no kernel line).
+bool kernel_reports_fault(int sig) {
+  return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP;
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string link_target(const std::string& path) {
+  char buf[4096];
+  const ssize_t n = readlink(path.c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+// The cgroup, `dir` or an ancestor below `mount`, whose own limit is
+// `limit`: where an admin or a scheduler set it.
+std::string limit_owner(std::string dir, long long limit, const std::string& mount) {
+  while (dir.size() > mount.size() && dir.rfind(mount, 0) == 0) {
+    for (const char* file : {"/memory.limit_in_bytes", "/memory.max"})
+      if (auto own = parse_limit(first_line(dir + file)); own && *own == limit) return dir;
+    dir.erase(dir.rfind('/'));
+  }
+  return "";
+}
+
+long long core_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_CORE, &r) != 0) return -1;
+  return r.rlim_cur == RLIM_INFINITY ? -1 : static_cast<long long>(r.rlim_cur);
+}
+
+}  // namespace
+
+std::string core_text(bool dumped, const std::string& pattern, pid_t pid, const std::string& comm,
+                      const std::string& cwd, long long limit) {
+  if (!dumped) return limit == 0 ? "no core file: the core size limit is 0 (ulimit -c)" : "";
+  if (pattern.empty()) return "";
+  if (pattern[0] == '|') {
+    const std::string program = pattern.substr(1, pattern.find(' ') == std::string::npos ? std::string::npos
+                                                                                         : pattern.find(' ') - 1);
+    const bool systemd = program.find("systemd-coredump") != std::string::npos;
+    return "piped to " + program + (systemd ? " (coredumpctl info " + std::to_string(pid) + ")" : "");
+  }
+  // The specifiers a path can be rebuilt from; any other leaves the pattern.
+  std::string path;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      path += pattern[i];
+      continue;
+    }
+    switch (pattern[++i]) {
+      case 'p':
+      case 'P': path += std::to_string(pid); break;
+      case 'e': path += comm; break;
+      case '%': path += '%'; break;
+      default: return "to kernel.core_pattern " + pattern;
+    }
+  }
+  // kernel.core_uses_pid adds ".pid" to a pattern without %p.
+  if (pattern.find("%p") == std::string::npos && first_line("/proc/sys/kernel/core_uses_pid") == "1")
+    path += "." + std::to_string(pid);
+  if (path[0] != '/') path = (cwd.empty() ? "." : cwd) + "/" + path;
+  return "to " + path;
+}
+
+Postmortem::Postmortem(const std::string& job_token)
+    : memory_(std::make_unique<MemoryCgroups>(MemoryCgroups::detect(job_token))) {
+  kernel_ = KernelLog::open(no_kernel_log_);
+  if (memory_->hierarchy() == MemoryCgroups::Hierarchy::none) no_rank_cgroup_ = memory_->why();
+}
+
+Postmortem::~Postmortem() = default;
+
+int Postmortem::rank_cgroup(int attempt, int local_rank) {
+  if (memory_->hierarchy() != MemoryCgroups::Hierarchy::v1) {
+    if (no_rank_cgroup_.empty()) no_rank_cgroup_ = "ranks share their memory cgroup (cgroup v2)";
+    return -1;
+  }
+  std::string why;
+  const int fd = memory_->make_rank(attempt, local_rank, why);
+  if (fd < 0) no_rank_cgroup_ = why;
+  return fd;
+}
+
+void Postmortem::started(int, pid_t pid) {
+  Watched w;
+  if (auto dir = memory_->cgroup_of(pid)) {
+    w.cgroup = *dir;
+    // Made by rank_cgroup() for it alone.
+    w.own = !memory_->job_dir().empty() && dir->rfind(memory_->job_dir() + "/", 0) == 0;
+    if (auto kills = MemoryCgroups::read(w.cgroup, w.own).oom_kills) w.oom_kills_at_start = *kills;
+  }
+  w.comm = first_line("/proc/" + std::to_string(pid) + "/comm");
+  w.cwd = link_target("/proc/" + std::to_string(pid) + "/cwd");
+  watched_[pid] = w;
+}
+
+void Postmortem::examine(Failure& f, int status, long long peak_rss) {
+  if (kernel_) kernel_->poll();
+  const auto it = watched_.find(f.pid);
+  const Watched w = it == watched_.end() ? Watched{} : it->second;
+  if (it != watched_.end()) watched_.erase(it);
+
+  MemoryEvidence& m = f.memory;
+  m.peak = peak_rss;
+  long long new_kills = 0;
+  if (!w.cgroup.empty()) {
+    const MemoryReading r = MemoryCgroups::read(w.cgroup, w.own);
+    m.cgroup = w.cgroup;
+    m.limit = r.limit ? *r.limit : 0;
+    if (r.limit) m.limit_set_on = limit_owner(w.cgroup, *r.limit, memory_->mount());
+    // The rank's cgroup holds its children too: their peak counts.
+    if (w.own && r.peak) m.peak = *r.peak;
+    if (r.oom_kills && w.oom_kills_at_start >= 0) new_kills = *r.oom_kills - w.oom_kills_at_start;
+  }
+  if (f.signal == SIGKILL) {
+    if (kernel_)
+      if (auto e = kernel_->find(f.pid, KernelEvent::Kind::oom_kill)) {
+        m.oom_killed = true;
+        m.how_known = "named in the kernel log";
+        m.kernel_line = e->text;
+      }
+    // The kernel counts the kill before it sends the signal.
+    if (!m.oom_killed && w.own && new_kills > 0) {
+      m.oom_killed = true;
+      m.how_known = "counted by its own memory cgroup";
+    }
+    if (!m.oom_killed && !kernel_ && !w.own) {
+      m.shared_oom_kills = new_kills;
+      m.missing = (no_rank_cgroup_.empty() ? "no memory cgroup of its own" : no_rank_cgroup_) + "; " + no_kernel_log_;
+    }
+  } else if (w.own && new_kills > 0) {
+    m.child_oom_kills = new_kills;  // a data loader, say: the worker lived on to fail
+  }
+
+  if (f.signal && kernel_reports_fault(f.signal)) {
+    if (!kernel_)
+      f.fault = "fault address unknown: " + no_kernel_log_;
+    else if (auto e = kernel_->find(f.pid, KernelEvent::Kind::fault))
+      f.fault = "kernel: " + e->text;
+    else
+      f.fault = "fault address unknown: no kernel fault line for pid " + std::to_string(f.pid) +
+                " (a fault in another of its threads is logged under that thread's id)";
+  }
+  if (f.signal) {
+    f.core_dumped = WCOREDUMP(status);
+    f.core = core_text(f.core_dumped, first_line("/proc/sys/kernel/core_pattern"), f.pid, w.comm, w.cwd,
+                       core_limit());
+  }
+  if (kernel_) kernel_->forget(f.pid);
+}
+
+void Postmortem::end_attempt(int attempt) { memory_->end_attempt(attempt); }
+
+std::string Postmortem::memory_dir() const { return memory_->tree(); }
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,530 @@
+// The kernel's evidence on a worker's death: its log's OOM and fault lines
+// (agent/kernel_log.h) and the memory cgroups (agent/memory_cgroup.h). Fake
+// trees under a temporary directory stand in for /proc and /sys/fs/cgroup, a
+// regular file for /dev/kmsg; the last tests do the real thing when root on
+// a host with the v1 memory controller.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "agent/kernel_log.h"
+#include "agent/memory_cgroup.h"
+
+using namespace cxxrun::agent;
+namespace fs = std::filesystem;
+using Kind = KernelEvent::Kind;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/kernel-evidence-XXXXXX";
+    REQUIRE(mkdtemp(name));
+    path = name;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+void append(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::app) << text; }
+
+std::string kmsg(const std::string& text, int pri = 6) { return std::to_string(pri) + ",1,2,-;" + text + "\n"; }
+
+const char* const cgroup_oom =
+    "Memory cgroup out of memory: Killed process 2821 (alloc) total-vm:264624kB, anon-rss:32512kB, "
+    "file-rss:968kB, shmem-rss:0kB, UID:0 pgtables:108kB oom_score_adj:0";
+const char* const segfault =
+    "python3[25768]: segfault at 0 ip 00007fbada929ad8 sp 00007fff54f7cf28 error 4 in "
+    "libc.so.6[167ad8,7fbada7e8000+156000] likely on CPU 1 (core 1, socket 0)";
+
+}  // namespace
+
+TEST_CASE("kernel records: OOM kills, cgroup or global, and what is not a kill", "[kernel-evidence]") {
+  auto e = parse_kernel_record(std::string("6,352,10307838837,-;") + cgroup_oom + "\n SUBSYSTEM=x\n");
+  REQUIRE(e);
+  CHECK(e->kind == Kind::oom_kill);
+  CHECK(e->pid == 2821);
+  CHECK(e->text == cgroup_oom);
+  CHECK(memory_cgroup_oom(*e));
+
+  e = parse_kernel_record(kmsg("Out of memory: Killed process 77 (python3) total-vm:1kB, anon-rss:1kB", 3));
+  REQUIRE(e);
+  CHECK(e->pid == 77);
+  CHECK_FALSE(memory_cgroup_oom(*e));
+  CHECK(parse_kernel_record(kmsg("Out of memory (oom_kill_allocating_task): Killed process 5 (x) total-vm:1kB"))->pid == 5);
+  CHECK(parse_kernel_record(kmsg("Killed process 123 (x) total-vm:1kB, anon-rss:1kB"))->pid == 123);  // older kernels
+
+  CHECK_FALSE(parse_kernel_record(kmsg("oom_reaper: reaped process 2821 (alloc), now anon-rss:0kB, file-rss:0kB")));
+  CHECK_FALSE(parse_kernel_record(kmsg("Memory cgroup out of memory: Kill process 1 (x) score 5 or sacrifice child")));
+  CHECK_FALSE(parse_kernel_record(kmsg("watchdog: Killed process 5 (x)")));
+  CHECK_FALSE(parse_kernel_record(kmsg("Out of memory: Killed process x (y)")));
+  CHECK_FALSE(parse_kernel_record(kmsg(
+      "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,task=alloc,pid=2821,uid=0")));
+  // User space may write to /dev/kmsg, but never as the kernel (facility 0).
+  CHECK_FALSE(parse_kernel_record(kmsg(cgroup_oom, 14)));
+  CHECK_FALSE(parse_kernel_record(cgroup_oom));
+}
+
+TEST_CASE("kernel records: fault lines name the faulting thread", "[kernel-evidence]") {
+  auto e = parse_kernel_record(kmsg(segfault));
+  REQUIRE(e);
+  CHECK(e->kind == Kind::fault);
+  CHECK(e->pid == 25768);
+  CHECK(e->text == segfault);
+  CHECK(parse_kernel_record(kmsg("traps: python3[4242] general protection fault ip:7f00 sp:7ffc error:0 in "
+                                 "libtorch.so[7f00+1000]"))
+            ->pid == 4242);
+  CHECK(parse_kernel_record(kmsg("traps: a.out[99] trap divide error ip:401136 sp:7ffc error:0 in a.out[401000+1000]"))
+            ->pid == 99);
+  CHECK(parse_kernel_record(kmsg("a.out[98] trap invalid opcode ip:401136 sp:7ffc error:0 in a.out[401000+1000]"))->pid ==
+        98);
+  // comm is the program's to choose, brackets included.
+  CHECK(parse_kernel_record(kmsg("my [1] x[314]: segfault at 0 ip 0 sp 0 error 4"))->pid == 314);
+  CHECK(parse_kernel_record(kmsg("python3[77]: unhandled level 3 translation fault (11) at 0x0, esr 0x92000046"))->pid ==
+        77);
+  // kernel.print-fatal-signals: with the pid in 2.6 kernels, without since.
+  CHECK(parse_kernel_record(kmsg("python3/555: potentially unexpected fatal signal 11."))->pid == 555);
+  CHECK(parse_kernel_record(kmsg("/usr/bin/python3.11: python3: potentially unexpected fatal signal 11."))->pid == 0);
+  CHECK(parse_kernel_record(kmsg("potentially unexpected fatal signal 6."))->pid == 0);
+
+  CHECK_FALSE(parse_kernel_record(kmsg("Code: e1 ff ff ff c3 66 2e 0f 1f 84 00 00 00 <62> f3 7d 20")));
+  CHECK_FALSE(parse_kernel_record(kmsg("umip: a.out[5] ip:401136 sp:7ffc: SGDT instruction cannot be used")));
+  CHECK_FALSE(parse_kernel_record(kmsg("x[5] ip:1 sp:2 error:3")));
+  CHECK_FALSE(parse_kernel_record(kmsg("segv[0]: segfault at 0 ip 0 sp 0 error 6")));
+
+  CHECK(register_dump_pid("CPU: 1 UID: 0 PID: 4242 Comm: python3 Not tainted 6.18.4 #1") == 4242);
+  CHECK(register_dump_pid("CPU: 0 PID: 17 Comm: x Tainted: G") == 17);
+  CHECK_FALSE(register_dump_pid("CPU: 0 UID: 0 PID: Comm: x"));
+  CHECK_FALSE(register_dump_pid("RIP: 0033:0x401136"));
+}
+
+TEST_CASE("KernelLog: reads from the end, without blocking, what is appended", "[kernel-evidence]") {
+  TempDir tmp;
+  const std::string path = tmp.path + "/kmsg";
+  std::string why;
+  CHECK_FALSE(KernelLog::open(why, path));
+  CHECK(why == "no " + path + " here (a container without it)");
+  CHECK_FALSE(KernelLog::open(why, "/dev/null"));
+  CHECK(why == "/dev/null here is not the kernel log (a container's stand-in for it)");
+
+  write_file(path, kmsg("Out of memory: Killed process 1 (old) total-vm:1kB"));
+  auto log = KernelLog::open(why, path);
+  REQUIRE(log);
+  log->poll();
+  CHECK_FALSE(log->find(1, Kind::oom_kill));  // before open: not ours
+
+  append(path, kmsg("unrelated") + kmsg(cgroup_oom) + " SUBSYSTEM=memory\n" + kmsg(segfault));
+  append(path, std::string("6,9,9,-;Out of memory: Killed pro"));  // half a record
+  log->poll();
+  REQUIRE(log->find(2821, Kind::oom_kill));
+  CHECK(log->find(2821, Kind::oom_kill)->text == cgroup_oom);
+  CHECK_FALSE(log->find(2821, Kind::fault));
+  CHECK(log->find(25768, Kind::fault)->text == segfault);
+  CHECK_FALSE(log->find(31, Kind::oom_kill));
+  append(path, "cess 31 (late) total-vm:1kB\n");
+  log->poll();
+  CHECK(log->find(31, Kind::oom_kill));
+
+  SECTION("a pid-less fatal-signal line takes the pid of the register dump after it") {
+    append(path, kmsg("/usr/bin/python3.11: python3: potentially unexpected fatal signal 6.") + kmsg("other CPU's line") +
+                     kmsg("CPU: 1 UID: 0 PID: 4242 Comm: python3 Not tainted 6.18.4 #1", 4));
+    log->poll();
+    REQUIRE(log->find(4242, Kind::fault));
+    CHECK(log->find(4242, Kind::fault)->text.find("fatal signal 6") != std::string::npos);
+  }
+  SECTION("which never hides the fault line before it") {
+    append(path, kmsg(segfault) + kmsg("python3/25768: potentially unexpected fatal signal 11."));
+    log->poll();
+    CHECK(log->find(25768, Kind::fault)->text == segfault);
+    CHECK(log->recent(Kind::fault).size() == 3);
+  }
+  SECTION("forget") {
+    log->forget(2821);
+    CHECK_FALSE(log->find(2821, Kind::oom_kill));
+    CHECK(log->find(25768, Kind::fault));
+  }
+  CHECK(log->overwritten() == 0);
+}
+
+TEST_CASE("KernelLog: bounded per poll and in memory", "[kernel-evidence]") {
+  TempDir tmp;
+  const std::string path = tmp.path + "/kmsg";
+  write_file(path, "");
+  std::string why;
+  auto log = KernelLog::open(why, path);
+  REQUIRE(log);
+  std::string records;
+  for (int pid = 1; pid <= 10005; ++pid) records += kmsg("Out of memory: Killed process " + std::to_string(pid) + " (x)");
+  append(path, records);
+  log->poll();  // 10000 records at most
+  CHECK(log->find(10000, Kind::oom_kill));
+  CHECK_FALSE(log->find(10001, Kind::oom_kill));
+  CHECK_FALSE(log->find(10000 - KernelLog::max_events, Kind::oom_kill));  // the oldest went
+  CHECK(log->recent(Kind::oom_kill).size() == KernelLog::max_events);
+  log->poll();
+  CHECK(log->find(10005, Kind::oom_kill));
+}
+
+TEST_CASE("KernelLog: /dev/kmsg says why it cannot be read", "[kernel-evidence]") {
+  std::string why;
+  auto log = KernelLog::open(why);
+  if (log) {
+    log->poll();  // never blocks: EAGAIN at the end
+    SUCCEED("/dev/kmsg is readable here");
+  } else {
+    CHECK_FALSE(why.empty());
+    WARN("/dev/kmsg: " << why);
+  }
+}
+
+TEST_CASE("memory cgroup files: parsing", "[kernel-evidence]") {
+  auto m = parse_mountinfo_line("35 31 0:32 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory");
+  REQUIRE(m);
+  CHECK(m->root == "/");
+  CHECK(m->mount_point == "/sys/fs/cgroup/memory");
+  CHECK(m->fstype == "cgroup");
+  CHECK(m->super_options == "rw,memory");
+  m = parse_mountinfo_line("41 31 0:38 /a\\040b /mnt/with\\040space rw - cgroup2 cgroup2 rw,nsdelegate");
+  REQUIRE(m);
+  CHECK(m->root == "/a b");
+  CHECK(m->mount_point == "/mnt/with space");
+  CHECK_FALSE(parse_mountinfo_line("41 31 0:38 / /x rw cgroup2 cgroup2 rw"));
+
+  const std::string hybrid = "9:name=systemd:/\n5:cpu,memory:/a:b\n0::/user.slice\n";
+  CHECK(memory_cgroup_path(hybrid, true) == "/a:b");
+  CHECK(memory_cgroup_path(hybrid, false) == "/user.slice");
+  CHECK(memory_cgroup_path("4:memory:/process_api/x\n", true) == "/process_api/x");
+  CHECK_FALSE(memory_cgroup_path("2:cpuacct,cpu:/y\n1:memoryx:/z\n", true));
+  CHECK_FALSE(memory_cgroup_path("4:memory:/x\n", false));
+
+  CHECK(keyed_value("cache 0\nhierarchical_memory_limit 33554432\n", "hierarchical_memory_limit") == 33554432);
+  CHECK(keyed_value("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill") == 3);
+  CHECK(keyed_value("oom 2\noom_kill 1\noom_group_kill 0\n", "oom_kill") == 1);
+  CHECK_FALSE(keyed_value("oom_group_kill 4\n", "oom_kill"));
+
+  CHECK_FALSE(parse_limit("max\n"));
+  CHECK_FALSE(parse_limit("9223372036854771712\n"));
+  CHECK_FALSE(parse_limit(std::to_string(1LL << 62)));
+  CHECK(parse_limit(std::to_string((1LL << 62) - 1)) == (1LL << 62) - 1);
+  CHECK(parse_limit("33554432\n") == 33554432);
+  CHECK_FALSE(parse_limit("lots"));
+
+  CHECK(format_bytes(0) == "0 B");
+  CHECK(format_bytes(1023) == "1023 B");
+  CHECK(format_bytes(900 * 1024) == "900 KiB");
+  CHECK(format_bytes(512LL << 20) == "512 MiB");
+  CHECK(format_bytes(3LL << 29) == "1.5 GiB");
+  CHECK(format_bytes(1LL << 30) == "1.0 GiB");
+  CHECK(format_bytes(32LL << 20) == "32 MiB");
+  CHECK(format_bytes((1LL << 30) - 1) == "1.0 GiB");
+  CHECK(format_bytes(10239) == "10 KiB");
+  CHECK(format_bytes(-(2LL << 20)) == "-2.0 MiB");
+}
+
+TEST_CASE("MemoryCgroups::detect on fake hierarchies", "[kernel-evidence]") {
+  TempDir t;
+  const std::string& T = t.path;
+  MemoryCgroups::Paths paths{T + "/mountinfo", T + "/cgroup", T + "/proc"};
+  const std::string hybrid = "31 23 0:28 / " + T + "/fs rw - tmpfs tmpfs rw\n35 31 0:32 / " + T +
+                             "/fs/memory rw - cgroup cgroup rw,memory\n41 31 0:38 / " + T +
+                             "/fs/unified rw - cgroup2 cgroup2 rw\n";
+
+  SECTION("hybrid: the v1 memory controller") {
+    write_file(paths.mountinfo, hybrid);
+    write_file(paths.self_cgroup, "4:memory:/process_api/abc\n0::/\n");
+    auto m = MemoryCgroups::detect("tok", paths);
+    CHECK(m.hierarchy() == MemoryCgroups::Hierarchy::v1);
+    CHECK(m.why().empty());
+    CHECK(m.mount() == T + "/fs/memory");
+    CHECK(m.own_dir() == T + "/fs/memory/process_api/abc");
+
+    write_file(T + "/proc/42/cgroup", "4:memory:/process_api/abc/cxxrun-tok/attempt-0/rank-1\n0::/\n");
+    CHECK(m.cgroup_of(42) == T + "/fs/memory/process_api/abc/cxxrun-tok/attempt-0/rank-1");
+    CHECK_FALSE(m.cgroup_of(43));
+
+    // mkdir -p below the agent's own cgroup, then the cgroup.procs a plain
+    // directory lacks.
+    fs::create_directories(m.own_dir());
+    std::string why;
+    CHECK(m.make_rank(0, 1, why) == -1);
+    CHECK(why == "cannot open " + T + "/fs/memory/process_api/abc/cxxrun-tok/attempt-0/rank-1/cgroup.procs: " +
+                     "No such file or directory");
+    CHECK(m.job_dir() == T + "/fs/memory/process_api/abc/cxxrun-tok");
+    CHECK(fs::is_directory(m.job_dir() + "/attempt-0/rank-1"));
+    m.end_attempt(0);
+    CHECK_FALSE(fs::exists(m.job_dir() + "/attempt-0"));
+    {
+      MemoryCgroups moved = std::move(m);
+      CHECK(m.job_dir().empty());
+      CHECK(moved.job_dir() == T + "/fs/memory/process_api/abc/cxxrun-tok");
+    }
+    CHECK_FALSE(fs::exists(T + "/fs/memory/process_api/abc/cxxrun-tok"));
+  }
+  SECTION("v1 where the agent may not create cgroups") {
+    write_file(paths.mountinfo, hybrid);
+    write_file(paths.self_cgroup, "4:memory:/file\n");
+    write_file(T + "/fs/memory/file", "");
+    auto m = MemoryCgroups::detect("tok", paths);
+    std::string why;
+    CHECK(m.make_rank(0, 0, why) == -1);
+    CHECK(why == "cannot create a memory cgroup for each rank under " + T + "/fs/memory/file: Not a directory");
+    CHECK(m.job_dir().empty());
+  }
+  SECTION("a mount of a subtree shows paths below its root") {
+    write_file(paths.mountinfo, "35 31 0:32 /docker/c1 " + T + "/memory rw - cgroup cgroup rw,memory\n");
+    write_file(paths.self_cgroup, "4:memory:/docker/c1/sub\n");
+    CHECK(MemoryCgroups::detect("tok", paths).own_dir() == T + "/memory/sub");
+    write_file(paths.self_cgroup, "4:memory:/docker/c10\n");
+    auto outside = MemoryCgroups::detect("tok", paths);
+    CHECK(outside.hierarchy() == MemoryCgroups::Hierarchy::none);
+    CHECK(outside.why().find("outside the mounted hierarchy") != std::string::npos);
+  }
+  SECTION("pure v2: the nearest cgroup with memory files accounts") {
+    write_file(paths.mountinfo, "41 31 0:38 / " + T + "/cg rw - cgroup2 cgroup2 rw\n");
+    write_file(paths.self_cgroup, "0::/agent.slice/agent\n");
+    write_file(T + "/cg/cgroup.controllers", "cpuset cpu io memory pids\n");
+    write_file(T + "/cg/agent.slice/agent/cgroup.controllers", "");
+    auto m = MemoryCgroups::detect("tok", paths);
+    CHECK(m.hierarchy() == MemoryCgroups::Hierarchy::v2);
+    std::string why;
+    CHECK(m.make_rank(0, 0, why) == -1);
+    CHECK(why == "pure cgroup v2: per-rank memory is the job cgroup's");
+
+    write_file(T + "/proc/7/cgroup", "0::/agent.slice/agent/cxxrun-tok/attempt-0\n");
+    CHECK_FALSE(m.cgroup_of(7));  // nothing below the root accounts it
+    write_file(T + "/cg/agent.slice/memory.events", "oom_kill 0\n");
+    CHECK(m.cgroup_of(7) == T + "/cg/agent.slice");
+    write_file(T + "/cg/agent.slice/agent/cxxrun-tok/attempt-0/memory.events", "oom_kill 0\n");
+    CHECK(m.cgroup_of(7) == T + "/cg/agent.slice/agent/cxxrun-tok/attempt-0");
+  }
+  SECTION("no memory controller anywhere") {
+    write_file(paths.mountinfo, "41 31 0:38 / " + T + "/cg rw - cgroup2 cgroup2 rw\n");
+    write_file(paths.self_cgroup, "0::/\n");
+    write_file(T + "/cg/cgroup.controllers", "cpu io pids\n");
+    auto m = MemoryCgroups::detect("tok", paths);
+    CHECK(m.hierarchy() == MemoryCgroups::Hierarchy::none);
+    CHECK(m.why().find("no memory cgroup controller is mounted") == 0);
+    std::string why;
+    CHECK(m.make_rank(0, 0, why) == -1);
+    CHECK(why == m.why());
+    write_file(paths.mountinfo, "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n");
+    CHECK(MemoryCgroups::detect("tok", paths).why() == "no memory cgroup controller is mounted");
+  }
+}
+
+TEST_CASE("MemoryCgroups::read on fake v1 and v2 cgroups", "[kernel-evidence]") {
+  TempDir t;
+  const std::string v1 = t.path + "/memory/job/rank-0";
+  write_file(v1 + "/memory.limit_in_bytes", "9223372036854771712\n");
+  write_file(v1 + "/memory.stat", "cache 0\nhierarchical_memory_limit 33554432\nhierarchical_memsw_limit 9223372036854771712\n");
+  write_file(v1 + "/memory.max_usage_in_bytes", "33804288\n");
+  write_file(v1 + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+  MemoryReading r = MemoryCgroups::read(v1, true);
+  CHECK(r.cgroup == v1);
+  CHECK(r.own);
+  CHECK(r.limit == 33554432);
+  CHECK(r.peak == 33804288);
+  CHECK(r.oom_kills == 1);
+  write_file(v1 + "/memory.stat", "hierarchical_memory_limit 9223372036854771712\n");
+  CHECK_FALSE(MemoryCgroups::read(v1, true).limit);
+
+  const std::string root = t.path + "/cg";  // the root cgroup: no memory.max
+  write_file(root + "/a/memory.max", "1073741824\n");
+  write_file(root + "/a/b/memory.max", "max\n");
+  const std::string leaf = root + "/a/b/c";
+  write_file(leaf + "/memory.max", "2147483648\n");
+  write_file(leaf + "/memory.events", "low 0\nhigh 0\nmax 5\noom 2\noom_kill 1\noom_group_kill 0\n");
+  r = MemoryCgroups::read(leaf, false);
+  CHECK_FALSE(r.own);
+  CHECK(r.limit == 1073741824);
+  CHECK_FALSE(r.peak);  // before 5.19
+  CHECK(r.oom_kills == 1);
+  write_file(leaf + "/memory.peak", "123\n");
+  CHECK(MemoryCgroups::read(leaf, false).peak == 123);
+  write_file(root + "/a/memory.max", "max\n");
+  write_file(leaf + "/memory.max", "max\n");
+  CHECK_FALSE(MemoryCgroups::read(leaf, false).limit);
+
+  r = MemoryCgroups::read(t.path + "/missing", true);
+  CHECK_FALSE(r.limit);
+  CHECK_FALSE(r.peak);
+  CHECK_FALSE(r.oom_kills);
+}
+
+namespace {
+
+// A forked child, killed and reaped however the test ends.
+struct Child {
+  pid_t pid = -1;
+  int status = 0;
+  ~Child() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  int wait() {
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    pid = -1;
+    return status;
+  }
+};
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+bool write_to(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+// Polls until `pid` has an event of `kind` or a second has gone; `first`
+// says whether the first poll, right after waitpid(), already had it.
+std::optional<KernelEvent> await_event(KernelLog& log, pid_t pid, Kind kind, bool& first) {
+  for (int i = 0; i < 100; ++i) {
+    log.poll();
+    if (auto e = log.find(pid, kind)) {
+      first = i == 0;
+      return e;
+    }
+    usleep(10000);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("real: a rank's own v1 memory cgroup sees the OOM kill of its worker", "[kernel-evidence]") {
+  const auto token = "test-" + std::to_string(getpid());
+  MemoryCgroups cgroups = MemoryCgroups::detect(token);
+  if (geteuid() != 0 || cgroups.hierarchy() != MemoryCgroups::Hierarchy::v1) {
+    WARN("skipped: needs root and the v1 memory controller (" << (geteuid() != 0 ? "not root" : cgroups.why()) << ")");
+    return;
+  }
+  std::string why;
+  auto log = KernelLog::open(why);
+  if (!log) WARN("the kernel log part is skipped: " << why);
+
+  Fd procs{cgroups.make_rank(0, 0, why)};
+  REQUIRE(procs.fd >= 0);
+  const std::string rank = cgroups.job_dir() + "/attempt-0/rank-0";
+  // The limit in force is the job's, above the rank, as a host's would be.
+  constexpr long long limit = 32LL << 20;
+  REQUIRE(write_to(cgroups.job_dir() + "/memory.limit_in_bytes", std::to_string(limit)));
+  write_to(cgroups.job_dir() + "/memory.memsw.limit_in_bytes", std::to_string(limit));  // no swapping out of it
+
+  int ready[2], go[2];
+  REQUIRE(pipe2(ready, O_CLOEXEC) == 0);
+  REQUIRE(pipe2(go, O_CLOEXEC) == 0);
+  Child child;
+  child.pid = fork();
+  REQUIRE(child.pid >= 0);
+  if (child.pid == 0) {
+    // Moves itself, as a worker does, then touches 256 MiB.
+    char byte = 0;
+    if (write(procs.fd, "0", 1) != 1) _exit(3);
+    if (write(ready[1], "r", 1) != 1 || read(go[0], &byte, 1) != 1) _exit(4);
+    const size_t size = 256u << 20;
+    char* p = static_cast<char*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (p == MAP_FAILED) _exit(5);
+    for (size_t i = 0; i < size; i += 4096) p[i] = 1;
+    _exit(0);
+  }
+  close(ready[1]);
+  close(go[0]);
+  char byte = 0;
+  REQUIRE(read(ready[0], &byte, 1) == 1);
+  CHECK(cgroups.cgroup_of(child.pid) == rank);
+  CHECK(cgroups.cgroup_of(getpid()) == cgroups.own_dir());
+  REQUIRE(write(go[1], "g", 1) == 1);
+  close(ready[0]);
+  close(go[1]);
+  const pid_t pid = child.pid;
+  const int status = child.wait();
+  bool first_poll = false;
+  const auto event = log ? await_event(*log, pid, Kind::oom_kill, first_poll) : std::nullopt;
+
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+  const MemoryReading own = MemoryCgroups::read(rank, true);
+  const MemoryReading job = MemoryCgroups::read(cgroups.job_dir(), false);
+  INFO("rank: limit " << format_bytes(own.limit.value_or(-1)) << ", peak " << format_bytes(own.peak.value_or(-1))
+                      << ", oom_kill " << own.oom_kills.value_or(-1) << "; job: oom_kill " << job.oom_kills.value_or(-1)
+                      << ", peak " << format_bytes(job.peak.value_or(-1)));
+  CHECK(own.limit == limit);
+  REQUIRE(own.peak);
+  CHECK(*own.peak >= limit * 3 / 4);
+  CHECK(*own.peak <= limit + (4LL << 20));
+  CHECK(own.oom_kills == 1);
+  CHECK(job.limit == limit);
+  if (log) {
+    REQUIRE(event);
+    INFO("the kernel said: " << event->text << (first_poll ? " (read on the first poll after waitpid)" : ""));
+    CHECK(event->pid == pid);
+    CHECK(memory_cgroup_oom(*event));
+    CHECK(event->text.find("Killed process " + std::to_string(pid) + " (") != std::string::npos);
+    CHECK(first_poll);
+  }
+  cgroups.end_attempt(0);
+  CHECK_FALSE(fs::exists(cgroups.job_dir() + "/attempt-0"));
+  const std::string job_dir = cgroups.job_dir();
+  { MemoryCgroups gone = std::move(cgroups); }
+  CHECK_FALSE(fs::exists(job_dir));
+}
+
+TEST_CASE("real: the kernel log names the pid of a segfault", "[kernel-evidence]") {
+  std::string why;
+  auto log = KernelLog::open(why);
+  std::ifstream trace("/proc/sys/debug/exception-trace");
+  int traced = 0;
+  if (!log || !(trace >> traced) || !traced) {
+    WARN("skipped: " << (log ? "debug.exception-trace is off" : why));
+    return;
+  }
+  Child child;
+  child.pid = fork();
+  REQUIRE(child.pid >= 0);
+  if (child.pid == 0) {
+    // The kernel prints only unhandled faults: Catch2's handler goes first.
+    signal(SIGSEGV, SIG_DFL);
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    *static_cast<volatile int*>(nullptr) = 1;
+    _exit(0);
+  }
+  const pid_t pid = child.pid;
+  const int status = child.wait();
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGSEGV);
+  bool first_poll = false;
+  const auto event = await_event(*log, pid, Kind::fault, first_poll);
+  // printk_ratelimit() may drop the line when the host faults a lot.
+  REQUIRE(event);
+  INFO(event->text);
+  CHECK(event->text.find("segfault at 0 ") != std::string::npos);
+  CHECK(first_poll);
+}
