@@ -98,7 +98,10 @@ int run(const Config& input) {
     return decide(failed).code;
   }
   const int code = supervise(config, first, logs, guardian, cgroup.get(), zygote.get(), postmortem, *rdzv, token);
-  if (code == exit_code::unkillable && cgroup) cgroup->abandon();
+  if (code == exit_code::unkillable) {
+    if (cgroup) cgroup->abandon();
+    postmortem.abandon();
+  }
   if (code != 0) logs.keep();
   rdzv->leave(code == 0);
   return code;

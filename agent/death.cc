@@ -46,8 +46,9 @@ std::string memory_facts(const MemoryEvidence& m) {
           (m.limit_set_on.empty() ? (m.cgroup.empty() ? "" : " on memory cgroup " + m.cgroup)
                                   : " set on memory cgroup " + m.limit_set_on);
   else if (m.limit == 0)
-    out = "no memory limit on its cgroups" + (m.cgroup.empty() ? "" : " (" + m.cgroup + ")") + ": the machine ran out";
-  if (m.peak >= 0) out += (out.empty() ? "" : "; ") + ("peak " + format_bytes(m.peak));
+    out = "no memory limit on its cgroups" + (m.cgroup.empty() ? "" : " (" + m.cgroup + ")");
+  if (m.peak >= 0) out += (out.empty() ? "" : "; ") + ("peak " + format_bytes(m.peak) + " charged to its memory cgroup");
+  if (m.peak_rss >= 0) out += (out.empty() ? "" : "; ") + ("its own peak RSS " + format_bytes(m.peak_rss));
   return out;
 }
 
@@ -55,6 +56,7 @@ std::string oom_text(const Failure& f) {
   const MemoryEvidence& m = f.memory;
   std::string out = fmt::format("the kernel's OOM killer killed pid {}", f.pid);
   if (!m.how_known.empty()) out += " (" + m.how_known + ")";
+  if (m.limit == 0) out += "; the machine ran out of memory";
   if (const std::string facts = memory_facts(m); !facts.empty()) out += "; " + facts;
   return out;
 }

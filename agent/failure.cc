@@ -170,6 +170,7 @@ std::string to_record(const Failure& f, const std::string& host) {
                         {"limit", f.memory.limit},
                         {"limit_set_on", f.memory.limit_set_on},
                         {"peak", f.memory.peak},
+                        {"peak_rss", f.memory.peak_rss},
                         {"shared_oom_kills", f.memory.shared_oom_kills},
                         {"child_oom_kills", f.memory.child_oom_kills},
                         {"missing", f.memory.missing}}},
@@ -209,6 +210,7 @@ std::optional<Failure> from_record(const std::string& record) {
       f.memory.limit = m.value("limit", -1LL);
       f.memory.limit_set_on = m.value("limit_set_on", "");
       f.memory.peak = m.value("peak", -1LL);
+      f.memory.peak_rss = m.value("peak_rss", -1LL);
       f.memory.shared_oom_kills = m.value("shared_oom_kills", 0LL);
       f.memory.child_oom_kills = m.value("child_oom_kills", 0LL);
       f.memory.missing = m.value("missing", "");

@@ -22,7 +22,8 @@ struct MemoryEvidence {
   std::string cgroup;       // where its memory is accounted
   long long limit = -1;     // bytes in force on that cgroup; 0: none; -1: unknown
   std::string limit_set_on;  // the cgroup (it, or an ancestor) whose own limit that is
-  long long peak = -1;      // bytes: its cgroup's peak, else its own peak RSS; -1: unknown
+  long long peak = -1;      // bytes charged to its own memory cgroup at most (it and its children); -1: unknown
+  long long peak_rss = -1;  // bytes: its own peak resident set (wait4); -1: unknown
   // The cgroup is shared with other processes: its OOM counter rose by this
   // much while the worker ran, but cannot say whom the kernel killed.
   long long shared_oom_kills = 0;

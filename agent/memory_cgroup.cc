@@ -266,8 +266,9 @@ MemoryCgroups::~MemoryCgroups() { remove_job(); }
 
 void MemoryCgroups::remove_job() {
   if (job_dir_.empty()) return;
-  // Processes just killed leave their cgroup a moment later.
-  for (int i = 0; i < 100; ++i) {
+  // Processes just killed leave their cgroup a moment later; one that
+  // cannot be killed never does (abandon()).
+  for (int i = 0; i < (abandoned_ ? 1 : 100); ++i) {
     std::vector<std::string> busy;
     remove_tree(job_dir_, busy);
     if (!exists(job_dir_)) break;
@@ -291,6 +292,7 @@ MemoryCgroups& MemoryCgroups::operator=(MemoryCgroups&& other) noexcept {
   proc_ = std::move(other.proc_);
   job_dir_ = std::move(other.job_dir_);
   busy_ = std::move(other.busy_);
+  abandoned_ = other.abandoned_;
   other.job_dir_.clear();  // the tree is ours now
   other.busy_.clear();
   return *this;

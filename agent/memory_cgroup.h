@@ -79,6 +79,9 @@ class MemoryCgroups {
   void end_attempt(int attempt);
   // <own_dir>/cxxrun-<job_token> once make_rank() made it; "" before.
   std::string job_dir() const { return job_dir_; }
+  // An unkillable process is still in the tree: the destructor tries once
+  // instead of waiting for it to empty.
+  void abandon() { abandoned_ = true; }
   // Where make_rank() makes that tree (v1), made yet or not: what a guardian
   // started before any worker removes after the agent died. "" when none.
   std::string tree() const;
@@ -110,6 +113,7 @@ class MemoryCgroups {
   std::string proc_ = "/proc";
   std::string job_dir_;
   std::vector<std::string> busy_;  // cgroups that were busy when removed, children first
+  bool abandoned_ = false;
 };
 
 // Pure helpers, exposed for their tests.

@@ -122,14 +122,15 @@ void Postmortem::examine(Failure& f, int status, long long peak_rss) {
   if (it != watched_.end()) watched_.erase(it);
 
   MemoryEvidence& m = f.memory;
-  m.peak = peak_rss;
+  m.peak_rss = peak_rss;
   long long new_kills = 0;
   if (!w.cgroup.empty()) {
     const MemoryReading r = MemoryCgroups::read(w.cgroup, w.own);
     m.cgroup = w.cgroup;
     m.limit = r.limit ? *r.limit : 0;
     if (r.limit) m.limit_set_on = limit_owner(w.cgroup, *r.limit, memory_->mount());
-    // The rank's cgroup holds its children too: their peak counts.
+    // The rank's own cgroup holds its children too: their peak counts. A
+    // shared one's peak is not this rank's.
     if (w.own && r.peak) m.peak = *r.peak;
     if (r.oom_kills && w.oom_kills_at_start >= 0) new_kills = *r.oom_kills - w.oom_kills_at_start;
   }
@@ -171,6 +172,8 @@ void Postmortem::examine(Failure& f, int status, long long peak_rss) {
 }
 
 void Postmortem::end_attempt(int attempt) { memory_->end_attempt(attempt); }
+
+void Postmortem::abandon() { memory_->abandon(); }
 
 std::string Postmortem::memory_dir() const { return memory_->tree(); }
 

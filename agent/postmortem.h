@@ -51,6 +51,8 @@ class Postmortem {
   void examine(Failure& f, int wait_status, long long peak_rss);
   // The attempt is over: its rank cgroups go.
   void end_attempt(int attempt);
+  // A worker outlived SIGKILL: its rank cgroup is left behind at exit.
+  void abandon();
   // Where the per-rank memory cgroups go, for the guardian to remove after
   // the agent died ("" when there can be none).
   std::string memory_dir() const;

@@ -306,7 +306,7 @@ void WorkerGroup::on_exit(Worker& w, int status) {
   if (postmortem_)
     postmortem_->examine(f, status, w.peak_rss);
   else
-    f.memory.peak = w.peak_rss;
+    f.memory.peak_rss = w.peak_rss;
   drain_now(w.err);
   f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
   log_->error("{}", describe(f));

@@ -29,6 +29,8 @@ import time
 import uuid
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests/integration"))
+from harness import own_v1_cgroup as own_v1, remove_cgroup_tree as rmtree_cgroup  # noqa: E402  (the tests' helpers)
 TORCHRUN = [sys.executable, os.path.join(REPO, "bench/torchrun113.py"), "--monitor_interval=0.1"]
 LIMIT = 30  # s: a launcher still running then is reported as "still running"
 
@@ -51,7 +53,7 @@ if kind == "segfault":
     stamp(); ctypes.string_at(0)
 if kind == "oom":
     stamp()
-    block = bytearray(400 << 20)
+    block = bytearray(1 << 30)
     for i in range(0, len(block), 4096):
         block[i] = 1
 if kind == "file-timer":
@@ -71,42 +73,19 @@ DESCRIPTION = {
     "exit": "`sys.exit(3)`",
     "segfault": "segfault in C (`ctypes.string_at(0)`)",
     "kill": "an admin's `kill -9` of the rank",
-    "oom": "OOM kill (job in a 128 MiB v1 memory cgroup)",
+    "oom": "OOM kill: rank 1 allocates 1 GiB, the job runs in a 512 MiB v1 memory cgroup (torchrun's agent alone takes about 230 MiB)",
     "file-timer": "hang: torch file timer, 1 s",
-    "frozen": "worker in D state (v1 freezer) after rank 0 exits 3",
+    "frozen": "rank 1 frozen (v1 freezer: a D state), then rank 0 dies: the launcher must stop rank 1",
 }
-
-
-def own_v1(controller):
-    mount = f"/sys/fs/cgroup/{controller}"
-    if not os.path.exists(os.path.join(mount, "cgroup.procs")):
-        return None
-    with open("/proc/self/cgroup") as f:
-        for line in f:
-            _, names, path = line.rstrip("\n").split(":", 2)
-            if controller in names.split(","):
-                return mount + (path if path != "/" else "")
-    return None
-
-
-def rmtree_cgroup(path):
-    for root, dirs, _ in os.walk(path, topdown=False):
-        for d in dirs:
-            try:
-                os.rmdir(os.path.join(root, d))
-            except OSError:
-                pass
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
 
 
 def summary_line(launcher, err):
     """What the user reads first about the root cause."""
     root = err[err.find("Root Cause"):] if "Root Cause" in err else err
     if launcher == "cxxrun":
-        m = re.search(r"cause     : (.*)", root)
+        # An unkillable worker decides the exit code wherever it is listed.
+        stuck = re.search(r"cause     : (unkillable.*)", err)
+        m = stuck or re.search(r"cause     : (.*)", root)
         return m.group(1).strip() if m else "(no summary)"
     code = re.search(r"exitcode\s*: (.*)", root)
     tb = re.search(r"traceback\s*: (.*)", root)
@@ -139,11 +118,11 @@ def run_once(launcher, kind, cxxrun, scratch):
         memory = os.path.join(own_v1("memory"), f"cxxrun-bench-{uuid.uuid4().hex[:8]}")
         os.mkdir(memory)
         with open(os.path.join(memory, "memory.limit_in_bytes"), "w") as f:
-            f.write(str(128 << 20))
+            f.write(str(512 << 20))
         cmd = ["sh", "-c", f'echo $$ > {memory}/cgroup.procs && exec "$@"', "sh"] + cmd
     err_text = [""]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         stdin=subprocess.DEVNULL, cwd=out)
+                         stdin=subprocess.DEVNULL, cwd=out, start_new_session=True)
     try:
         pid_file = os.path.join(out, "pid")
         if kind in ("kill", "frozen"):
@@ -175,19 +154,18 @@ def run_once(launcher, kind, cxxrun, scratch):
             rc = p.returncode
         except subprocess.TimeoutExpired:
             ended, rc = None, None
-            p.kill()
+            kill_job(p, out)
+            if freezer:  # the frozen worker holds the launcher's stderr until it can die
+                thaw(freezer)
             _, err = p.communicate(timeout=10)
         err_text[0] = err or ""
         fault = float(open(os.path.join(out, "fault")).read()) if os.path.exists(os.path.join(out, "fault")) else None
         seconds = ended - fault if ended and fault else None
         return rc, seconds, summary_line(launcher, err or "")
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        kill_job(p, out)
         if freezer:
-            with open(os.path.join(freezer, "freezer.state"), "w") as f:
-                f.write("THAWED")
+            thaw(freezer)
             time.sleep(0.3)
             rmtree_cgroup(freezer)
         if memory:
@@ -199,6 +177,32 @@ def run_once(launcher, kind, cxxrun, scratch):
             if own_v1("memory"):
                 rmtree_cgroup(os.path.join(own_v1("memory"), os.path.basename(left)))
         shutil.rmtree(out, ignore_errors=True)
+
+
+def thaw(freezer):
+    with open(os.path.join(freezer, "freezer.state"), "w") as f:
+        f.write("THAWED")
+
+
+def kill_job(p, out):
+    """The launcher's session and every process of this run (its workers
+    carry the run's scratch dir in their command line), wherever they went."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    if out.encode() in f.read():
+                        os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def children_with_rank(root, rank):

@@ -27,7 +27,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "../../build")
 sys.path.insert(0, os.path.join(HERE, "../integration"))
-from harness import free_port, with_marker  # noqa: E402  (the process-level tests' helpers)
+from harness import free_port, remove_cgroup_tree, with_marker  # noqa: E402  (the process-level tests' helpers)
 
 # What a worker starts and leaves behind, however it tries to hide.
 ESCAPES = [
@@ -424,24 +424,7 @@ def wait_listening(port, timeout=10):
 
 def kill_cgroup(path):
     """A cgroup a dead agent left behind: killed and removed, children first."""
-    for root, dirs, _ in os.walk(path, topdown=False):
-        for d in dirs + [None]:
-            where = os.path.join(root, d) if d else root
-            try:
-                with open(os.path.join(where, "cgroup.kill"), "w") as f:
-                    f.write("1")
-            except OSError:
-                pass
-    for root, dirs, _ in os.walk(path, topdown=False):
-        for d in dirs:
-            try:
-                os.rmdir(os.path.join(root, d))
-            except OSError:
-                pass
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
+    remove_cgroup_tree(path, kill=True)
 
 
 def run_faults(count, seed, cxxrun, log=None, kinds=None):

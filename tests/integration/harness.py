@@ -150,6 +150,54 @@ def with_marker(marker):
     return found
 
 
+def own_v1_cgroup(controller):
+    """This process's cgroup directory on the v1 hierarchy of `controller`
+    (memory, freezer: the hybrid layout keeps them there), or None where that
+    hierarchy is not mounted."""
+    mount = f"/sys/fs/cgroup/{controller}"
+    if not os.path.exists(os.path.join(mount, "cgroup.procs")):
+        return None
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if controller in controllers.split(","):
+                return mount + (path if path != "/" else "")
+    return None
+
+
+def remove_cgroup_tree(path, kill=False, timeout=0.0):
+    """Removes the cgroup at `path` and its children, children first; with
+    `kill`, first writes cgroup.kill in each (cgroup v2). Tries again until
+    `timeout` seconds have passed: a process just killed leaves its cgroup a
+    moment later."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for root, dirs, _ in os.walk(path, topdown=False):
+            for d in dirs + ([None] if kill else []):
+                if d is None:
+                    where = root
+                else:
+                    where = os.path.join(root, d)
+                if kill:
+                    try:
+                        with open(os.path.join(where, "cgroup.kill"), "w") as f:
+                            f.write("1")
+                    except OSError:
+                        pass
+                if d is not None:
+                    try:
+                        os.rmdir(where)
+                    except OSError:
+                        pass
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+        if not os.path.isdir(path) or time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
+
+
 def alive(pid):
     """True when pid exists and is not a zombie."""
     try:

@@ -14,40 +14,10 @@ import time
 import unittest
 import uuid
 
-from harness import CXXRUN, TempDirTest, clean_env, read_pids, run, start, summary_blocks, wait_for
+from harness import (CXXRUN, TempDirTest, clean_env, own_v1_cgroup, read_pids, remove_cgroup_tree, run, start,
+                     summary_blocks, wait_for)
 
 ROOT = os.geteuid() == 0
-
-
-def own_v1_cgroup(controller):
-    """This process's cgroup directory on the v1 hierarchy of `controller`,
-    or None where that hierarchy is not mounted."""
-    mount = f"/sys/fs/cgroup/{controller}"
-    if not os.path.isdir(mount) or not os.path.exists(os.path.join(mount, "cgroup.procs")):
-        return None
-    with open("/proc/self/cgroup") as f:
-        for line in f:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            if controller in controllers.split(","):
-                return mount + (path if path != "/" else "")
-    return None
-
-
-def remove_cgroup_tree(path, timeout=10):
-    """rmdir, children first, until gone (a process that just died leaves
-    its cgroup a moment later)."""
-    deadline = time.monotonic() + timeout
-    while os.path.isdir(path) and time.monotonic() < deadline:
-        for root, dirs, _ in os.walk(path, topdown=False):
-            for d in dirs:
-                try:
-                    os.rmdir(os.path.join(root, d))
-                except OSError:
-                    pass
-        try:
-            os.rmdir(path)
-        except OSError:
-            time.sleep(0.05)
 
 
 def failed_events(log):
@@ -86,7 +56,7 @@ class OutOfMemory(TempDirTest):
         os.chmod(self.worker, 0o644)
 
     def tearDown(self):
-        remove_cgroup_tree(self.cgroup)
+        remove_cgroup_tree(self.cgroup, timeout=10)
         super().tearDown()
 
     def launch(self, args, as_user=None):
@@ -109,7 +79,7 @@ class OutOfMemory(TempDirTest):
         self.assertIn("rank      : 1 (local_rank: 1)", root)
         self.assertIn("cause     : oom-killed: the kernel's OOM killer killed pid", root)
         self.assertIn(f"memory limit 128 MiB set on memory cgroup {self.cgroup}", root)
-        self.assertRegex(root, r"; peak \d+(\.\d)? MiB")
+        self.assertRegex(root, r"; peak \d+(\.\d)? MiB charged to its memory cgroup; its own peak RSS \d+(\.\d)? MiB")
         self.assertIn("was killed by SIGKILL: oom-killed", err)  # the log line says it too
         failed = failed_events(log)
         self.assertEqual([e["cause"] for e in failed], ["oom-killed"], failed)
@@ -165,7 +135,7 @@ exit 3
                     f.write("THAWED")
             if frozen_pid:
                 wait_for(lambda: not os.path.exists(f"/proc/{frozen_pid}"), timeout=10, what="the thawed worker")
-            remove_cgroup_tree(freezer)
+            remove_cgroup_tree(freezer, timeout=10)
             self.remove_leftovers(err)
         self.assertEqual(p.returncode, 242, err)
         # The grace (1 s), then --kill-timeout (2 s): bounded, not forever.
@@ -186,10 +156,10 @@ exit 3
         for line in err.splitlines():
             if "containment: the job's processes live in cgroup " in line:
                 job = line.split("live in cgroup ", 1)[1].strip()
-                remove_cgroup_tree(job)
+                remove_cgroup_tree(job, timeout=10)
                 memory = own_v1_cgroup("memory")
                 if memory:
-                    remove_cgroup_tree(os.path.join(memory, os.path.basename(job)))
+                    remove_cgroup_tree(os.path.join(memory, os.path.basename(job)), timeout=10)
 
 
 class Crashes(TempDirTest):

@@ -71,7 +71,9 @@ TEST_CASE("death: evidence wins over appearance") {
   CHECK(cause_of(oom) == Death::oom_killed);
   CHECK(explain(oom) ==
         "oom-killed: the kernel's OOM killer killed pid 42 (counted by its own memory cgroup); memory limit 512 MiB set "
-        "on memory cgroup /sys/fs/cgroup/memory/job; peak 511 MiB");
+        "on memory cgroup /sys/fs/cgroup/memory/job; peak 511 MiB charged to its memory cgroup");
+  oom.memory.peak_rss = 600LL << 20;
+  CHECK(explain(oom).ends_with("; peak 511 MiB charged to its memory cgroup; its own peak RSS 600 MiB"));
 
   // cxxrun's own kill, whatever the signal and even with an error file.
   Failure hang = killed(SIGKILL);
@@ -98,7 +100,11 @@ TEST_CASE("death: a SIGKILL nobody in cxxrun sent says what the memory evidence 
   own.memory.limit = 0;
   CHECK(explain(own) ==
         "killed-by-signal: SIGKILL, not sent by cxxrun; the OOM killer did not kill it (no memory limit on its cgroups "
-        "(/m/rank-1): the machine ran out)");
+        "(/m/rank-1))");
+  Failure machine = killed(SIGKILL);
+  machine.memory.oom_killed = true;
+  machine.memory.limit = 0;
+  CHECK(explain(machine).starts_with("oom-killed: the kernel's OOM killer killed pid 42; the machine ran out of memory"));
 
   Failure shared = killed(SIGKILL);
   shared.memory.cgroup = "/m/job";
