@@ -11,6 +11,7 @@
 #include "agent/guardian.h"
 #include "agent/log_dir.h"
 #include "agent/postmortem.h"
+#include "agent/python_hook.h"
 #include "agent/restart_policy.h"
 #include "agent/supervisor.h"
 #include "agent/worker_env_writer.h"
@@ -43,6 +44,20 @@ std::unique_ptr<JobCgroup> contain(const Config& config, const std::string& toke
     spdlog::info("containment: no cgroup ({}); the agent finds the job's processes as their child subreaper",
                  why_not);
   return cgroup;
+}
+
+// Every Python process of the job, the forkserver included, reads cxxrun's
+// sitecustomize (agent/python_hook.h): the stack dump a hang verdict takes.
+void hook_python(const LogDir& logs) {
+  if (!logs.enabled()) return;
+  const std::string dir = logs.run_dir() + "/python";
+  std::string why_not;
+  if (!install_python_hook(dir, why_not)) {
+    spdlog::warn("{}; Python workers' stacks cannot be taken at a hang", why_not);
+    return;
+  }
+  const char* current = getenv("PYTHONPATH");
+  setenv("PYTHONPATH", python_path_with(dir, current ? current : "").c_str(), 1);
 }
 
 // Started before the rendezvous, so its preload overlaps the wait for the
@@ -78,6 +93,7 @@ int run(const Config& input) {
   const std::string token = random_token();
   LogDir logs(config);
   std::unique_ptr<JobCgroup> cgroup = contain(config, token);
+  hook_python(logs);
   Postmortem postmortem(token);
   const std::vector<std::string> cgroups = {cgroup ? cgroup->path() : "", postmortem.memory_dir()};
   Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", logs.removed_at_exit(), cgroups);

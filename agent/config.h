@@ -143,6 +143,9 @@ struct Config {
   std::chrono::milliseconds heartbeat_timeout{0};
   std::map<std::string, std::chrono::milliseconds> section_timeouts;
   int stack_dump_signal = 0;
+  // --hang-timeout: no worker of this node made progress (CPU, output,
+  // heartbeats) for this long (agent/progress_monitor.h); 0 = off.
+  std::chrono::milliseconds hang_timeout{0};
   // torchrun's file-timer watchdog: TORCHELASTIC_ENABLE_FILE_TIMER=1, FIFO at
   // TORCHELASTIC_TIMER_FILE ("" = a fresh path).
   bool file_timer = false;

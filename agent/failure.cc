@@ -64,6 +64,13 @@ std::chrono::system_clock::time_point time_of(const Failure& f, const std::optio
 // read as a real (and alarming) pid. The JSON record keeps the number.
 std::string pid_text(const Failure& f) { return f.pid > 0 ? std::to_string(f.pid) : "not started"; }
 
+// Whether the failure has an error file to point at: here, one that was
+// written; from another node, one its message came from.
+bool has_file(const Failure& f) {
+  if (!f.host.empty()) return !f.message.empty() && !f.error_file.empty() && f.killed_by == Killer::none;
+  return read_error_file(f.error_file).has_value();
+}
+
 std::string exit_text(const Failure& f) {
   if (f.stopped && f.killed_by == Killer::grace)
     return std::to_string(-f.signal) + " (" + signal_name(f.signal) + " from cxxrun, after the shutdown grace)";
@@ -90,7 +97,7 @@ void append_failure(std::ostringstream& os, size_t idx, const std::string& local
      << "  rank      : " << f.rank << " (local_rank: " << f.local_rank << ")\n"
      << "  exitcode  : " << exit_text(f) << " (pid: " << pid_text(f) << ")\n"
      << "  cause     : " << indent_continuation(explain(f)) << "\n"
-     << "  error_file: " << (message ? f.error_file : std::string("<N/A>")) << "\n"
+     << "  error_file: " << (has_file(f) ? f.error_file : std::string("<N/A>")) << "\n"
      << "  traceback : " << indent_continuation(traceback) << "\n";
   if (!f.stderr_tail.empty()) {
     os << "  stderr (last " << f.stderr_tail.size() << " lines):\n";

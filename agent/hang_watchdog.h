@@ -1,13 +1,21 @@
 // Hang detection: a worker that stops beating (--heartbeat-timeout),
 // overstays a named section (--section-timeout), or lets one of torchrun's
-// file-timer scopes expire (TORCHELASTIC_ENABLE_FILE_TIMER) is killed, after
-// a stack-dump signal if asked; its exit then takes the ordinary failure
-// path, with the hang as its message. Checked every 100 ms, the interval of
-// torchrun's file-timer server, and only when hang detection is on.
+// file-timer scopes expire (TORCHELASTIC_ENABLE_FILE_TIMER), or a node where
+// no worker made progress for --hang-timeout (agent/progress_monitor.h).
+// Every verdict, whichever judge gave it, takes one path: one log line,
+// every running worker's stack into a bundle (agent/stack_dump.h), the rank
+// that stands apart named (agent/culprit.h), then the kill, whose failure
+// carries the verdict, that line and the culprit's stack. Checked every
+// 100 ms, the interval of torchrun's file-timer server, and only when hang
+// detection is on.
 #pragma once
 
+#include <signal.h>
+
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -16,6 +24,7 @@
 #include <spdlog/logger.h>
 
 #include "agent/config.h"
+#include "agent/death.h"
 #include "agent/worker_env_writer.h"
 
 namespace cxxrun::agent {
@@ -23,24 +32,35 @@ namespace cxxrun::agent {
 class FileTimerServer;
 class HeartbeatMonitor;
 class LogDir;
+class ProgressMonitor;
+class StackDump;
 class Workers;
 struct Worker;
 
 class HangWatchdog {
  public:
-  // `on_hang(worker)` is told of each hung worker before it is killed.
-  using OnHang = std::function<void(const Worker& w)>;
+  // What a verdict found, once the stacks are in.
+  struct Report {
+    std::string what;     // the verdict: "local rank 1: no heartbeat for 10.2 s (timeout 10 s)"
+    std::string picture;  // agent/culprit.h: "ranks 0–2 wait in ...; rank 3 waits in ..."
+    std::string bundle;   // where the stacks went ("" without a log directory)
+    int rank = -1;        // the rank killed for it
+    std::string stack;    // its stack
+  };
+  // `on_hang(worker, report)` is told of each verdict before the kill.
+  using OnHang = std::function<void(const Worker& w, const Report& r)>;
   HangWatchdog(boost::asio::io_context& io, const Config& config, const LogDir& logs, Workers& group,
                OnHang on_hang);
   ~HangWatchdog();
   HangWatchdog(const HangWatchdog&) = delete;
   HangWatchdog& operator=(const HangWatchdog&) = delete;
 
-  // Adds CXXRUN_HEARTBEAT_FILE / TORCHELASTIC_TIMER_FILE for a new worker.
+  // Adds CXXRUN_HEARTBEAT_FILE / TORCHELASTIC_TIMER_FILE and the stack
+  // hook's variables for a new worker.
   void add_env(EnvMap& env, int local_rank);
-  // A new attempt: forget the last one's timers. Judging runs only while
-  // `judging` says the group runs.
-  void new_attempt();
+  // A new attempt: forget the last one's timers and progress. Judging runs
+  // only while `judging` says the group runs.
+  void new_attempt(int attempt);
   void forget(pid_t pid);
   void set_judging(bool judging) { judging_ = judging; }
   // Seconds since the worker's last beat, when it has beaten.
@@ -51,7 +71,20 @@ class HangWatchdog {
   void tick();
   void check_file_timers();
   void check_heartbeats();
-  void kill_hung(const Worker& w, const std::string& what);
+  void check_progress();
+  // One verdict: `what` happened; `killer` sends `sig` to `pid` (a worker,
+  // or a process of one) once the stacks are in, or, with pick_culprit, to
+  // the rank that stands apart.
+  struct Verdict {
+    std::string what;
+    Killer killer = Killer::hang;
+    int sig = SIGKILL;
+    pid_t pid = 0;
+    int rank = -1;              // pid's worker rank, -1 when it is not a worker
+    bool pick_culprit = false;  // --hang-timeout: nobody in particular was blamed
+  };
+  void judge(const Verdict& v);
+  void act(const Verdict& v, const std::map<int, std::string>& stacks, const std::string& bundle);
   void announce(const std::string& what, int rank, pid_t pid);
 
   boost::asio::io_context& io_;
@@ -62,8 +95,13 @@ class HangWatchdog {
   std::unique_ptr<FileTimerServer> file_timer_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> timer_fifo_;
   std::unique_ptr<boost::asio::steady_timer> tick_;
-  std::vector<std::unique_ptr<boost::asio::steady_timer>> dump_timers_;
+  std::unique_ptr<ProgressMonitor> progress_;
+  std::unique_ptr<StackDump> stacks_;
+  std::unique_ptr<boost::asio::steady_timer> grace_;  // --stack-dump-signal's second before the kill
+  int attempt_ = 0;
+  int ticks_ = 0;
   bool judging_ = false;
+  bool collecting_ = false;  // a verdict waits for its stacks: later ones are the same hang
 };
 
 }  // namespace cxxrun::agent

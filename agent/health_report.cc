@@ -91,8 +91,13 @@ std::string health_json(const HealthSnapshot& s) {
                                  {"rendezvous_reachable", !s.rendezvous_unreachable_seconds},
                                  {"rendezvous_unreachable_seconds", nullptr},
                                  {"node_healthy", s.node_healthy},
+                                 {"last_hang", nullptr},
                                  {"workers", std::move(workers)}};
   if (s.rendezvous_unreachable_seconds) body["rendezvous_unreachable_seconds"] = *s.rendezvous_unreachable_seconds;
+  if (s.last_hang)
+    body["last_hang"] = {{"what", s.last_hang->what},     {"picture", s.last_hang->picture},
+                         {"stacks", s.last_hang->bundle}, {"rank", s.last_hang->rank},
+                         {"stack", s.last_hang->stack}};
   // Invalid UTF-8 in a user-given run id must not turn a probe into a 500.
   return body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }

@@ -62,6 +62,15 @@ struct WorkerHealth {
   std::string cause_detail;
 };
 
+// The last hang verdict (agent/hang_watchdog.h), for /healthz.
+struct HangHealth {
+  std::string what;
+  std::string picture;  // which rank stands apart
+  std::string bundle;   // where every rank's stack went
+  int rank = -1;        // the rank killed for it
+  std::string stack;    // its stack
+};
+
 struct HealthSnapshot {
   GroupState state = GroupState::unknown;
   std::string run_id;
@@ -75,6 +84,7 @@ struct HealthSnapshot {
   std::optional<double> rendezvous_unreachable_seconds;
   // False once a worker outlived SIGKILL: this node needs an admin.
   bool node_healthy = true;
+  std::optional<HangHealth> last_hang;
   // Failed workers since the agent started, by cause name (every cause
   // listed, 0 where none).
   std::vector<std::pair<std::string, int>> failures_by_cause;

@@ -69,6 +69,7 @@ void StreamSink::to_file(std::string_view bytes) {
 }
 
 void StreamSink::write(std::string_view bytes) {
+  bytes_ += bytes.size();
   if (file_) to_file(bytes);
   if (console_fd_ >= 0) to_console(bytes);
   if (tail_max_ == 0) return;

@@ -35,6 +35,8 @@ class StreamSink {
   // Emits a trailing partial line and closes the file.
   void finish();
   const std::deque<std::string>& tail() const { return tail_; }
+  // Every byte the stream brought so far: output is progress (agent/progress_monitor.h).
+  unsigned long long bytes() const { return bytes_; }
   // Bytes the file did not take (a full disk, an I/O error), said in the
   // log once as it starts and once in all at finish().
   size_t lost_bytes() const { return lost_bytes_; }
@@ -49,6 +51,7 @@ class StreamSink {
   std::string path_;
   std::FILE* file_ = nullptr;
   size_t lost_bytes_ = 0;
+  unsigned long long bytes_ = 0;
   size_t tail_max_;
   std::string partial_;  // the tail's line so far
   std::deque<std::string> tail_;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string_view>
 #include <map>
 
@@ -101,6 +102,47 @@ std::vector<pid_t> find_descendants(pid_t root, const std::vector<pid_t>& except
     }
   }
   return found;
+}
+
+std::map<pid_t, std::chrono::nanoseconds> tree_cpu_time(const std::vector<pid_t>& roots) {
+  // Fields after "(comm) ": 1 state, 2 ppid, ... 12 utime, 13 stime, 14
+  // cutime, 15 cstime, in clock ticks.
+  static const long ticks = sysconf(_SC_CLK_TCK);
+  std::map<pid_t, std::vector<pid_t>> children;
+  std::map<pid_t, long long> own;
+  if (DIR* proc = opendir("/proc")) {
+    std::string stat;
+    while (dirent* e = readdir(proc)) {
+      char* end = nullptr;
+      const long pid = strtol(e->d_name, &end, 10);
+      if (*end != '\0' || pid <= 0) continue;
+      if (!read_file(std::string("/proc/") + e->d_name + "/stat", stat)) continue;
+      const auto close_paren = stat.rfind(')');
+      if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) continue;
+      std::istringstream fields(stat.substr(close_paren + 2));
+      std::string state;
+      long long ppid = 0, skip = 0, utime = 0, stime = 0, cutime = 0, cstime = 0;
+      fields >> state >> ppid;
+      for (int i = 3; i <= 11; ++i) fields >> skip;
+      fields >> utime >> stime >> cutime >> cstime;
+      children[static_cast<pid_t>(ppid)].push_back(static_cast<pid_t>(pid));
+      own[static_cast<pid_t>(pid)] = utime + stime + cutime + cstime;
+    }
+    closedir(proc);
+  }
+  std::map<pid_t, std::chrono::nanoseconds> out;
+  for (pid_t root : roots) {
+    long long total = 0;
+    std::vector<pid_t> todo{root};
+    for (size_t guard = 0; !todo.empty() && guard < 100000; ++guard) {
+      const pid_t p = todo.back();
+      todo.pop_back();
+      total += own.count(p) ? own[p] : 0;
+      for (pid_t c : children[p]) todo.push_back(c);
+    }
+    out[root] = std::chrono::nanoseconds(total * 1'000'000'000LL / (ticks > 0 ? ticks : 100));
+  }
+  return out;
 }
 
 namespace {

@@ -6,6 +6,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,11 @@ int signal_processes_with_env(const std::string& token_prefix, int sig);
 // process it started that has not been reaped, wherever it moved or
 // whatever it changed in its environment.
 std::vector<pid_t> find_descendants(pid_t root, const std::vector<pid_t>& except);
+
+// CPU time (user + system, its reaped children's included) of each root's
+// tree: the root and its live descendants, from one walk over /proc. A root
+// that is gone reads 0.
+std::map<pid_t, std::chrono::nanoseconds> tree_cpu_time(const std::vector<pid_t>& roots);
 
 // What a process that will not die is doing, from /proc: "state D
 // (uninterruptible sleep), waiting in nfs_wait_bit_killable". Says so when

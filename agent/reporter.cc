@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "agent/hang_watchdog.h"
@@ -31,8 +32,15 @@ void Reporter::worker_started(const Worker& w) {
   events_.worker_status(WorkerStatus::start, WorkerRef{w.local_rank, w.rank, w.pid});
 }
 
-void Reporter::worker_unhealthy(const Worker& w) {
-  events_.worker_status(WorkerStatus::unhealthy, WorkerRef{w.local_rank, w.rank, w.pid});
+void Reporter::worker_hung(const Worker& w, const HangWatchdog::Report& r) {
+  last_hang_ = r;
+  EventDetails details;
+  details.extra["reason"] = r.what;
+  if (!r.picture.empty()) details.extra["hang"] = r.picture;
+  if (!r.bundle.empty()) details.extra["stacks"] = r.bundle;
+  if (!r.stack.empty()) details.raw_error = nlohmann::json{{"message", r.stack}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  events_.worker_status(WorkerStatus::unhealthy, WorkerRef{w.local_rank, w.rank, w.pid}, details);
 }
 
 void Reporter::worker_paused(const Worker& w) {
@@ -90,6 +98,8 @@ HealthSnapshot Reporter::snapshot() const {
     h.rendezvous_unreachable_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - *unreachable_since_).count();
   h.node_healthy = node_healthy_;
+  if (last_hang_) h.last_hang = HangHealth{last_hang_->what, last_hang_->picture, last_hang_->bundle, last_hang_->rank,
+                                           last_hang_->stack};
   for (Death d : kAllDeaths) {
     const auto n = failures_by_cause_.find(d);
     h.failures_by_cause.emplace_back(death_name(d), n == failures_by_cause_.end() ? 0 : n->second);

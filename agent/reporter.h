@@ -16,11 +16,11 @@
 #include "agent/config.h"
 #include "agent/event_log.h"
 #include "agent/failure.h"
+#include "agent/hang_watchdog.h"
 #include "agent/health_snapshot.h"
 
 namespace cxxrun::agent {
 
-class HangWatchdog;
 class HealthServer;
 class Workers;
 struct Worker;
@@ -37,7 +37,10 @@ class Reporter {
   // A new round or attempt: `config` has this node's place in it.
   void rendezvous_done(const rendezvous::Assignment& placement, int attempt);
   void worker_started(const Worker& w);
-  void worker_unhealthy(const Worker& w);
+  // A hang verdict (agent/hang_watchdog.h) about to kill `w`: UNHEALTHY,
+  // with the verdict, which rank stands apart and the stack; /healthz keeps
+  // the last one.
+  void worker_hung(const Worker& w, const HangWatchdog::Report& r);
   // Stopped by a signal (UNHEALTHY), or resumed (HEALTHY).
   void worker_paused(const Worker& w);
   // Per worker: FAILED (with its error) for this attempt's failures,
@@ -61,6 +64,7 @@ class Reporter {
   std::optional<std::chrono::steady_clock::time_point> unreachable_since_;
   std::map<Death, int> failures_by_cause_;  // since the agent started
   bool node_healthy_ = true;                // false once a worker was unkillable
+  std::optional<HangWatchdog::Report> last_hang_;
   const Workers& group_;
   const HangWatchdog& watchdog_;
   std::function<GroupState()> state_;

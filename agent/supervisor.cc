@@ -54,7 +54,8 @@ class Supervisor final : Workers::Listener {
       : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), rdzv_(rdzv), signals_(io_),
         host_(hostname()), exit_now_(std::move(exit_now)),
         group_(make_workers(io_, *this)),
-        watchdog_(io_, c_, logs, *group_, [this](const Worker& w) { reporter_.worker_unhealthy(w); }),
+        watchdog_(io_, c_, logs, *group_,
+                  [this](const Worker& w, const HangWatchdog::Report& r) { reporter_.worker_hung(w, r); }),
         faults_(io_, *group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
         reporter_(io_, c_, *group_, watchdog_, [this] { return group_state(); }),
         link_(std::make_unique<RendezvousLink>(io_, rdzv_)),
@@ -127,7 +128,7 @@ class Supervisor final : Workers::Listener {
     cause_ = Cause::success;
     job_event_ = RoundEvent::none;
     alive_nodes_ = placement_.group_world_size;
-    watchdog_.new_attempt();
+    watchdog_.new_attempt(attempt_);
     watchdog_.set_judging(true);
     faults_.schedule(c_, placement_, attempt_, [this] { return phase_ == Phase::running; });
     group_->start(c_, placement_, attempt_,

@@ -286,6 +286,8 @@ void WorkerGroup::on_exit(Worker& w, int status) {
   if (auto kill = kills_.find(w.pid); kill != kills_.end()) {
     f.killed_by = kill->second.by;
     f.kill_reason = kill->second.why;
+    // The summary's traceback: what it was doing when cxxrun killed it.
+    if (!kill->second.stack.empty() && !read_error_file(f.error_file)) f.message = kill->second.stack;
   }
   if (shell_exit_code(f) == 0) {
     if (!stopping_ && running() == 0) listener_.on_group_succeeded();
@@ -381,10 +383,10 @@ bool WorkerGroup::signal_rank(int rank, int sig) {
   return false;
 }
 
-void WorkerGroup::kill_process(pid_t pid, int sig, Killer by, const std::string& why) {
+void WorkerGroup::kill_process(pid_t pid, int sig, Killer by, const std::string& why, const std::string& stack) {
   // pid <= 0 would signal a process group, or every process.
   if (pid <= 0) return;
-  kills_.insert({pid, Kill{by, why}});  // the first reason stands
+  kills_.insert({pid, Kill{by, why, stack}});  // the first reason stands
   ::kill(pid, sig);
   if (sig == SIGKILL) watch_kill(pid);
 }
@@ -470,7 +472,7 @@ void WorkerGroup::stop(int sig, bool failing) {
       for (const auto& w : workers_)
         if (w->running)
           kills_.insert({w->pid, Kill{Killer::grace, fmt::format("it did not stop within the {} ms shutdown grace",
-                                                                  c_.shutdown_timeout.count())}});
+                                                                  c_.shutdown_timeout.count()), ""}});
       escalate();
     });
   }

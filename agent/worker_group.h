@@ -92,7 +92,7 @@ class WorkerGroup final : public Workers {
   void signal_all(int sig) override;
   // Fault injection: sends `sig` to the worker with global rank `rank`.
   bool signal_rank(int rank, int sig) override;
-  void kill_process(pid_t pid, int sig, Killer by, const std::string& why) override;
+  void kill_process(pid_t pid, int sig, Killer by, const std::string& why, const std::string& stack = "") override;
   bool hung(int local_rank) const override;
 
   int running() const override;
@@ -155,6 +155,7 @@ class WorkerGroup final : public Workers {
   struct Kill {
     Killer by = Killer::none;
     std::string why;
+    std::string stack;
   };
   std::map<pid_t, Kill> kills_;
   // Workers SIGKILLed by cxxrun and not reaped yet: when each is given up.

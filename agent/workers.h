@@ -73,7 +73,9 @@ class Workers {
   // this attempt (a worker, or one of its children): the end of a worker
   // sent one is reported as killed by `by`, for `why`. A worker still alive
   // Config::kill_timeout after cxxrun's SIGKILL is reported unkillable.
-  virtual void kill_process(pid_t pid, int sig, Killer by, const std::string& why) = 0;
+  // `stack`: what the worker was doing (a hang's stack), shown as its
+  // failure's traceback.
+  virtual void kill_process(pid_t pid, int sig, Killer by, const std::string& why, const std::string& stack = "") = 0;
   // Reaps every exited child (SIGCHLD); `other` gets children that are not
   // workers.
   virtual void reap(const std::function<void(pid_t pid)>& other) = 0;

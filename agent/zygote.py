@@ -190,6 +190,11 @@ def _become_worker(request, fds, agent):
         name, _, value = entry.partition("=")
         os.environ[name] = value
     _reset_forwarded_signals()
+    # cxxrun's stack-dump hook (agent/python_hook.h) registers per worker:
+    # the forkserver itself had no stack file when it read it.
+    hook = sys.modules.get("sitecustomize")
+    if hook is not None and hasattr(hook, "_cxxrun_register"):
+        hook._cxxrun_register()
     try:
         os.chdir(request["cwd"])
     except OSError as e:

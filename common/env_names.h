@@ -37,6 +37,10 @@ inline constexpr char kNcclAsyncErrorHandling[] = "TORCH_NCCL_ASYNC_ERROR_HANDLI
 // and torchrun's file-timer FIFO.
 inline constexpr char kHeartbeatFile[] = CXXRUN_HEARTBEAT_ENV;
 inline constexpr char kTimerFile[] = "TORCHELASTIC_TIMER_FILE";
+// Stacks at a hang (agent/stack_dump.h): where cxxrun's Python hook writes a
+// worker's dumps, and the signal it registers them for.
+inline constexpr char kStackFile[] = "CXXRUN_STACK_FILE";
+inline constexpr char kStackSignal[] = "CXXRUN_STACK_SIGNAL";
 
 // Carried by every process of a job, inherited by its descendants: how the
 // agent finds them all (agent/process_tree.h). Value "<job>:<attempt>".

@@ -193,6 +193,7 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
 
   if (const RawValue* v = raw.find("heartbeat_timeout")) c.heartbeat_timeout = heartbeat_timeout(*v);
   if (const RawValue* v = raw.find("kill_timeout")) c.kill_timeout = kill_timeout(*v);
+  if (const RawValue* v = raw.find("hang_timeout")) c.hang_timeout = heartbeat_timeout(*v);
   section_timeouts(raw.list("section_timeout"), c.section_timeouts);
   if (const RawValue* v = raw.find("stack_dump_signal")) c.stack_dump_signal = stack_dump_signal(*v);
   file_timer(env, c);

@@ -104,6 +104,9 @@ constexpr OptionSpec kOptions[] = {
     {"--section-timeout,--section_timeout", "NAME=SECONDS", nullptr, value, extensions,
      "Longest a worker may spend in the named section (repeatable; PET_SECTION_TIMEOUT=a=1,b=2).",
      true},
+    {"--hang-timeout,--hang_timeout", "SECONDS", nullptr, value, extensions,
+     "The job is hung when no worker of a node made progress (CPU time, output, heartbeats) this long: "
+     "every rank's stack is taken, the rank that stands apart is named and killed (0: off)."},
     {"--kill-timeout,--kill_timeout", "SECONDS", nullptr, value, extensions,
      static_text::text<"How long a worker may outlive SIGKILL (uninterruptible sleep) before cxxrun reports it "
                        "unkillable and exits 242 (default ",

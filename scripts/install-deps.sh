@@ -13,6 +13,7 @@ packages=(
   python3 python3-torch
   python3-yaml  # reads examples/kubernetes/ in tests/integration/test_kubernetes.py
   procps iproute2 util-linux
+  elfutils  # eu-stack: a native worker's stack when it hangs (agent/stack_dump.h)
   tmux  # a real terminal for the --tty test (tests/integration/test_tty.py)
   man-db groff-base  # renders the generated man pages (tests/integration/test_docs.py)
   dpkg-dev  # dpkg-shlibdeps, for the Debian package's dependencies (scripts/package.sh)

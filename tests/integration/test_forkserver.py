@@ -37,7 +37,9 @@ show("cached", globals().get("__cached__", "<none>"))
 show("loader", type(globals().get("__loader__")).__name__)
 show("spec", __spec__.name if __spec__ else None)
 show("main", sorted(vars(sys.modules["__main__"])))
-show("path", sys.path)
+# cxxrun's hook directory (agent/python_hook.h) is in each run's own log dir.
+show("path", ["<cxxrun hook>" if os.path.isfile(os.path.join(p, "cxxrun", "__init__.py")) else p for p in sys.path])
+show("stack hook", __import__("sitecustomize").__file__.endswith("/python/sitecustomize.py"))
 show("fds", sorted(os.listdir("/proc/self/fd")))  # nothing of the zygote's left open
 show("cwd", os.getcwd())
 show("stdout", (sys.stdout.write_through, sys.stdout.line_buffering, sys.stdout.encoding))
@@ -46,7 +48,7 @@ show("flags", sys.flags)
 show("tty", (os.isatty(0), os.isatty(1), os.isatty(2)))
 show("session leader", os.getsid(0) == os.getpid())
 show("parent", open(f"/proc/{os.getppid()}/comm").read().strip())
-volatile = ("MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "CXXRUN_JOB_TOKEN")
+volatile = ("MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "CXXRUN_JOB_TOKEN", "CXXRUN_STACK_FILE")
 show("env", sorted((k, "<set>" if k in volatile else v) for k, v in os.environ.items()
                    if k.startswith(("TORCHELASTIC_", "MASTER_", "CXXRUN_")) or k in ("RANK", "LOCAL_RANK",
                    "WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS")))
@@ -135,6 +137,7 @@ class Forkserver(OrphanCheckTest):
                         self.assert_forked(err)
                 self.assertEqual(outs["forkserver"], outs["spawn"])
                 self.assertIn("[default1]:parent 'cxxrun'", outs["spawn"])
+                self.assertIn("[default0]:stack hook True", outs["spawn"])
                 self.assertIn("[default0]:session leader True", outs["spawn"])
 
     def test_an_uncaught_exception_or_exit_ends_a_worker_as_under_spawn(self):

@@ -131,7 +131,9 @@ with timer.expires(after=1):
         # The expiry is in the summary, with the rank, and the job exits
         # with the hang code, not a bare SIGKILL's 137.
         self.assertEqual(rc, 240, err)
-        self.assertIn("file-timer scope", err)
+        self.assertIn("worker hung: scope", err)
         self.assertIn("rank      : 0 (local_rank: 0)", err)
         self.assertIn("cause     : killed-by-cxxrun: torch's file timer: scope", err)
-        self.assertIn("(the worker's request: SIGKILL); ended by SIGKILL", err)
+        self.assertIn("of local rank 0 expired (the worker's request: SIGKILL)", err)
+        # Its stack at the expiry is the traceback.
+        self.assertIn("in <module>", err[err.index("traceback :"):])

@@ -1,0 +1,205 @@
+#include "agent/python_hook.h"
+
+#include <filesystem>
+#include <fstream>
+
+namespace cxxrun::agent {
+namespace {
+
+// Kept short and defensive: it runs at the start of every Python process of
+// the job, and nothing in it may break one.
+constexpr char kSitecustomize[] = R"PY(# Written by cxxrun (agent/python_hook.h): a stack dump for hang reports,
+# then the sitecustomize this one shadows.
+import os as _os
+import sys as _sys
+
+
+def _cxxrun_register():
+    path = _os.environ.get("CXXRUN_STACK_FILE")
+    sig = _os.environ.get("CXXRUN_STACK_SIGNAL")
+    if not path or not sig:
+        return
+    try:
+        import faulthandler
+        import signal
+
+        sig = int(sig)
+        if signal.getsignal(sig) not in (signal.SIG_DFL, None):
+            return  # the program's own handler stays
+        out = open(path, "a")
+        faulthandler.register(sig, file=out, all_threads=True, chain=False)
+        out.write("cxxrun: stack dump on signal %d for pid %d\n" % (sig, _os.getpid()))
+        out.flush()
+        globals()["_cxxrun_stack_file"] = out  # faulthandler writes to its descriptor
+    except Exception:
+        pass
+
+
+def _cxxrun_chain():
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    try:
+        import importlib.machinery
+        import importlib.util
+
+        path = [p for p in _sys.path if _os.path.abspath(p or ".") != here]
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+        if spec is None or spec.loader is None:
+            return
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception as e:
+        print("cxxrun: the shadowed sitecustomize failed: %s: %s" % (type(e).__name__, e), file=_sys.stderr)
+
+
+_cxxrun_register()
+_cxxrun_chain()
+)PY";
+
+// `import cxxrun` in a worker: the heartbeat page's protocol
+// (common/heartbeat_layout.h) in Python, for the main thread only.
+constexpr char kPackage[] = R"PY("""cxxrun's worker API for Python, on every worker's PYTHONPATH (docs/hangs.md).
+
+    import cxxrun
+    for batch in data:
+        with cxxrun.section("step", timeout=600):   # a hang inside is caught after 600 s
+            train(batch)
+        cxxrun.heartbeat()                          # judged by --heartbeat-timeout
+
+Only the main thread speaks for the worker: a beat or a section from another
+thread is ignored (said once on stderr), since a side thread that keeps
+beating proves nothing about a main thread that is wedged. Without
+--heartbeat-timeout or --section-timeout the agent gives the worker no page,
+and every call does nothing.
+"""
+import contextlib
+import mmap
+import os
+import struct
+import sys
+import threading
+import time
+
+__all__ = ["heartbeat", "section", "enabled"]
+
+_MAGIC = 0x42484E5552585843  # "CXXRUNHB"
+_PAGE_SIZE = 4096
+_SECTIONS_AT, _SECTION_SIZE, _SECTIONS, _NAME_MAX = 64, 64, 16, 32
+_page = None  # None: not looked for yet; False: none
+_warned = False
+
+
+def _map():
+    global _page
+    if _page is None:
+        _page = False
+        path = os.environ.get("CXXRUN_HEARTBEAT_FILE")
+        if path:
+            try:
+                fd = os.open(path, os.O_RDWR)
+                try:
+                    page = mmap.mmap(fd, _PAGE_SIZE)
+                finally:
+                    os.close(fd)
+                if struct.unpack_from("<Q", page, 0)[0] == _MAGIC:
+                    struct.pack_into("<Q", page, 16, os.getpid())
+                    _page = page
+            except (OSError, ValueError):
+                pass
+    return _page or None
+
+
+def _main_thread(what):
+    global _warned
+    if threading.current_thread() is threading.main_thread():
+        return True
+    if not _warned:
+        _warned = True
+        print("cxxrun: %s() from a thread other than the main one is ignored: only the main thread's "
+              "progress shows the worker is not hung" % what, file=sys.stderr)
+    return False
+
+
+def _now():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def enabled():
+    """Whether the agent judges this worker's heartbeats or sections."""
+    return _map() is not None
+
+
+def heartbeat():
+    """The main thread made progress."""
+    page = _map()
+    if page is None or not _main_thread("heartbeat"):
+        return
+    beats = struct.unpack_from("<Q", page, 24)[0]
+    struct.pack_into("<Q", page, 32, _now())
+    struct.pack_into("<Q", page, 24, beats + 1)
+
+
+def _write_slot(page, at, fields):
+    # The page's sequence lock: odd while this process writes the slot.
+    seq = struct.unpack_from("<Q", page, at)[0]
+    if seq % 2:
+        return False
+    struct.pack_into("<Q", page, at, seq + 1)
+    fields()
+    struct.pack_into("<Q", page, at, seq + 2)
+    return True
+
+
+@contextlib.contextmanager
+def section(name, timeout=0):
+    """A named span of the main thread's work; with `timeout` (seconds) the
+    agent calls the worker hung when it stays open longer (--section-timeout
+    may set a shorter limit for the name)."""
+    page = _map()
+    if page is None or not _main_thread("section"):
+        yield
+        return
+    raw = name.encode()[: _NAME_MAX - 1]
+    slot = None
+    for i in range(_SECTIONS):
+        at = _SECTIONS_AT + i * _SECTION_SIZE
+        if struct.unpack_from("<I", page, at + 24)[0] == 0:
+            def begin(at=at):
+                struct.pack_into("<QQII", page, at + 8, _now(), int(timeout * 1e9), 1, 0)
+                page[at + 32: at + 64] = raw + bytes(_NAME_MAX - len(raw))
+            if _write_slot(page, at, begin):
+                slot = at
+                break
+    try:
+        yield
+    finally:
+        if slot is not None:
+            _write_slot(page, slot, lambda: struct.pack_into("<I", page, slot + 24, 0))
+)PY";
+
+}  // namespace
+
+bool install_python_hook(const std::string& dir, std::string& why_not) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    why_not = "cannot create " + dir + ": " + ec.message();
+    return false;
+  }
+  std::filesystem::create_directories(dir + "/cxxrun", ec);
+  for (const auto& [file, text] : {std::pair{"/sitecustomize.py", kSitecustomize}, {"/cxxrun/__init__.py", kPackage}}) {
+    std::ofstream out(dir + file);
+    out << text;
+    out.close();
+    if (!out) {
+      why_not = "cannot write " + dir + file;
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string python_path_with(const std::string& dir, const std::string& current) {
+  return current.empty() ? dir : dir + ":" + current;
+}
+
+}  // namespace cxxrun::agent

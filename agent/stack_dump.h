@@ -1,0 +1,74 @@
+// Every worker's stack at a hang verdict, taken before anything is killed
+// and without stopping the agent's loop. Python workers dump their own
+// threads: cxxrun's hook (agent/python_hook.h) registers faulthandler for
+// kStackSignal in every Python process a worker starts, writing to the
+// worker's stacks.txt; the agent sends the signal and reads what was
+// appended. Any other worker is read from outside by elfutils' eu-stack
+// (ptrace; root or the same user with ptrace allowed). Each rank's stack goes
+// to <attempt dir>/hang-<n>/rank-<rank>.txt, one bundle per hang.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "agent/worker_env_writer.h"
+
+namespace cxxrun::agent {
+
+class LogDir;
+
+// The signal cxxrun owns for stack dumps: SIGRTMIN+3 (37 with glibc). A
+// realtime signal nothing else sends; a worker that already handles it keeps
+// its own handler and gets no hook.
+int stack_signal();
+
+// How long the whole collection may take: a dump that is not complete by
+// then is taken as it is.
+inline constexpr std::chrono::milliseconds kStackDeadline{3000};
+
+class StackDump {
+ public:
+  StackDump(boost::asio::io_context& io, const LogDir& logs);
+  ~StackDump();
+  StackDump(const StackDump&) = delete;
+  StackDump& operator=(const StackDump&) = delete;
+
+  // CXXRUN_STACK_FILE and CXXRUN_STACK_SIGNAL for a new worker (nothing when
+  // the job keeps no log directory: there is nowhere to write).
+  void add_env(EnvMap& env, int attempt, int local_rank) const;
+
+  struct Target {
+    int rank = 0;
+    int local_rank = 0;
+    pid_t pid = 0;
+  };
+  // Rank -> stack text ("" when none could be taken), and the bundle's
+  // directory ("" when there is no log directory).
+  using Done = std::function<void(std::map<int, std::string> stacks, const std::string& bundle)>;
+  // Takes the stacks of `targets` (attempt `attempt`), then calls `done` on
+  // the loop, at most kStackDeadline later. One collection at a time: a
+  // call while one runs is answered with what that one finds.
+  void collect(int attempt, const std::vector<Target>& targets, Done done);
+
+ private:
+  struct Pending;
+  void poll();
+  void finish();
+
+  boost::asio::io_context& io_;
+  const LogDir& logs_;
+  boost::asio::steady_timer timer_;
+  std::shared_ptr<Pending> pending_;
+  int hangs_ = 0;
+};
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,126 @@
+"""Hangs caught without code changes (--hang-timeout), with every rank's
+stack taken before the kill and the rank that stands apart named
+(agent/hang_watchdog.h, agent/stack_dump.h, agent/culprit.h)."""
+import glob
+import os
+import shutil
+import subprocess
+import time
+import unittest
+
+from harness import TORCH_PYTHON, TempDirTest, clean_env, run, summary_blocks, torch_importable
+
+# Four ranks all_reduce every step over gloo; rank 3 wedges on a lock at
+# step 30 (the issue's job): its peers then wait in all_reduce.
+WEDGED_JOB = """
+import os, threading, time
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+lock = threading.Lock()
+
+
+def wedge():
+    lock.acquire()
+    lock.acquire()
+
+
+t = torch.ones(4)
+for step in range(100000):
+    if dist.get_rank() == 3 and step == 30:
+        wedge()
+    dist.all_reduce(t)
+"""
+
+NATIVE_WEDGE = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static void wedge(void) { pthread_mutex_lock(&m); pthread_mutex_lock(&m); }
+int main(void) {
+  if (atoi(getenv("RANK")) == 1) wedge();
+  sleep(600);
+  return 0;
+}
+"""
+
+
+class HangTimeout(TempDirTest):
+    @unittest.skipUnless(torch_importable("torch.distributed"), "needs torch")
+    def test_the_wedged_rank_is_named_with_its_stack(self):
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write(WEDGED_JOB)
+        logs = os.path.join(self.dir, "logs")
+        began = time.monotonic()
+        rc, out, err = run(["--nproc-per-node=4", "--hang-timeout=10", f"--log-dir={logs}", script],
+                           env=clean_env(PYTHON_EXEC=TORCH_PYTHON), timeout=120)
+        elapsed = time.monotonic() - began
+        self.assertEqual(rc, 240, err)
+        self.assertLess(elapsed, 30, err)
+        self.assertIn("no worker made progress", err)
+        self.assertIn("ranks 0\u20132 wait in all_reduce at w.py:", err)
+        self.assertIn("rank 3 waits in wedge at w.py:12", err)
+        _, root = summary_blocks(err)
+        self.assertIn("rank      : 3 (local_rank: 3)", root)
+        self.assertIn("cause     : killed-by-cxxrun: the hang watchdog:", root)
+        self.assertIn("rank 3 stands apart", root)
+        self.assertIn('line 12 in wedge', root)  # its stack is the traceback
+        bundles = glob.glob(os.path.join(logs, "*", "attempt_0", "hang-0"))
+        self.assertEqual(len(bundles), 1, err)
+        self.assertEqual(sorted(os.listdir(bundles[0])), [f"rank-{r}.txt" for r in range(4)])
+        with open(os.path.join(bundles[0], "rank-0.txt")) as f:
+            self.assertIn("in all_reduce", f.read())
+
+    @unittest.skipUnless(shutil.which("eu-stack") and shutil.which("cc"), "needs elfutils' eu-stack and a C compiler")
+    def test_a_native_workers_hang_shows_a_native_stack(self):
+        source = os.path.join(self.dir, "w.c")
+        with open(source, "w") as f:
+            f.write(NATIVE_WEDGE)
+        program = os.path.join(self.dir, "wedge")
+        subprocess.run(["cc", "-g", "-O0", "-o", program, source, "-lpthread"], check=True)
+        logs = os.path.join(self.dir, "logs")
+        # Ranks 0 and 2 sleep, rank 1 is wedged: it stands apart.
+        rc, out, err = run(["--nproc-per-node=3", "--hang-timeout=2", f"--log-dir={logs}", program], timeout=60)
+        self.assertEqual(rc, 240, err)
+        self.assertIn("rank 1 waits in pthread_mutex_lock at w.c:6", err.replace("__pthread", "pthread"))
+        _, root = summary_blocks(err)
+        self.assertIn("rank      : 1 (local_rank: 1)", root)
+        self.assertIn("wedge - " + program, root)  # eu-stack's frame, in the traceback
+
+    def test_a_side_thread_that_beats_does_not_hide_a_wedged_main_thread(self):
+        # `import cxxrun` with no install step; a beat from a side thread is
+        # not the worker's progress.
+        script = os.path.join(self.dir, "side.py")
+        with open(script, "w") as f:
+            f.write("import threading, time\n"
+                    "import cxxrun\n"
+                    "def beat():\n"
+                    "    while True:\n"
+                    "        cxxrun.heartbeat()\n"
+                    "        time.sleep(0.1)\n"
+                    "cxxrun.heartbeat()\n"
+                    "threading.Thread(target=beat, daemon=True).start()\n"
+                    "threading.Event().wait()  # the main thread wedges\n")
+        rc, out, err = run(["--nproc-per-node=1", "--heartbeat-timeout=2", script], timeout=60)
+        self.assertEqual(rc, 240, err)
+        self.assertIn("no heartbeat for", err)
+        self.assertIn("heartbeat() from a thread other than the main one is ignored", err)
+        with_section = os.path.join(self.dir, "section.py")
+        with open(with_section, "w") as f:
+            f.write("import threading, cxxrun\n"
+                    "with cxxrun.section('step', timeout=1):\n"
+                    "    threading.Event().wait()\n")
+        rc, out, err = run(["--nproc-per-node=1", "--section-timeout=other=60", with_section], timeout=60)
+        self.assertEqual(rc, 240, err)
+        self.assertIn("section 'step' open for", err)
+
+    def test_a_busy_job_is_not_hung(self):
+        # Output is progress, and so is CPU: neither worker is idle for 2 s.
+        worker = self.script("w.sh", 'for i in $(seq 1 30); do echo step $i; sleep 0.1; done\n'
+                                     'end=$((SECONDS+3)); while [ $SECONDS -lt $end ]; do :; done\n')
+        rc, out, err = run(["--nproc-per-node=2", "--hang-timeout=2", worker], timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("no worker made progress", err)
