@@ -20,11 +20,11 @@ def _cxxrun_register():
     if not path or not sig:
         return
     try:
+        import _signal  # the C module: `signal` costs an `enum` import at every start
         import faulthandler
-        import signal
 
         sig = int(sig)
-        if signal.getsignal(sig) not in (signal.SIG_DFL, None):
+        if _signal.getsignal(sig) not in (_signal.SIG_DFL, None):
             return  # the program's own handler stays
         out = open(path, "a")
         faulthandler.register(sig, file=out, all_threads=True, chain=False)
@@ -38,14 +38,15 @@ def _cxxrun_register():
 def _cxxrun_chain():
     here = _os.path.dirname(_os.path.abspath(__file__))
     try:
-        import importlib.machinery
-        import importlib.util
+        # The import system's own modules, loaded already: no import cost.
+        import _frozen_importlib
+        import _frozen_importlib_external
 
         path = [p for p in _sys.path if _os.path.abspath(p or ".") != here]
-        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+        spec = _frozen_importlib_external.PathFinder.find_spec("sitecustomize", path)
         if spec is None or spec.loader is None:
             return
-        module = importlib.util.module_from_spec(spec)
+        module = _frozen_importlib.module_from_spec(spec)
         spec.loader.exec_module(module)
     except Exception as e:
         print("cxxrun: the shadowed sitecustomize failed: %s: %s" % (type(e).__name__, e), file=_sys.stderr)

@@ -98,6 +98,14 @@ void StackDump::add_env(EnvMap& env, int attempt, int local_rank) const {
   if (!logs_.enabled()) return;
   env[env::kStackFile] = logs_.file(attempt, local_rank, "stacks.txt");
   env[env::kStackSignal] = std::to_string(stack_signal());
+  // torch's NCCL flight recorder: the last collectives of every rank, dumped
+  // when NCCL's own watchdog times out; the user's settings win.
+  const std::pair<const char*, std::string> recorder[] = {
+      {"TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"},
+      {"TORCH_NCCL_DUMP_ON_TIMEOUT", "1"},
+      {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", logs_.file(attempt, local_rank, kNcclTracePrefix)}};
+  for (const auto& [name, value] : recorder)
+    if (!env.count(name)) env[name] = value;
 }
 
 void StackDump::collect(int attempt, const std::vector<Target>& targets, Done done) {
@@ -192,6 +200,15 @@ void StackDump::finish() {
     for (const auto& [rank, text] : stacks) {
       std::ofstream out(bundle + "/rank-" + std::to_string(rank) + ".txt");
       out << (text.empty() ? "no stack could be taken\n" : text);
+    }
+    // NCCL flight-recorder dumps written so far (torch names them
+    // <prefix><rank>), beside the stacks.
+    for (const auto& e : p.each) {
+      const std::string dir = logs_.file(p.attempt, e.target.local_rank, "");
+      for (const auto& f : std::filesystem::directory_iterator(dir, ec))
+        if (f.path().filename().string().rfind(kNcclTracePrefix, 0) == 0)
+          std::filesystem::copy_file(f.path(), bundle + "/" + f.path().filename().string(),
+                                     std::filesystem::copy_options::overwrite_existing, ec);
     }
   }
   std::vector<Done> waiters = std::move(p.waiters);

@@ -31,6 +31,11 @@ class LogDir;
 // its own handler and gets no hook.
 int stack_signal();
 
+// Where torch's NCCL flight recorder writes a rank's dump, in the worker's
+// attempt directory (TORCH_NCCL_DEBUG_INFO_TEMP_FILE, which the user's own
+// setting overrides); a hang's bundle copies what is there.
+inline constexpr char kNcclTracePrefix[] = "nccl_trace_rank_";
+
 // How long the whole collection may take: a dump that is not complete by
 // then is taken as it is.
 inline constexpr std::chrono::milliseconds kStackDeadline{3000};
@@ -42,8 +47,10 @@ class StackDump {
   StackDump(const StackDump&) = delete;
   StackDump& operator=(const StackDump&) = delete;
 
-  // CXXRUN_STACK_FILE and CXXRUN_STACK_SIGNAL for a new worker (nothing when
-  // the job keeps no log directory: there is nowhere to write).
+  // CXXRUN_STACK_FILE and CXXRUN_STACK_SIGNAL for a new worker, and torch's
+  // NCCL flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE=2000,
+  // TORCH_NCCL_DUMP_ON_TIMEOUT=1, the dump path) unless the user set them.
+  // Nothing when the job keeps no log directory: there is nowhere to write.
   void add_env(EnvMap& env, int attempt, int local_rank) const;
 
   struct Target {

@@ -117,6 +117,28 @@ class HangTimeout(TempDirTest):
         self.assertEqual(rc, 240, err)
         self.assertIn("section 'step' open for", err)
 
+    def test_the_nccl_flight_recorder_is_on_and_its_dumps_join_the_bundle(self):
+        # torch writes <TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank> when NCCL times
+        # out; here the worker writes it, as torch would, then hangs.
+        worker = self.script("w.sh", f"""
+env | grep '^TORCH_NCCL_' | sort > {self.dir}/env.$RANK
+echo trace of $RANK > "$TORCH_NCCL_DEBUG_INFO_TEMP_FILE$RANK"
+exec sleep 60
+""")
+        logs = os.path.join(self.dir, "logs")
+        rc, out, err = run(["--nproc-per-node=2", "--hang-timeout=2", f"--log-dir={logs}", worker],
+                           env=clean_env(TORCH_NCCL_TRACE_BUFFER_SIZE="5"), timeout=60)
+        self.assertEqual(rc, 240, err)
+        with open(os.path.join(self.dir, "env.0")) as f:
+            env = dict(line.rstrip("\n").split("=", 1) for line in f)
+        self.assertEqual(env["TORCH_NCCL_TRACE_BUFFER_SIZE"], "5")  # the user's own
+        self.assertEqual(env["TORCH_NCCL_DUMP_ON_TIMEOUT"], "1")
+        self.assertTrue(env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"].endswith("/attempt_0/0/nccl_trace_rank_"), env)
+        bundle = glob.glob(os.path.join(logs, "*", "attempt_0", "hang-0"))[0]
+        self.assertIn("nccl_trace_rank_1", os.listdir(bundle))
+        # Native workers without eu-stack's view still get a file each.
+        self.assertIn("rank-0.txt", os.listdir(bundle))
+
     def test_a_busy_job_is_not_hung(self):
         # Output is progress, and so is CPU: neither worker is idle for 2 s.
         worker = self.script("w.sh", 'for i in $(seq 1 30); do echo step $i; sleep 0.1; done\n'

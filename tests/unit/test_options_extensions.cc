@@ -86,6 +86,15 @@ TEST_CASE("heartbeat timeout") {
                Contains("--heartbeat-timeout=" + bad + ": must be a number of seconds > 0"));
 }
 
+TEST_CASE("hang timeout: no worker's progress for this long is a hang") {
+  CHECK(config_of({}).hang_timeout == milliseconds(0));
+  CHECK(config_of({"--hang-timeout=10"}).hang_timeout == milliseconds(10000));
+  CHECK(config_of({"--hang_timeout", "0.5"}).hang_timeout == milliseconds(500));
+  CHECK(config_of({}, with("PET_HANG_TIMEOUT", "60")).hang_timeout == milliseconds(60000));
+  for (std::string bad : {"-1", "soon", "nan", "", "1e10"})
+    CHECK_THAT(refusal({"--hang-timeout=" + bad}), Contains("--hang-timeout=" + bad + ": must be a number of seconds"));
+}
+
 TEST_CASE("kill timeout: how long a worker may outlive SIGKILL") {
   CHECK(config_of({}).kill_timeout == std::chrono::duration_cast<milliseconds>(cxxrun::agent::kDefaultKillTimeout));
   CHECK(config_of({"--kill-timeout=2"}).kill_timeout == milliseconds(2000));
@@ -248,7 +257,7 @@ TEST_CASE("extensions are in --help") {
   std::string help = help_text();
   CHECK_THAT(help, Contains("cxxrun extensions:"));
   for (std::string name : {"--event-log FILE, --event_log FILE", "--health-port PORT",
-                           "--health-host HOST", "--heartbeat-timeout SECONDS", "--kill-timeout SECONDS",
+                           "--health-host HOST", "--heartbeat-timeout SECONDS", "--kill-timeout SECONDS", "--hang-timeout SECONDS",
                            "--section-timeout NAME=SECONDS, --section_timeout NAME=SECONDS",
                            "--stack-dump-signal SIGNAL", "--inject-fault SPEC, --inject_fault SPEC",
                            "TORCHELASTIC_HEALTH_CHECK_PORT", "CXXRUN_INJECT_FAULTS",
