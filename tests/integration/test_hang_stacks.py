@@ -8,7 +8,9 @@ import subprocess
 import time
 import unittest
 
-from harness import TORCH_PYTHON, TempDirTest, clean_env, run, summary_blocks, torch_importable
+from harness import CXXRUN, TORCH_PYTHON, TempDirTest, clean_env, run, summary_blocks, torch_importable
+
+SHARED_LIBRARY = os.path.join(os.path.dirname(os.path.dirname(CXXRUN)), "lib", "libcxxrun_worker.so")
 
 # Four ranks all_reduce every step over gloo; rank 3 wedges on a lock at
 # step 30 (the issue's job): its peers then wait in all_reduce.
@@ -138,6 +140,21 @@ exec sleep 60
         self.assertIn("nccl_trace_rank_1", os.listdir(bundle))
         # Native workers without eu-stack's view still get a file each.
         self.assertIn("rank-0.txt", os.listdir(bundle))
+
+    def test_ctypes_loads_the_worker_library(self):
+        # The worker runtime as a shared object: its C ABI from ctypes.
+        script = os.path.join(self.dir, "ct.py")
+        with open(script, "w") as f:
+            f.write("import ctypes, sys, threading\n"
+                    "lib = ctypes.CDLL(sys.argv[1])\n"
+                    "lib.cxxrun_section_begin.argtypes = [ctypes.c_char_p, ctypes.c_double]\n"
+                    "assert lib.cxxrun_heartbeat_init() == 0\n"
+                    "lib.cxxrun_heartbeat_beat()\n"
+                    "assert lib.cxxrun_section_begin(b'load', 1.0) == 0\n"
+                    "threading.Event().wait()\n")
+        rc, out, err = run(["--nproc-per-node=1", "--heartbeat-timeout=60", script, SHARED_LIBRARY], timeout=60)
+        self.assertEqual(rc, 240, err)
+        self.assertIn("section 'load' open for", err)
 
     def test_a_busy_job_is_not_hung(self):
         # Output is progress, and so is CPU: neither worker is idle for 2 s.

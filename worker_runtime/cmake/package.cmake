@@ -33,6 +33,8 @@ install(TARGETS cxxrun_worker cxxrun_store cxxrun_net cxxrun
         EXPORT cxxrunTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT launcher)
+# For ctypes and other languages: the C ABI in one shared object.
+install(TARGETS cxxrun_worker_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 install(FILES
           ${PROJECT_SOURCE_DIR}/worker_runtime/communicator.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/cxxrun_worker.h
