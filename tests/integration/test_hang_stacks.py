@@ -2,6 +2,7 @@
 stack taken before the kill and the rank that stands apart named
 (agent/hang_watchdog.h, agent/stack_dump.h, agent/culprit.h)."""
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -84,13 +85,23 @@ class HangTimeout(TempDirTest):
         program = os.path.join(self.dir, "wedge")
         subprocess.run(["cc", "-g", "-O0", "-o", program, source, "-lpthread"], check=True)
         logs = os.path.join(self.dir, "logs")
+        events = os.path.join(self.dir, "events.jsonl")
         # Ranks 0 and 2 sleep, rank 1 is wedged: it stands apart.
-        rc, out, err = run(["--nproc-per-node=3", "--hang-timeout=2", f"--log-dir={logs}", program], timeout=60)
+        rc, out, err = run(["--nproc-per-node=3", "--hang-timeout=2", f"--log-dir={logs}", f"--event-log={events}",
+                            program], timeout=60)
         self.assertEqual(rc, 240, err)
         self.assertIn("rank 1 waits in pthread_mutex_lock at w.c:6", err.replace("__pthread", "pthread"))
         _, root = summary_blocks(err)
         self.assertIn("rank      : 1 (local_rank: 1)", root)
         self.assertIn("wedge - " + program, root)  # eu-stack's frame, in the traceback
+        # The event log's UNHEALTHY event says the same, with the stack.
+        with open(events) as f:
+            unhealthy = [json.loads(line) for line in f if "status.UNHEALTHY" in line]
+        self.assertEqual(len(unhealthy), 1)
+        self.assertEqual(unhealthy[0]["metadata"]["global_rank"], 1)
+        inner = json.loads(unhealthy[0]["metadata"]["metadata"])
+        self.assertIn("rank 1 waits in", inner["hang"])
+        self.assertIn("wedge - " + program, json.loads(unhealthy[0]["metadata"]["raw_error"])["message"])
 
     def test_a_side_thread_that_beats_does_not_hide_a_wedged_main_thread(self):
         # `import cxxrun` with no install step; a beat from a side thread is

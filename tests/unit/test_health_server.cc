@@ -238,6 +238,23 @@ TEST_CASE("health server: /healthz answers 503 for UNKNOWN, UNHEALTHY and FAILED
   }
 }
 
+TEST_CASE("health server: /healthz keeps the last hang verdict, who stands apart and the stack") {
+  Running s;
+  CHECK(json::parse(get(s.port(), "/healthz").body)["last_hang"].is_null());
+  {
+    std::lock_guard lock(s.mu);
+    s.snapshot.last_hang = HangHealth{"no worker made progress for 10.0 s (--hang-timeout 10 s)",
+                                      "ranks 0\u20132 wait in all_reduce at w.py:61; rank 3 waits in wedge at w.py:78",
+                                      "/logs/run/attempt_0/hang-0", 3, "File \"w.py\", line 78 in wedge"};
+  }
+  const json hang = json::parse(get(s.port(), "/healthz").body)["last_hang"];
+  CHECK(hang["rank"] == 3);
+  CHECK(hang["picture"] == "ranks 0\u20132 wait in all_reduce at w.py:61; rank 3 waits in wedge at w.py:78");
+  CHECK(hang["stacks"] == "/logs/run/attempt_0/hang-0");
+  CHECK(hang["stack"] == "File \"w.py\", line 78 in wedge");
+  CHECK(hang["what"] == "no worker made progress for 10.0 s (--hang-timeout 10 s)");
+}
+
 TEST_CASE("health server: a node with an unkillable worker answers 503 whatever its state") {
   Running s;
   {
