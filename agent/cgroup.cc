@@ -1,6 +1,7 @@
 #include "agent/cgroup.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -67,7 +68,9 @@ std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& job_token, std::
     why_not = "this process's cgroup " + own + " is outside the mounted cgroup2 tree";
     return nullptr;
   }
-  std::string path = mount + (own == "/" ? "" : own) + "/cxxrun-" + job_token;
+  const std::string parent = mount + (own == "/" ? "" : own);
+  remove_stale_job_cgroups(parent);
+  std::string path = parent + "/" + job_cgroup_name(job_token);
   if (mkdir(path.c_str(), 0755) != 0) {
     why_not = "cannot create " + path + ": " + strerror(errno);
     return nullptr;
@@ -166,6 +169,42 @@ bool kill_and_remove_once(const std::string& path) {
 }
 
 }  // namespace
+
+std::string job_cgroup_name(const std::string& job_token) {
+  return "cxxrun-" + std::to_string(getpid()) + "-" + job_token;
+}
+
+namespace {
+
+// rmdir, children first; what is busy stays.
+void remove_empty_tree(const std::string& path) {
+  if (DIR* dir = opendir(path.c_str())) {
+    std::vector<std::string> children;
+    while (dirent* e = readdir(dir))
+      if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(path + "/" + e->d_name);
+    closedir(dir);
+    for (const std::string& child : children) remove_empty_tree(child);
+  }
+  rmdir(path.c_str());
+}
+
+}  // namespace
+
+void remove_stale_job_cgroups(const std::string& parent) {
+  DIR* dir = opendir(parent.c_str());
+  if (!dir) return;
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    if (e->d_type != DT_DIR || name.rfind("cxxrun-", 0) != 0) continue;
+    char* end = nullptr;
+    const long pid = strtol(name.c_str() + 7, &end, 10);
+    if (pid <= 0 || *end != '-') continue;  // not "cxxrun-<pid>-<job>"
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(parent + "/" + name);
+  }
+  closedir(dir);
+  for (const std::string& path : stale) remove_empty_tree(path);
+}
 
 bool kill_and_remove_cgroup(const std::string& path, std::chrono::milliseconds limit) {
   // A kill takes a moment to empty a cgroup, longer on a loaded machine: the

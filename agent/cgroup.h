@@ -64,6 +64,17 @@ class JobCgroup {
   std::vector<std::string> finished_;
 };
 
+// The name of this agent's cgroups for the job `job_token`, in every
+// hierarchy: "cxxrun-<agent pid>-<job_token>". The pid tells a later agent
+// whether the one that made it is gone (remove_stale_job_cgroups).
+std::string job_cgroup_name(const std::string& job_token);
+
+// Removes, children first and only where empty, the job cgroups in `parent`
+// whose agent is gone: a scheduler that SIGKILLs every process of a step
+// (Slurm past KillWait) takes the guardian along, and nothing else removes
+// them. Never kills: a cgroup with a process in it stays.
+void remove_stale_job_cgroups(const std::string& parent);
+
 // Kills every process under the cgroup at `path` (its children too: a
 // nested job), waits (up to `limit`) until each is empty, and removes them
 // all. The guardian runs it after the agent died. False, with errno, when

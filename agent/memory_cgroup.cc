@@ -1,5 +1,7 @@
 #include "agent/memory_cgroup.h"
 
+#include "agent/cgroup.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -323,7 +325,7 @@ int MemoryCgroups::make_rank(int attempt, int local_rank, std::string& why_not) 
 }
 
 std::string MemoryCgroups::tree() const {
-  return hierarchy_ == Hierarchy::v1 ? own_dir_ + "/cxxrun-" + token_ : "";
+  return hierarchy_ == Hierarchy::v1 ? own_dir_ + "/" + job_cgroup_name(token_) : "";
 }
 
 void MemoryCgroups::sweep() {

@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "agent/cgroup.h"
 #include "agent/kernel_log.h"
 #include "agent/memory_cgroup.h"
 
@@ -86,6 +87,8 @@ std::string core_text(bool dumped, const std::string& pattern, pid_t pid, const 
 Postmortem::Postmortem(const std::string& job_token)
     : memory_(std::make_unique<MemoryCgroups>(MemoryCgroups::detect(job_token))) {
   kernel_ = KernelLog::open(no_kernel_log_);
+  // Rank cgroups of agents that were killed with their guardian.
+  if (memory_->hierarchy() == MemoryCgroups::Hierarchy::v1) remove_stale_job_cgroups(memory_->own_dir());
   if (memory_->hierarchy() == MemoryCgroups::Hierarchy::none) no_rank_cgroup_ = memory_->why();
 }
 

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <string>
 
+#include "agent/cgroup.h"
 #include "agent/kernel_log.h"
 #include "agent/memory_cgroup.h"
 
@@ -265,18 +266,18 @@ TEST_CASE("MemoryCgroups::detect on fake hierarchies", "[kernel-evidence]") {
     fs::create_directories(m.own_dir());
     std::string why;
     CHECK(m.make_rank(0, 1, why) == -1);
-    CHECK(why == "cannot open " + T + "/fs/memory/process_api/abc/cxxrun-tok/attempt-0/rank-1/cgroup.procs: " +
+    CHECK(why == "cannot open " + T + "/fs/memory/process_api/abc/" + job_cgroup_name("tok") + "/attempt-0/rank-1/cgroup.procs: " +
                      "No such file or directory");
-    CHECK(m.job_dir() == T + "/fs/memory/process_api/abc/cxxrun-tok");
+    CHECK(m.job_dir() == T + "/fs/memory/process_api/abc/" + job_cgroup_name("tok"));
     CHECK(fs::is_directory(m.job_dir() + "/attempt-0/rank-1"));
     m.end_attempt(0);
     CHECK_FALSE(fs::exists(m.job_dir() + "/attempt-0"));
     {
       MemoryCgroups moved = std::move(m);
       CHECK(m.job_dir().empty());
-      CHECK(moved.job_dir() == T + "/fs/memory/process_api/abc/cxxrun-tok");
+      CHECK(moved.job_dir() == T + "/fs/memory/process_api/abc/" + job_cgroup_name("tok"));
     }
-    CHECK_FALSE(fs::exists(T + "/fs/memory/process_api/abc/cxxrun-tok"));
+    CHECK_FALSE(fs::exists(T + "/fs/memory/process_api/abc/" + job_cgroup_name("tok")));
   }
   SECTION("v1 where the agent may not create cgroups") {
     write_file(paths.mountinfo, hybrid);
@@ -527,4 +528,24 @@ TEST_CASE("real: the kernel log names the pid of a segfault", "[kernel-evidence]
   INFO(event->text);
   CHECK(event->text.find("segfault at 0 ") != std::string::npos);
   CHECK(first_poll);
+}
+
+TEST_CASE("stale job cgroups: only empty ones of agents that are gone are removed, never killed", "[kernel-evidence]") {
+  namespace fs = std::filesystem;
+  const std::string parent = fs::temp_directory_path() / ("stale-cgroups-" + std::to_string(getpid()));
+  fs::remove_all(parent);
+  // A pid that cannot exist (pid_max is at most 2^22), one that does (ours),
+  // an old-style name without a pid, and a busy tree (a file stands for a
+  // process: rmdir fails on it as on a populated cgroup).
+  const std::string gone = parent + "/cxxrun-4194305-aaaa", live = parent + "/" + job_cgroup_name("bbbb"),
+                    old = parent + "/cxxrun-cccc", busy = parent + "/cxxrun-4194306-dddd";
+  for (const std::string& d : {gone + "/attempt-0/rank-1", live + "/attempt-0", old, busy + "/attempt-0"})
+    fs::create_directories(d);
+  std::ofstream(busy + "/attempt-0/cgroup.procs") << "42\n";
+  remove_stale_job_cgroups(parent);
+  CHECK_FALSE(fs::exists(gone));
+  CHECK(fs::exists(live + "/attempt-0"));
+  CHECK(fs::exists(old));
+  CHECK(fs::exists(busy + "/attempt-0"));
+  fs::remove_all(parent);
 }
