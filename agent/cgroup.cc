@@ -155,15 +155,16 @@ void JobCgroup::sweep() {
 namespace {
 
 // One pass over the tree, children first: rmdir needs a cgroup with no
-// children and no processes. True once `path` is gone.
-bool kill_and_remove_once(const std::string& path) {
-  write_text(path + "/cgroup.kill", "1");
+// children and no processes; with `kill`, each is killed first. True once
+// `path` is gone.
+bool remove_once(const std::string& path, bool kill) {
+  if (kill) write_text(path + "/cgroup.kill", "1");
   if (DIR* dir = opendir(path.c_str())) {
     std::vector<std::string> children;
     while (dirent* e = readdir(dir))
       if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(path + "/" + e->d_name);
     closedir(dir);
-    for (const std::string& child : children) kill_and_remove_once(child);
+    for (const std::string& child : children) remove_once(child, kill);
   }
   return rmdir(path.c_str()) == 0 || errno == ENOENT;
 }
@@ -173,22 +174,6 @@ bool kill_and_remove_once(const std::string& path) {
 std::string job_cgroup_name(const std::string& job_token) {
   return "cxxrun-" + std::to_string(getpid()) + "-" + job_token;
 }
-
-namespace {
-
-// rmdir, children first; what is busy stays.
-void remove_empty_tree(const std::string& path) {
-  if (DIR* dir = opendir(path.c_str())) {
-    std::vector<std::string> children;
-    while (dirent* e = readdir(dir))
-      if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(path + "/" + e->d_name);
-    closedir(dir);
-    for (const std::string& child : children) remove_empty_tree(child);
-  }
-  rmdir(path.c_str());
-}
-
-}  // namespace
 
 void remove_stale_job_cgroups(const std::string& parent) {
   DIR* dir = opendir(parent.c_str());
@@ -203,7 +188,7 @@ void remove_stale_job_cgroups(const std::string& parent) {
     if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(parent + "/" + name);
   }
   closedir(dir);
-  for (const std::string& path : stale) remove_empty_tree(path);
+  for (const std::string& path : stale) remove_once(path, /*kill=*/false);  // what is busy stays
 }
 
 bool kill_and_remove_cgroup(const std::string& path, std::chrono::milliseconds limit) {
@@ -212,7 +197,7 @@ bool kill_and_remove_cgroup(const std::string& path, std::chrono::milliseconds l
   // tree is gone, for up to `limit`.
   const auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {
-    if (kill_and_remove_once(path)) return true;
+    if (remove_once(path, /*kill=*/true)) return true;
     if (errno != EBUSY || std::chrono::steady_clock::now() >= deadline) return false;
     usleep(5000);
   }

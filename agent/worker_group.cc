@@ -63,7 +63,10 @@ WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& 
                          pid_t guardian, Zygote* zygote, Postmortem* postmortem, Listener& listener)
     : io_(io), logs_(logs), token_(job_token), cgroup_(cgroup), guardian_(guardian), zygote_(zygote),
       postmortem_(postmortem), listener_(listener), base_env_(current_environment()), timer_(io), paused_timer_(io), zygote_timer_(io),
-      kill_timer_(io) {}
+      kills_(io, [this](pid_t pid) {
+        for (auto& w : workers_)
+          if (w->running && w->pid == pid) give_up_on(*w);
+      }) {}
 
 WorkerGroup::~WorkerGroup() {
   if (zygote_ready_) zygote_ready_->release();  // the zygote closes its own descriptor
@@ -84,8 +87,6 @@ void WorkerGroup::start(const Config& config, const rendezvous::Assignment& plac
   log_ = spdlog::default_logger()->clone("cxxrun node" + std::to_string(placement_.group_rank));
   failures_.clear();
   kills_.clear();
-  kill_deadlines_.clear();
-  kill_timer_.cancel();
   stopping_ = failing_ = escalated_ = false;
   workers_.clear();
   logs_.prepare_attempt(attempt_, c_.nproc_per_node);
@@ -277,18 +278,13 @@ void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
 void WorkerGroup::on_exit(Worker& w, int status) {
   w.running = false;
   w.status = status;
-  kill_deadlines_.erase(w.pid);
+  kills_.ended(w.pid);
   listener_.on_worker_exited(w);
   // Exits the agent caused while stopping for another reason are no news.
   if (stopping_ && !failing_) return;
   Failure f = failure_of(w.local_rank, w.rank, w.pid, logs_.file(attempt_, w.local_rank, "error.json"));
   set_status(f, status);
-  if (auto kill = kills_.find(w.pid); kill != kills_.end()) {
-    f.killed_by = kill->second.by;
-    f.kill_reason = kill->second.why;
-    // The summary's traceback: what it was doing when cxxrun killed it.
-    if (!kill->second.stack.empty() && !read_error_file(f.error_file)) f.message = kill->second.stack;
-  }
+  kills_.apply(f, /*traceback=*/true);
   if (shell_exit_code(f) == 0) {
     if (!stopping_ && running() == 0) listener_.on_group_succeeded();
     return;
@@ -386,16 +382,15 @@ bool WorkerGroup::signal_rank(int rank, int sig) {
 void WorkerGroup::kill_process(pid_t pid, int sig, Killer by, const std::string& why, const std::string& stack) {
   // pid <= 0 would signal a process group, or every process.
   if (pid <= 0) return;
-  kills_.insert({pid, Kill{by, why, stack}});  // the first reason stands
+  kills_.note(pid, by, why, stack);
   ::kill(pid, sig);
   if (sig == SIGKILL) watch_kill(pid);
 }
 
 bool WorkerGroup::hung(int local_rank) const {
-  for (const auto& w : workers_)
-    if (w->local_rank == local_rank)
-      if (auto kill = kills_.find(w->pid); kill != kills_.end() && kill->second.by == Killer::hang) return true;
-  return false;
+  return std::any_of(workers_.begin(), workers_.end(), [&](const auto& w) {
+    return w->local_rank == local_rank && kills_.killed_by(w->pid, Killer::hang);
+  });
 }
 
 // Only workers are waited for: a stray that survives SIGKILL holds nothing
@@ -403,30 +398,7 @@ bool WorkerGroup::hung(int local_rank) const {
 void WorkerGroup::watch_kill(pid_t pid) {
   const bool worker = std::any_of(workers_.begin(), workers_.end(),
                                   [pid](const auto& w) { return w->running && w->pid == pid; });
-  if (!worker || kill_deadlines_.count(pid)) return;
-  kill_deadlines_[pid] = std::chrono::steady_clock::now() + c_.kill_timeout;
-  check_unkillable();
-}
-
-void WorkerGroup::check_unkillable() {
-  const auto now = std::chrono::steady_clock::now();
-  auto next = std::chrono::steady_clock::time_point::max();
-  for (auto it = kill_deadlines_.begin(); it != kill_deadlines_.end();) {
-    if (it->second > now) {
-      next = std::min(next, it->second);
-      ++it;
-      continue;
-    }
-    const pid_t pid = it->first;
-    it = kill_deadlines_.erase(it);
-    for (auto& w : workers_)
-      if (w->running && w->pid == pid) give_up_on(*w);
-  }
-  if (next == std::chrono::steady_clock::time_point::max()) return;
-  kill_timer_.expires_at(next);
-  kill_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) check_unkillable();
-  });
+  if (worker) kills_.watch(pid, c_.kill_timeout);
 }
 
 // The worker outlived SIGKILL by kill_timeout: the kernel holds it
@@ -438,10 +410,7 @@ void WorkerGroup::give_up_on(Worker& w) {
   f.unkillable = true;
   f.wait_state = wait_state(w.pid) + fmt::format("; still alive {} ms after SIGKILL (--kill-timeout)",
                                                  c_.kill_timeout.count());
-  if (auto kill = kills_.find(w.pid); kill != kills_.end()) {
-    f.killed_by = kill->second.by;
-    f.kill_reason = kill->second.why;
-  }
+  kills_.apply(f, /*traceback=*/false);
   w.running = false;
   if (w.err.sink) f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
   log_->error("rank {} (local_rank {}, pid {}) is unkillable: {}; this node is unhealthy", w.rank, w.local_rank,
@@ -471,8 +440,8 @@ void WorkerGroup::stop(int sig, bool failing) {
       log_->warn("workers did not stop within {} ms; sending SIGKILL", c_.shutdown_timeout.count());
       for (const auto& w : workers_)
         if (w->running)
-          kills_.insert({w->pid, Kill{Killer::grace, fmt::format("it did not stop within the {} ms shutdown grace",
-                                                                  c_.shutdown_timeout.count()), ""}});
+          kills_.note(w->pid, Killer::grace,
+                      fmt::format("it did not stop within the {} ms shutdown grace", c_.shutdown_timeout.count()));
       escalate();
     });
   }
@@ -528,8 +497,7 @@ void WorkerGroup::check_stopped() {
   if (open_pipes_ > 0) return;
   timer_.cancel();
   paused_timer_.cancel();
-  kill_timer_.cancel();
-  kill_deadlines_.clear();
+  kills_.stop_watching();
   strays_killed_ = false;
   stopping_ = false;
   for (auto& w : workers_) {

@@ -23,6 +23,7 @@
 
 #include "agent/config.h"
 #include "agent/failure.h"
+#include "agent/kill_ledger.h"
 #include "agent/output.h"
 #include "agent/spawn.h"
 #include "agent/worker_env_writer.h"
@@ -125,7 +126,6 @@ class WorkerGroup final : public Workers {
   int signal_strays(int sig);
   // After cxxrun's SIGKILL to `pid`: Config::kill_timeout to die.
   void watch_kill(pid_t pid);
-  void check_unkillable();
   void give_up_on(Worker& w);
   void check_stopped();
 
@@ -151,16 +151,7 @@ class WorkerGroup final : public Workers {
   boost::asio::steady_timer zygote_timer_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<Failure> failures_;
-  // cxxrun's own kills of this attempt's processes, by pid.
-  struct Kill {
-    Killer by = Killer::none;
-    std::string why;
-    std::string stack;
-  };
-  std::map<pid_t, Kill> kills_;
-  // Workers SIGKILLed by cxxrun and not reaped yet: when each is given up.
-  std::map<pid_t, std::chrono::steady_clock::time_point> kill_deadlines_;
-  boost::asio::steady_timer kill_timer_;
+  KillLedger kills_;
   int open_pipes_ = 0;
   bool stopping_ = false;
   bool failing_ = false;
