@@ -19,6 +19,7 @@
 #include "common/env_names.h"
 #include "rendezvous/backends.h"
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/worker_store.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -34,15 +35,16 @@ rendezvous::WorkerStorePlan worker_store_plan(const Config& c) {
   return {c.use_agent_store, c.master_addr, c.master_port, c.nproc_per_node};
 }
 
-// Logged once: which way this agent keeps every process of the job inside it.
-std::unique_ptr<JobCgroup> contain(const Config& config, const std::string& token) {
+// `said`: which way this agent keeps every process of the job inside it,
+// logged once the node has joined: bad input the join finds (a port the
+// user named, taken) stays the one line on stderr.
+std::unique_ptr<JobCgroup> contain(const Config& config, const std::string& token, std::string& said) {
   std::string why_not = "turned off (CXXRUN_CONTAINMENT=subreaper)";
   std::unique_ptr<JobCgroup> cgroup = config.use_cgroup ? JobCgroup::create(token, why_not) : nullptr;
   if (cgroup)
-    spdlog::info("containment: the job's processes live in cgroup {}", cgroup->path());
+    said = "containment: the job's processes live in cgroup " + cgroup->path();
   else
-    spdlog::info("containment: no cgroup ({}); the agent finds the job's processes as their child subreaper",
-                 why_not);
+    said = "containment: no cgroup (" + why_not + "); the agent finds the job's processes as their child subreaper";
   return cgroup;
 }
 
@@ -92,7 +94,8 @@ int run(const Config& input) {
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) spdlog::warn("cannot become a child subreaper");
   const std::string token = random_token();
   LogDir logs(config);
-  std::unique_ptr<JobCgroup> cgroup = contain(config, token);
+  std::string containment;
+  std::unique_ptr<JobCgroup> cgroup = contain(config, token, containment);
   hook_python(logs);
   Postmortem postmortem(token);
   const std::vector<std::string> cgroups = {cgroup ? cgroup->path() : "", postmortem.memory_dir()};
@@ -107,12 +110,24 @@ int run(const Config& input) {
     Situation released;
     released.cause = Cause::released;
     return decide(released).code;
+  } catch (const rendezvous::PortTaken& e) {
+    // Another job took the port the user named since the launcher looked:
+    // the same bad input as if it had been taken then.
+    std::cerr << "cxxrun: error: "
+              << rendezvous::port_taken_message(config.master_port_origin.empty()
+                                                    ? "--master-port=" + std::to_string(config.master_port)
+                                                    : config.master_port_origin,
+                                                config.master_port, config.master_addr,
+                                                config.group_world_size == 1)
+              << std::endl;
+    return exit_code::usage;
   } catch (const rendezvous::RendezvousError& e) {
     std::cerr << "cxxrun: " << e.what() << std::endl;
     Situation failed;
     failed.cause = Cause::rendezvous_failed;
     return decide(failed).code;
   }
+  spdlog::info("{}", containment);
   const int code = supervise(config, first, logs, guardian, cgroup.get(), zygote.get(), postmortem, *rdzv, token);
   if (code == exit_code::unkillable) {
     if (cgroup) cgroup->abandon();

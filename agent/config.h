@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/numa_placement.h"
 #include "rendezvous/rendezvous.h"
 #include "store/wire.h"
 
@@ -99,6 +100,17 @@ struct Config {
   std::string master_addr = "127.0.0.1";
   int master_port = store::wire::kDefaultPort;
   bool use_agent_store = false;
+  // What named master_port ("--master-port=29500", "PET_MASTER_PORT=..."):
+  // a port the user chose, taken by the time the agent binds it, is bad
+  // input (exit 2) named by this. "": cxxrun chose the port.
+  std::string master_port_origin;
+
+  // --virtual-local-rank: every worker gets LOCAL_RANK=0 and, in
+  // CUDA_VISIBLE_DEVICES, the one device of its local rank
+  // (visible_devices[local_rank], already mapped through the agent's own
+  // CUDA_VISIBLE_DEVICES). ${local_rank} in arguments, prefixes and log
+  // paths stays the real local rank. Empty: off.
+  std::vector<std::string> visible_devices;
 
   // Base log directory. Empty: a fresh temp dir, removed at exit.
   // "/dev/null": no log files and no error files.
@@ -109,6 +121,11 @@ struct Config {
   std::set<int> local_ranks_filter;
   // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; empty = "[${role_name}${local_rank}]:".
   std::string log_line_prefix_template;
+  // --duplicate-stdout-filters / --duplicate-stderr-filters: lines of tee'd
+  // streams that contain any of these also go, prefixed, to
+  // filtered_stdout.log / filtered_stderr.log in the attempt's directory.
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
   Tty tty = Tty::auto_;
 
   // Containment (agent/cgroup.h): the job's processes in a cgroup of their
@@ -116,10 +133,13 @@ struct Config {
   // only the agent's child subreaper and the environment token find them.
   bool use_cgroup = true;
 
-  // Signals forwarded to every worker's process group. Those that end a
-  // job (TERM, INT, HUP, QUIT) also stop the agent after forwarding.
+  // Signals forwarded to every worker's process group; each one also ends
+  // the job (the workers get it, then SIGKILL after the shutdown grace), as
+  // in torch, except those in forward_only: what cxxrun added itself
+  // (SIGUSR1 inside a Slurm step), which only reach the workers.
   std::vector<int> signals_to_handle;
-  // Grace between SIGTERM and SIGKILL when stopping workers.
+  std::set<int> forward_only_signals;
+  // Grace between SIGTERM and SIGKILL when stopping workers; 0: SIGKILL at once.
   std::chrono::milliseconds shutdown_timeout{kDefaultShutdownTimeout};
   // --kill-timeout: bound on the wait after SIGKILL (kDefaultKillTimeout).
   std::chrono::milliseconds kill_timeout{kDefaultKillTimeout};
@@ -128,7 +148,9 @@ struct Config {
   std::map<std::string, std::string> extra_env;
 
   // Observability. --event-log FILE: one JSON event per line ("" = off).
+  // --event-log-handler=console: the same lines on stderr as well.
   std::string event_log;
+  bool event_log_console = false;
   // --health-port P (or TORCHELASTIC_HEALTH_CHECK_PORT): HTTP /healthz and
   // /metrics; -1 = off, 0 = any free port (logged). health_host "" = all
   // interfaces; loopback unless --health-host says otherwise.
@@ -154,6 +176,10 @@ struct Config {
   std::vector<FaultSpec> faults;
 
   ForkserverOptions forkserver;
+
+  // --numa-binding: where each local rank runs, taken before its program
+  // starts (agent/numa_binding.h); one entry per local rank, empty: no binding.
+  std::vector<NumaPlacement> numa_binding;
 };
 
 }  // namespace cxxrun::agent

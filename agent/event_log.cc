@@ -13,6 +13,7 @@
 
 #include "agent/config.h"
 #include "agent/failure.h"
+#include "agent/hostname.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -22,12 +23,6 @@ using Json = nlohmann::ordered_json;
 // Error files hold a message and a traceback; anything bigger is not one,
 // and must not become a multi-megabyte event line.
 constexpr std::streamsize kMaxErrorFileBytes = 1 << 20;
-
-std::string this_hostname() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
 
 // torch's raw_error for a failed worker: json.dumps of the parsed error file.
 std::optional<std::string> error_file_json(const std::string& path) {
@@ -85,8 +80,9 @@ EventContext event_context(const Config& config, const rendezvous::Assignment& p
   return c;
 }
 
-EventLog::EventLog(const std::string& path) : path_(path), started_(std::chrono::steady_clock::now()) {
-  if (!path.empty()) hostname_ = this_hostname();
+EventLog::EventLog(const std::string& path, bool console)
+    : console_(console), path_(path), started_(std::chrono::steady_clock::now()) {
+  if (!path.empty() || console) hostname_ = this_hostname();
   if (path.empty()) return;
   // O_NONBLOCK: opening a FIFO with no reader fails instead of hanging, and
   // a full one drops events; regular files ignore the flag.
@@ -169,6 +165,13 @@ void EventLog::write_event(std::string_view name, bool worker_source, const Work
 }
 
 void EventLog::write_line(const std::string& line) {
+  if (console_) {
+    ssize_t n;  // one write: lines of several agents on one terminal stay whole
+    do {
+      n = ::write(STDERR_FILENO, line.data(), line.size());
+    } while (n < 0 && errno == EINTR);
+  }
+  if (fd_ < 0) return;
   // One write(2): O_APPEND places the whole line at the end atomically with
   // respect to other appenders, which is what keeps shared files readable.
   ssize_t n;

@@ -31,6 +31,9 @@
 //   AGENT  cxxrun.agent.RESTART                   the worker group restarts (torch only logs it);
 //                                                 agent_restarts is the new restart count
 //
+// --event-log-handler=console (torch's StreamHandler) writes the same lines
+// to stderr as well, one write(2) each.
+//
 // Lines go out with one write(2) each on an O_APPEND descriptor, so several
 // agents (or EventLogs) on one host may share a file without tearing lines.
 // The descriptor is non-blocking: a FIFO nobody reads drops events instead
@@ -98,15 +101,15 @@ struct EventDetails {
 
 class EventLog {
  public:
-  // Empty path: disabled; every call returns at once. Otherwise the file is
-  // created (0644) or appended to; std::system_error naming the path if it
-  // cannot be opened.
-  explicit EventLog(const std::string& path);
+  // Empty path and no console: disabled; every call returns at once.
+  // Otherwise the file is created (0644) or appended to; std::system_error
+  // naming the path if it cannot be opened. `console`: every line to stderr too.
+  explicit EventLog(const std::string& path, bool console = false);
   ~EventLog();
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
-  bool enabled() const { return fd_ >= 0; }
+  bool enabled() const { return fd_ >= 0 || console_; }
   EventContext& context() { return context_; }
 
   // A WORKER event. `raw_error` is JSON text (torch: the error file's
@@ -126,6 +129,7 @@ class EventLog {
   void write_line(const std::string& line);
 
   int fd_ = -1;
+  bool console_ = false;
   std::string path_;
   EventContext context_;
   std::string hostname_;

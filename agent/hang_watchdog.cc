@@ -174,7 +174,7 @@ void HangWatchdog::check_progress() {
     }
     ProgressMonitor::Sample s;
     s.cpu = cpu.count(w->pid) ? cpu.at(w->pid) : std::chrono::nanoseconds(0);
-    s.output_bytes = (w->out.sink ? w->out.sink->bytes() : 0) + (w->err.sink ? w->err.sink->bytes() : 0);
+    s.output_bytes = (w->out.sink() ? w->out.sink()->bytes() : 0) + (w->err.sink() ? w->err.sink()->bytes() : 0);
     if (heartbeats_)
       if (auto beat = heartbeats_->snapshot(w->local_rank)) s.beats = beat->beats;
     progress_->observe(w->local_rank, s, now);

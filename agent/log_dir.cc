@@ -70,4 +70,9 @@ std::string LogDir::file(int attempt, int local_rank, const char* name) const {
   return run_dir_ + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local_rank) + "/" + name;
 }
 
+std::string LogDir::attempt_file(int attempt, const char* name) const {
+  if (!enabled()) return "";
+  return run_dir_ + "/attempt_" + std::to_string(attempt) + "/" + name;
+}
+
 }  // namespace cxxrun::agent

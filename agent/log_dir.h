@@ -30,6 +30,8 @@ class LogDir {
   void prepare_attempt(int attempt, int nproc);
   // "" when disabled.
   std::string file(int attempt, int local_rank, const char* name) const;
+  // attempt_<n>/<name>: the attempt's own files, not one rank's. "" when disabled.
+  std::string attempt_file(int attempt, const char* name) const;
 
  private:
   std::string run_dir_;

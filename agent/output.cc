@@ -1,5 +1,7 @@
 #include "agent/output.h"
 
+#include "agent/filtered_log.h"
+
 #include <errno.h>
 #include <unistd.h>
 
@@ -32,11 +34,13 @@ void write_all(int fd, const char* data, size_t size) {
 
 }  // namespace
 
-std::string line_prefix(const std::string& tmpl, const std::string& role, int local_rank, int rank) {
+std::string line_prefix(const std::string& tmpl, const PrefixFields& f) {
   std::string p = tmpl.empty() ? "[${role_name}${local_rank}]:" : tmpl;
-  replace_all(p, "${role_name}", role);
-  replace_all(p, "${local_rank}", std::to_string(local_rank));
-  replace_all(p, "${rank}", std::to_string(rank));
+  replace_all(p, "${role_name}", f.role);
+  replace_all(p, "${local_rank}", std::to_string(f.local_rank));
+  replace_all(p, "${rank}", std::to_string(f.rank));
+  replace_all(p, "${pid}", std::to_string(f.pid));
+  replace_all(p, "${hostname}", f.hostname);
   return p;
 }
 
@@ -72,6 +76,7 @@ void StreamSink::write(std::string_view bytes) {
   bytes_ += bytes.size();
   if (file_) to_file(bytes);
   if (console_fd_ >= 0) to_console(bytes);
+  if (duplicate_) to_duplicate(bytes);
   if (tail_max_ == 0) return;
   while (!bytes.empty()) {
     auto nl = bytes.find('\n');
@@ -121,6 +126,23 @@ void StreamSink::flush_pending() {
   open_ = true;
 }
 
+void StreamSink::to_duplicate(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const auto nl = bytes.find('\n');
+    if (nl == std::string_view::npos) {
+      duplicate_partial_.append(bytes);
+      if (duplicate_partial_.size() < kMaxLine) return;
+      duplicate_->line(prefix_, duplicate_partial_);
+      duplicate_partial_.clear();
+      return;
+    }
+    duplicate_partial_.append(bytes.substr(0, nl));
+    duplicate_->line(prefix_, duplicate_partial_);
+    duplicate_partial_.clear();
+    bytes.remove_prefix(nl + 1);
+  }
+}
+
 void StreamSink::keep_line(std::string_view line) {
   if (tail_.size() == tail_max_) tail_.pop_front();
   tail_.emplace_back(line);
@@ -132,6 +154,10 @@ void StreamSink::finish() {
     write_all(console_fd_, out.data(), out.size());
     pending_.clear();
     open_ = false;
+  }
+  if (duplicate_ && !duplicate_partial_.empty()) {
+    duplicate_->line(prefix_, duplicate_partial_);
+    duplicate_partial_.clear();
   }
   if (tail_max_ > 0 && !partial_.empty()) {
     keep_line(partial_);

@@ -15,9 +15,21 @@
 
 namespace cxxrun::agent {
 
+class FilteredLog;
+
+// What a console prefix may name.
+struct PrefixFields {
+  std::string role;
+  int local_rank = 0;
+  int rank = 0;
+  int pid = 0;
+  std::string hostname;
+};
+
 // Expands TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE's ${role_name}, ${local_rank}
-// and ${rank}; an empty template gives torchrun's "[<role><local_rank>]:".
-std::string line_prefix(const std::string& tmpl, const std::string& role, int local_rank, int rank);
+// and ${rank} (torch's), and ${pid} and ${hostname} (which torch leaves
+// literal); an empty template gives torchrun's "[<role><local_rank>]:".
+std::string line_prefix(const std::string& tmpl, const PrefixFields& fields);
 
 class StreamSink {
  public:
@@ -26,6 +38,10 @@ class StreamSink {
   ~StreamSink();
   StreamSink(const StreamSink&) = delete;
   StreamSink& operator=(const StreamSink&) = delete;
+
+  // Whole lines of this stream also go to `log` (shared by the attempt's
+  // ranks; it outlives this sink), where they match its filters.
+  void duplicate_to(FilteredLog* log) { duplicate_ = log; }
 
   void write(std::string_view bytes);
   // Whether the console holds back a fragment not shown yet.
@@ -45,6 +61,7 @@ class StreamSink {
   void to_console(std::string_view bytes);
   void to_file(std::string_view bytes);
   void keep_line(std::string_view line);
+  void to_duplicate(std::string_view bytes);
 
   std::string prefix_;
   int console_fd_;
@@ -55,6 +72,8 @@ class StreamSink {
   size_t tail_max_;
   std::string partial_;  // the tail's line so far
   std::deque<std::string> tail_;
+  FilteredLog* duplicate_ = nullptr;
+  std::string duplicate_partial_;  // the filtered copy's line so far
   std::string pending_;  // the console's fragment not shown yet
   bool open_ = false;    // the console's current line was begun (prefix shown)
 };

@@ -13,7 +13,7 @@ namespace cxxrun::agent {
 
 Reporter::Reporter(boost::asio::io_context& io, const Config& config, const Workers& group,
                    const HangWatchdog& watchdog, std::function<GroupState()> state)
-    : c_(config), group_(group), watchdog_(watchdog), state_(std::move(state)), events_(config.event_log) {
+    : c_(config), group_(group), watchdog_(watchdog), state_(std::move(state)), events_(config.event_log, config.event_log_console) {
   if (c_.health_port < 0) return;
   health_ = std::make_unique<HealthServer>(io, c_.health_host, c_.health_port, [this] { return snapshot(); });
   spdlog::info("health endpoint on http://{}/healthz and /metrics", health_->address());

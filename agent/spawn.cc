@@ -25,7 +25,7 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
 
 // What the child reports on the report pipe when it cannot start.
 struct StartError {
-  int stage;  // 0: joining the cgroup, 1: exec
+  int stage;  // 0: joining the cgroup, 1: exec, 2: CPU binding, 3: memory binding
   int error;
 };
 
@@ -41,6 +41,10 @@ struct StartError {
   if (cgroup_procs >= 0 && write(cgroup_procs, "0", 1) != 1) report(report_w, 0);
   // Only evidence rides on this one: a worker that cannot join it still runs.
   if (r.memory_procs >= 0) (void)!write(r.memory_procs, "0", 1);
+  if (r.binding) {
+    const BindingStep failed = apply_binding(*r.binding);
+    if (failed != BindingStep::none) report(report_w, failed == BindingStep::cpus ? 2 : 3);
+  }
   setsid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != agent) _exit(127);  // the agent died before prctl took hold
@@ -120,6 +124,8 @@ pid_t spawn_process(const SpawnRequest& r) {
   if (n == sizeof e) {
     // The child has exited 127; the agent's SIGCHLD handling reaps it.
     if (e.stage == 0) throw std::runtime_error(std::string("cannot move a worker into its cgroup: ") + strerror(e.error));
+    if (e.stage == 2) throw std::runtime_error(std::string("cannot bind a worker to its CPUs (--numa-binding): ") + strerror(e.error));
+    if (e.stage == 3) throw std::runtime_error(std::string("cannot bind a worker's memory to its NUMA node (--numa-binding): ") + strerror(e.error));
     throw std::runtime_error("cannot execute '" + r.argv[0] + "': " + strerror(e.error));
   }
   return pid;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/worker_binding.h"
+
 namespace cxxrun::agent {
 
 // The cgroup a worker starts in (agent/cgroup.h), so nothing it starts
@@ -35,6 +37,8 @@ struct SpawnRequest {
   // A cgroup.procs of another hierarchy (a v1 memory cgroup) the child
   // joins before exec, when it can; -1: none.
   int memory_procs = -1;
+  // --numa-binding's CPUs and memory, taken before exec; nullptr: none.
+  const BindingMasks* binding = nullptr;
 };
 
 // Returns the pid. Throws std::runtime_error naming the program when it

@@ -14,6 +14,7 @@
 #include "agent/fault_injector.h"
 #include "agent/guardian.h"
 #include "agent/hang_watchdog.h"
+#include "agent/hostname.h"
 #include "agent/keep_alive.h"
 #include "agent/rendezvous_link.h"
 #include "agent/reporter.h"
@@ -33,14 +34,6 @@ using rendezvous::RoundEvent;
 // SIGTERM, delays it by this much, not by the shutdown grace.
 constexpr std::chrono::seconds kSummaryWait{3};
 
-bool ends_job(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT; }
-
-std::string hostname() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
 // running: workers up. stopping: taking the group down. restarting: a
 // restart here is being prepared. rendezvous: the link re-forms the job.
 // barrier: our workers succeeded, others' not yet. reporting: gathering the
@@ -52,7 +45,7 @@ class Supervisor final : Workers::Listener {
   Supervisor(const Config& c, const rendezvous::Assignment& placement, LogDir& logs, Guardian* guardian,
              Rendezvous& rdzv, const MakeWorkers& make_workers, std::function<void(int)> exit_now)
       : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), rdzv_(rdzv), signals_(io_),
-        host_(hostname()), exit_now_(std::move(exit_now)),
+        host_(this_hostname()), exit_now_(std::move(exit_now)),
         group_(make_workers(io_, *this)),
         watchdog_(io_, c_, logs, *group_,
                   [this](const Worker& w, const HangWatchdog::Report& r) { reporter_.worker_hung(w, r); }),
@@ -358,7 +351,7 @@ class Supervisor final : Workers::Listener {
   }
 
   void on_signal(int sig) {
-    if (!ends_job(sig)) {
+    if (c_.forward_only_signals.count(sig) > 0) {
       log_->info("forwarding {} to {} workers", signal_name(sig), group_->running());
       return group_->signal_all(sig);
     }

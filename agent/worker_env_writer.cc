@@ -24,6 +24,11 @@ EnvMap worker_environment(const Config& c, const WorkerPlace& p, const EnvMap& b
   for (const auto& [k, v] : c.extra_env) env[k] = v;
   const int local_world = c.nproc_per_node;
   env[env::kLocalRank] = std::to_string(p.local_rank);
+  // --virtual-local-rank: each worker's one GPU is its device 0.
+  if (!c.visible_devices.empty()) {
+    env[env::kLocalRank] = "0";
+    env["CUDA_VISIBLE_DEVICES"] = c.visible_devices.at(p.local_rank);
+  }
   env[env::kRank] = std::to_string(p.rank);
   env[env::kGroupRank] = std::to_string(p.group_rank);
   env[env::kRoleRank] = std::to_string(p.rank);

@@ -13,10 +13,13 @@
 
 #include "agent/cgroup.h"
 #include "agent/exit_codes.h"
+#include "agent/hostname.h"
 #include "agent/log_dir.h"
+#include "agent/numa_binding.h"
 #include "agent/postmortem.h"
 #include "agent/process_tree.h"
 #include "agent/spawn.h"
+#include "agent/worker_binding.h"
 #include "agent/worker_stdio.h"
 #include "agent/zygote.h"
 #include "common/env_names.h"
@@ -32,9 +35,6 @@ constexpr size_t kTailLines = 10;
 constexpr std::chrono::seconds kPipeDrainLimit{2};
 // How often the agent says that only stopped workers keep the job alive.
 constexpr std::chrono::seconds kPausedReminder{30};
-// How long a worker's stream is quiet before a fragment without a line end
-// (a prompt, a progress bar without '\r') reaches the console.
-constexpr std::chrono::milliseconds kFragmentIdle{100};
 
 // A failure of worker `w` of this attempt, as of now; `error_file` is where
 // it was told to write its error.
@@ -90,6 +90,8 @@ void WorkerGroup::start(const Config& config, const rendezvous::Assignment& plac
   stopping_ = failing_ = escalated_ = false;
   workers_.clear();
   logs_.prepare_attempt(attempt_, c_.nproc_per_node);
+  filtered_out_ = filtered_log(c_.duplicate_stdout_filters, "filtered_stdout.log");
+  filtered_err_ = filtered_log(c_.duplicate_stderr_filters, "filtered_stderr.log");
   target_ = {};
   if (cgroup_) {
     try {
@@ -102,6 +104,11 @@ void WorkerGroup::start(const Config& config, const rendezvous::Assignment& plac
   by_exec_ = zygote_ == nullptr || zygote_->state() == Zygote::State::gone;
   if (!by_exec_ && zygote_->state() == Zygote::State::preloading) return wait_for_zygote();
   start_workers();
+}
+
+std::unique_ptr<FilteredLog> WorkerGroup::filtered_log(const std::vector<std::string>& filters, const char* name) {
+  if (filters.empty() || !logs_.enabled()) return nullptr;
+  return std::make_unique<FilteredLog>(filters, logs_.attempt_file(attempt_, name));
 }
 
 // Without blocking the loop: a signal meanwhile still stops the job.
@@ -153,6 +160,8 @@ bool WorkerGroup::start_worker(int local_rank) {
   EnvMap env = worker_environment(c, place, base_env_);
   if (env_hook_) env_hook_(env, local_rank);
   WorkerStdio io{};
+  const NumaPlacement* binding =
+      local_rank < static_cast<int>(c.numa_binding.size()) ? &c.numa_binding[local_rank] : nullptr;
   // Its own memory cgroup, where one can be made: an OOM kill is then
   // pinned on this rank (agent/postmortem.h).
   const int memory = postmortem_ ? postmortem_->rank_cgroup(attempt_, local_rank) : -1;
@@ -160,12 +169,14 @@ bool WorkerGroup::start_worker(int local_rank) {
     io = open_worker_stdio(stdio_request(c, local_rank, w->rank));
     const auto argv = substitute_local_rank(c.command, local_rank);
     const auto envp = to_envp(env);
-    w->pid = fork_from_zygote(argv, envp, io);
+    w->pid = fork_from_zygote(argv, envp, io, binding);
     // The zygote's child is moved from here, a moment after its fork.
     if (w->pid >= 0 && memory >= 0) (void)!write(memory, std::to_string(w->pid).c_str(), std::to_string(w->pid).size());
-    if (w->pid < 0)
-      w->pid = spawn_process(
-          {argv, envp, -1, io.out_write, io.err_write, target_.dir >= 0 ? &target_ : nullptr, -1, memory});
+    if (w->pid < 0) {
+      const BindingMasks masks = binding ? binding_masks(*binding) : BindingMasks{};
+      w->pid = spawn_process({argv, envp, -1, io.out_write, io.err_write, target_.dir >= 0 ? &target_ : nullptr, -1,
+                              memory, binding ? &masks : nullptr});
+    }
     if (memory >= 0) close(memory);
   } catch (const std::exception& e) {
     if (memory >= 0) close(memory);
@@ -180,6 +191,7 @@ bool WorkerGroup::start_worker(int local_rank) {
   }
   close_write_ends(io);
   if (postmortem_) postmortem_->started(local_rank, w->pid);
+  if (binding) log_->info("{}", describe_binding(local_rank, *binding));
   w->running = true;
   Worker& ref = *w;
   workers_.push_back(std::move(w));
@@ -190,12 +202,12 @@ bool WorkerGroup::start_worker(int local_rank) {
 }
 
 pid_t WorkerGroup::fork_from_zygote(const std::vector<std::string>& argv, const std::vector<std::string>& envp,
-                                   const WorkerStdio& io) {
+                                   const WorkerStdio& io, const NumaPlacement* binding) {
   if (by_exec_) return -1;
   char cwd[4096];
   if (!getcwd(cwd, sizeof cwd)) cwd[0] = '\0';
   std::string why;
-  const pid_t pid = zygote_->fork_worker({argv, envp, cwd, io.out_write, io.err_write, target_.procs}, why);
+  const pid_t pid = zygote_->fork_worker({argv, envp, cwd, io.out_write, io.err_write, target_.procs, binding}, why);
   if (pid >= 0) return pid;
   by_exec_ = true;
   // A zygote that is gone said so itself, once (Zygote::exited, give_up),
@@ -204,51 +216,21 @@ pid_t WorkerGroup::fork_from_zygote(const std::vector<std::string>& argv, const 
   return -1;
 }
 
-void WorkerGroup::open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file) {
+void WorkerGroup::open_pipe(Worker& w, WorkerPipe& p, int fd, int console, Std which, const char* file) {
   const bool redirected = has(c_.redirects.for_rank(w.local_rank), which);
   const bool teed = has(c_.tee.for_rank(w.local_rank), which);
   const bool to_console = shown_on_console(c_, w.local_rank, which);
   const std::string path = (redirected || teed) ? logs_.file(attempt_, w.local_rank, file) : "";
-  p.sink = std::make_unique<StreamSink>(line_prefix(c_.log_line_prefix_template, c_.role, w.local_rank, w.rank),
-                                        to_console ? console : -1, path, which == Std::err ? kTailLines : 0);
-  p.fd = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
-  p.idle = std::make_unique<asio::steady_timer>(io_);
+  auto sink = std::make_unique<StreamSink>(
+      line_prefix(c_.log_line_prefix_template, {c_.role, w.local_rank, w.rank, w.pid, this_hostname()}),
+      to_console ? console : -1, path, which == Std::err ? kTailLines : 0);
+  FilteredLog* filtered = which == Std::out ? filtered_out_.get() : filtered_err_.get();
+  if (teed && filtered) sink->duplicate_to(filtered);
   ++open_pipes_;
-  read_pipe(p);
-}
-
-void WorkerGroup::read_pipe(Pipe& p) {
-  p.fd->async_read_some(asio::buffer(p.buf), [this, &p](const boost::system::error_code& ec, size_t n) {
-    if (n > 0) p.sink->write(std::string_view(p.buf.data(), n));
-    if (n > 0 && p.sink->has_pending()) {
-      p.idle->expires_after(kFragmentIdle);
-      p.idle->async_wait([&p](const boost::system::error_code& ec) {
-        if (!ec) p.sink->flush_pending();
-      });
-    }
-    if (!ec) return read_pipe(p);
-    if (ec == asio::error::operation_aborted) return;
-    // The stream's end: EOF on a pipe, EIO on a pty once every holder of
-    // its slave closed it (the kernel hands over what they wrote first).
-    close_pipe(p);
-    if (stopping_) check_stopped();
+  p.open(io_, fd, std::move(sink), [this](bool ended) {
+    --open_pipes_;
+    if (ended && stopping_) check_stopped();
   });
-}
-
-// Reads what a worker that just exited left in its pipe, so a failure record
-// sent to other nodes right away carries its last stderr lines.
-void WorkerGroup::drain_now(Pipe& p) {
-  if (!p.fd || !p.fd->is_open()) return;
-  ssize_t n;
-  while ((n = ::read(p.fd->native_handle(), p.buf.data(), p.buf.size())) > 0)
-    p.sink->write(std::string_view(p.buf.data(), n));
-}
-
-void WorkerGroup::close_pipe(Pipe& p) {
-  if (!p.fd || !p.fd->is_open()) return;
-  boost::system::error_code ignored;
-  p.fd->close(ignored);
-  --open_pipes_;
 }
 
 void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
@@ -305,8 +287,8 @@ void WorkerGroup::on_exit(Worker& w, int status) {
     postmortem_->examine(f, status, w.peak_rss);
   else
     f.memory.peak_rss = w.peak_rss;
-  drain_now(w.err);
-  f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
+  w.err.drain_now();
+  f.stderr_tail.assign(w.err.sink()->tail().begin(), w.err.sink()->tail().end());
   log_->error("{}", describe(f));
   failures_.push_back(f);
   if (!stopping_) return listener_.on_worker_failed(f);
@@ -412,7 +394,7 @@ void WorkerGroup::give_up_on(Worker& w) {
                                                  c_.kill_timeout.count());
   kills_.apply(f, /*traceback=*/false);
   w.running = false;
-  if (w.err.sink) f.stderr_tail.assign(w.err.sink->tail().begin(), w.err.sink->tail().end());
+  if (w.err.sink()) f.stderr_tail.assign(w.err.sink()->tail().begin(), w.err.sink()->tail().end());
   log_->error("rank {} (local_rank {}, pid {}) is unkillable: {}; this node is unhealthy", w.rank, w.local_rank,
               w.pid, f.wait_state);
   failures_.push_back(f);
@@ -426,6 +408,14 @@ void WorkerGroup::stop(int sig, bool failing) {
   if (first) stop_started_ = std::chrono::system_clock::now();
   stopping_ = true;
   failing_ = failing;
+  if (first && c_.shutdown_timeout.count() == 0) {
+    // --shutdown-timeout=0: no grace to give, so no SIGTERM first.
+    if (int n = running(); n > 0) log_->info("stopping {} workers with SIGKILL (shutdown grace 0)", n);
+    for (const auto& w : workers_)
+      if (w->running) kills_.note(w->pid, Killer::grace, "the shutdown grace is 0: SIGKILL at once");
+    escalate();
+    return check_stopped();
+  }
   if (int n = running(); n > 0)
     log_->info("stopping {} workers with {} (grace {} ms)", n, signal_name(sig), c_.shutdown_timeout.count());
   signal_all(sig);
@@ -462,7 +452,7 @@ void WorkerGroup::arm_drain_limit() {
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     log_->warn("output pipes still open {} s after the workers were killed; closing them", kPipeDrainLimit.count());
-    for (auto& w : workers_) close_pipe(w->out), close_pipe(w->err);
+    for (auto& w : workers_) w->out.close(), w->err.close();
     check_stopped();
   });
 }
@@ -501,9 +491,9 @@ void WorkerGroup::check_stopped() {
   strays_killed_ = false;
   stopping_ = false;
   for (auto& w : workers_) {
-    if (!w->out.sink) continue;  // its exec failed
-    w->out.sink->finish();
-    w->err.sink->finish();
+    if (!w->out.sink()) continue;  // its exec failed
+    w->out.sink()->finish();
+    w->err.sink()->finish();
   }
   order_by_time(failures_);
   listener_.on_group_stopped();

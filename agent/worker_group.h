@@ -23,10 +23,12 @@
 
 #include "agent/config.h"
 #include "agent/failure.h"
+#include "agent/filtered_log.h"
 #include "agent/kill_ledger.h"
 #include "agent/output.h"
 #include "agent/spawn.h"
 #include "agent/worker_env_writer.h"
+#include "agent/worker_pipe.h"
 #include "agent/worker_stdio.h"
 #include "agent/workers.h"
 
@@ -37,14 +39,6 @@ class LogDir;
 class Postmortem;
 class Zygote;
 
-struct Pipe {
-  std::unique_ptr<boost::asio::posix::stream_descriptor> fd;
-  std::unique_ptr<StreamSink> sink;
-  // Shows a fragment the worker left without a line end once it is quiet.
-  std::unique_ptr<boost::asio::steady_timer> idle;
-  std::array<char, 16384> buf;
-};
-
 struct Worker {
   int local_rank = 0;
   int rank = 0;
@@ -54,7 +48,7 @@ struct Worker {
   std::optional<std::chrono::system_clock::time_point> paused_since;
   int status = 0;  // waitpid status once it exited
   long long peak_rss = -1;  // bytes, its peak resident memory once it exited
-  Pipe out, err;
+  WorkerPipe out, err;
 };
 
 // The real Workers: processes, pipes, cgroups (agent/workers.h has the
@@ -112,11 +106,9 @@ class WorkerGroup final : public Workers {
   bool start_worker(int local_rank);
   // Forks the worker from the zygote; -1 when this attempt starts by exec.
   pid_t fork_from_zygote(const std::vector<std::string>& argv, const std::vector<std::string>& envp,
-                         const WorkerStdio& io);
-  void open_pipe(Worker& w, Pipe& p, int fd, int console, Std which, const char* file);
-  void read_pipe(Pipe& p);
-  void drain_now(Pipe& p);
-  void close_pipe(Pipe& p);
+                         const WorkerStdio& io, const NumaPlacement* binding);
+  std::unique_ptr<FilteredLog> filtered_log(const std::vector<std::string>& filters, const char* name);
+  void open_pipe(Worker& w, WorkerPipe& p, int fd, int console, Std which, const char* file);
   void on_exit(Worker& w, int status);
   void on_pause(Worker& w, int status);
   void remind_paused();
@@ -149,6 +141,9 @@ class WorkerGroup final : public Workers {
   bool by_exec_ = false;  // this attempt's workers start by exec
   std::unique_ptr<boost::asio::posix::stream_descriptor> zygote_ready_;
   boost::asio::steady_timer zygote_timer_;
+  // --duplicate-*-filters for this attempt; before workers_, whose sinks use them.
+  std::unique_ptr<FilteredLog> filtered_out_;
+  std::unique_ptr<FilteredLog> filtered_err_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<Failure> failures_;
   KillLedger kills_;

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "agent/hostname.h"
 #include "agent/output.h"
 
 namespace cxxrun::agent {
@@ -123,8 +124,10 @@ StdioRequest stdio_request(const Config& c, int local_rank, int rank, const Cons
   const bool always = c.tty == Tty::always;
   r.out_tty = always || (out_shown && out.tty);
   r.err_tty = always || (err_shown && err.tty);
-  const unsigned prefix =
-      columns_of(line_prefix(c.log_line_prefix_template, c.role, local_rank, rank));
+  // The pid is not known before the fork: as wide as the largest one Linux gives.
+  constexpr int kWidestPid = 4194304;
+  const unsigned prefix = columns_of(
+      line_prefix(c.log_line_prefix_template, {c.role, local_rank, rank, kWidestPid, this_hostname()}));
   if (r.out_tty && out.tty) r.out_size = out_shown ? narrowed(out.size, prefix) : out.size;
   if (r.err_tty && err.tty) r.err_size = err_shown ? narrowed(err.size, prefix) : err.size;
   return r;

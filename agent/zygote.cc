@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,7 +151,14 @@ pid_t Zygote::fork_worker(const Fork& f, std::string& why) {
     why = state_ == State::gone ? why_gone_ : "the forkserver is still preloading";
     return -1;
   }
-  const nlohmann::json request{{"argv", f.argv}, {"env", f.envp}, {"cwd", f.cwd}};
+  nlohmann::json request{{"argv", f.argv}, {"env", f.envp}, {"cwd", f.cwd}};
+  if (f.binding) {
+    request["cpus"] = f.binding->cpus;
+    // set_mempolicy's number differs by architecture, and Python has no
+    // name for it: the agent's build knows it.
+    if (f.binding->memory_node)
+      request["memory"] = {{"node", *f.binding->memory_node}, {"set_mempolicy", SYS_set_mempolicy}};
+  }
   std::vector<int> fds{agent_stdin(), f.stdout_fd, f.stderr_fd};
   if (f.cgroup_procs >= 0) fds.push_back(f.cgroup_procs);
   if (!send_with_fds(fd_, request.dump() + "\n", fds)) {

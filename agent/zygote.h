@@ -53,6 +53,7 @@ class Zygote {
     int stdout_fd = -1;
     int stderr_fd = -1;
     int cgroup_procs = -1;  // the attempt's cgroup.procs; -1: none
+    const NumaPlacement* binding = nullptr;  // --numa-binding; nullptr: none
   };
   // Forks a worker and returns its pid, already the agent's child; -1 with
   // the reason in `why` when the zygote refused (unsafe to fork) or is gone.

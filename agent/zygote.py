@@ -10,6 +10,8 @@
 #   agent -> zygote  {"argv": [...], "env": [...], "cwd": "..."} with the
 #                    worker's stdin, stdout, stderr and, where there is one,
 #                    its cgroup.procs descriptor attached (SCM_RIGHTS)
+#                    and, under --numa-binding, "cpus": [...] and, in node
+#                    mode, "memory": {"node": N, "set_mempolicy": <syscall>}
 #   zygote -> agent  {"pid": N} | {"unsafe": "why"} | {"error": "why"}
 #
 # A worker is a grandchild: the zygote's child forks it and exits at once, so
@@ -26,6 +28,7 @@ import time
 
 _PR_SET_PDEATHSIG = 1
 _SIGKILL = 9
+_MPOL_BIND = 2
 
 
 def _preload(modules, explicit):
@@ -174,6 +177,7 @@ def _become_worker(request, fds, agent):
         except OSError as e:
             _fail(f"cannot move the worker into its cgroup: {e.strerror}")
     _close(fds)
+    _bind(request)
     # Its parent exits at once; only then is the agent its parent, and only
     # then may it ask to die with the agent (a death signal set earlier would
     # fire when that parent exits).
@@ -204,6 +208,29 @@ def _become_worker(request, fds, agent):
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()
+
+
+# --numa-binding (agent/numa_binding.h), before any user code runs, so that
+# every thread the worker starts inherits it, as an exec'd worker's threads
+# do. The worker has one thread here (_unsafe), so binding it binds all.
+def _bind(request):
+    if "cpus" in request:
+        try:
+            os.sched_setaffinity(0, request["cpus"])
+        except OSError as e:
+            _fail(f"cannot bind a worker to its CPUs (--numa-binding): {e.strerror}")
+    memory = request.get("memory")
+    if memory is None:
+        return
+    node, bits = memory["node"], 8 * ctypes.sizeof(ctypes.c_ulong)
+    mask = (ctypes.c_ulong * (node // bits + 1))()
+    mask[node // bits] = 1 << (node % bits)
+    libc = ctypes.CDLL(None, use_errno=True)
+    # The kernel reads maxnode - 1 bits.
+    if libc.syscall(ctypes.c_long(memory["set_mempolicy"]), ctypes.c_long(_MPOL_BIND), mask,
+                    ctypes.c_ulong(len(mask) * bits + 1)) != 0:
+        _fail(f"cannot bind a worker's memory to its NUMA node (--numa-binding): "
+              f"{os.strerror(ctypes.get_errno())}")
 
 
 # A worker the agent execs starts with the default action for each signal

@@ -49,7 +49,8 @@ constexpr OptionSpec kOptions[] = {
      "forkserver: fork Python workers from one interpreter that imported --preload once "
      "(fast restarts); spawn and fork start each by exec."},
     {"--event-log-handler,--event_log_handler", "EVENT_LOG_HANDLER", "null", value, launch,
-     "Name of a registered event logging handler (only 'null' for now)."},
+     "Where agent events go: null (nowhere), console (one JSON line each on stderr) or "
+     "dynamic_rendezvous (nowhere, as torch's); see also --event-log FILE."},
     {"--role", "ROLE", "default", value, launch, "User-defined role for the workers."},
     {"-m,--module", "", nullptr, flag, launch,
      "Interpret the training script as a Python module, as 'python -m' does."},
@@ -60,12 +61,17 @@ constexpr OptionSpec kOptions[] = {
     {"--signals-to-handle,--signals_to_handle", "SIGNALS_TO_HANDLE",
      "SIGTERM,SIGINT,SIGHUP,SIGQUIT", value, launch,
      "Comma-separated signals forwarded to the workers (e.g. add SIGUSR1,SIGUSR2 for SLURM)."},
-    {"--shutdown-timeout,--shutdown_timeout", "SECONDS", nullptr, none, launch,
-     static_text::text<"Grace between SIGTERM and SIGKILL when stopping workers (default "
-                       "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT or ",
+    {"--shutdown-timeout,--shutdown_timeout", "SECONDS", nullptr, value, launch,
+     static_text::text<"Grace between SIGTERM and SIGKILL when stopping workers; 0: SIGKILL at once "
+                       "(default $TORCH_ELASTIC_SHUTDOWN_TIMEOUT or ",
                        static_text::decimal<agent::kDefaultShutdownTimeout.count()>(), ").">},
+    {"--virtual-local-rank,--virtual_local_rank", "", nullptr, flag, launch,
+     "Every worker sees LOCAL_RANK=0 and only its own GPU (CUDA_VISIBLE_DEVICES holds one device, "
+     "taken from the agent's CUDA_VISIBLE_DEVICES when set)."},
     {"--numa-binding,--numa_binding", "{node,socket,exclusive,core-complex}", nullptr, none, launch,
-     "Bind workers to CPUs near their GPU (not built yet)."},
+     "Bind each worker near its GPU (local rank L: GPU L, found by hwloc): node = the NUMA node's "
+     "CPUs and memory; socket = its package's CPUs; exclusive = a share of the node's cores; "
+     "core-complex = the CPUs of one last-level cache."},
 
     {"--log-dir,--log_dir", "LOG_DIR", nullptr, value, logging,
      "Base directory for log files; a fresh temporary one when not given, /dev/null for none."},
@@ -75,6 +81,11 @@ constexpr OptionSpec kOptions[] = {
      "Tee std streams into log files and the console (see --redirects for the format)."},
     {"--local-ranks-filter,--local_ranks_filter", "LOCAL_RANKS_FILTER", "", value, logging,
      "Only show these local ranks' output on the console (e.g. --local-ranks-filter=0,1,2)."},
+    {"--duplicate-stdout-filters,--duplicate_stdout_filters", "FILTERS", "", value, logging,
+     "Also write the tee'd ranks' stdout lines that contain any of these comma-separated strings "
+     "to filtered_stdout.log in the attempt's log directory (',,' is a literal comma)."},
+    {"--duplicate-stderr-filters,--duplicate_stderr_filters", "FILTERS", "", value, logging,
+     "The same for stderr, into filtered_stderr.log."},
     {"--logs-specs,--logs_specs", "LOGS_SPECS", nullptr, none, logging,
      "torchrun.logs_specs entry point name (a Python plugin; not supported)."},
 
@@ -82,9 +93,10 @@ constexpr OptionSpec kOptions[] = {
      "Rank of this node, 0..NNODES-1 (static backend only; c10d assigns ranks)."},
     {"--master-addr,--master_addr", "MASTER_ADDR", "127.0.0.1", value, static_rdzv,
      "Address of the rank 0 node for the static backend; IPv6 as [::1]."},
-    {"--master-port,--master_port", "MASTER_PORT", static_text::text<static_text::decimal<store::wire::kDefaultPort>()>,
-     value, static_rdzv,
-     "Port on the rank 0 node for the static backend; its agent hosts the store there."},
+    {"--master-port,--master_port", "MASTER_PORT", nullptr, value, static_rdzv,
+     static_text::text<"Port on the rank 0 node for the static backend; its agent hosts the store there (default ",
+                       static_text::decimal<store::wire::kDefaultPort>(),
+                       "; one node with neither this nor --rdzv-endpoint: a free port and a fresh run id).">},
     {"--local-addr,--local_addr", "LOCAL_ADDR", nullptr, value, static_rdzv,
      "Address other nodes reach this node by (c10d; default: the address its rendezvous "
      "connection uses)."},

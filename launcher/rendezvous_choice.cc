@@ -11,7 +11,9 @@
 #include "etcd/endpoints.h"
 #include "launcher/values.h"
 #include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/worker_store.h"
 #include "net/endpoint.h"
+#include "store/wire.h"
 
 namespace cxxrun::launcher {
 namespace {
@@ -78,20 +80,36 @@ void fill_settings(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
   if (const RawValue* order = raw.find("node_order")) s.node_order = std::stoi(order->text);
 }
 
-void standalone(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
-                std::vector<std::string>& notes) {
+// torch main's rule for a one-node job that names no port: a static
+// backend by default, no endpoint, no --master-port (nor PET_MASTER_PORT).
+// It runs as --standalone does, so two such jobs on a host never meet on 29500.
+bool single_node_default(const RawOptions& raw, const Nodes& nodes) {
+  return nodes.max_nodes == 1 && raw.at("rdzv_backend").text == "static" && raw.at("rdzv_endpoint").text.empty() &&
+         raw.find("master_port") == nullptr;
+}
+
+// --standalone, and torch main's single-node default. The workers' store is
+// on this machine: at --local-addr when given (torch makes it MASTER_ADDR,
+// this node being rank 0), else loopback.
+void standalone(const RawOptions& raw, agent::Config& c, const Nodes& nodes) {
   c.rdzv.backend = Backend::local;
   c.rdzv.name = "c10d";  // torch's --standalone is a one-node c10d rendezvous
-  c.run_id = random_uuid4();
+  // --standalone replaces the id as torch's does; the single-node default
+  // keeps one the user gave (torch replaces it there too: docs/torchrun-compat.md).
+  c.run_id = raw.flag("standalone") || !raw.was_given("rdzv_id") ? random_uuid4() : raw.at("rdzv_id").text;
   c.master_addr = kLoopback;
+  if (const RawValue* local = raw.find("local_addr")) {
+    if (!net::is_local_host(local->text))
+      throw UsageError(local->shown() + ": not an address of this machine; a one-node job's workers reach "
+                       "their store there (MASTER_ADDR)");
+    c.master_addr = local->text;
+  }
   // 0: the agent settles MASTER_PORT when it starts (the rule is in
   // rendezvous/worker_store.h), so two jobs on a host never race for one.
   c.master_port = 0;
   c.rdzv.host = c.master_addr;
   c.rdzv.port = 0;
   fill_settings(raw, c, nodes, {c.master_addr, c.master_port});
-  notes.push_back(
-      fmt::format("Rendezvous info: --rdzv-backend=c10d --rdzv-endpoint=localhost:0 --rdzv-id={}", c.run_id));
 }
 
 void c10d(const RawOptions& raw, agent::Config& c, const Nodes& nodes,
@@ -179,7 +197,8 @@ void etcd(const RawOptions& raw, agent::Config& c, const Nodes& nodes, std::vect
 
 void static_backend(const RawOptions& raw, agent::Config& c, const Nodes& nodes) {
   const RawValue& endpoint_text = raw.at("rdzv_endpoint");
-  const RawValue* origin = &raw.at("master_port");
+  const RawValue default_port{std::to_string(store::wire::kDefaultPort), "--master-port"};
+  const RawValue* origin = raw.find("master_port") != nullptr ? raw.find("master_port") : &default_port;
   net::Endpoint endpoint;
   if (!endpoint_text.text.empty()) {
     // torch's static backend: an explicit endpoint replaces master_addr:master_port.
@@ -192,16 +211,18 @@ void static_backend(const RawOptions& raw, agent::Config& c, const Nodes& nodes)
     endpoint = endpoint_of(raw.at("master_addr"), net::kNoPort);
     if (endpoint.port != net::kNoPort)
       throw UsageError(raw.at("master_addr").shown() + ": give the port with --master-port");
-    endpoint.port = parse_port(raw.at("master_port"));
+    endpoint.port = parse_port(*origin);
   }
   const int n = nodes.max_nodes;  // == min_nodes: check_rendezvous_supported
-  // One node: worker rank 0 will listen here. Several: node 0's agent hosts
-  // the store here. A taken port would only show up later, as a store failure.
-  bool hosts_here = nodes.node_rank == 0 && (n == 1 || net::is_local_host(endpoint.host));
+  // Several nodes: node 0's agent hosts the rendezvous store here, and a
+  // taken port would only show up later, as a store failure. One node: the
+  // agent's bind of the workers' store is the check (rendezvous::PortTaken),
+  // with the same line: a look now could not see a job that starts in the
+  // same instant.
+  bool hosts_here = nodes.node_rank == 0 && n > 1 && net::is_local_host(endpoint.host);
   if (hosts_here && net::port_in_use(endpoint.host, endpoint.port))
-    throw UsageError(fmt::format("{}: port {} is already in use on {}; pick another port{}",
-                                 origin->shown(), endpoint.port, endpoint.host,
-                                 n == 1 ? ", or use --standalone for a free one" : ""));
+    throw UsageError(rdzv::port_taken_message(origin->shown(), endpoint.port, endpoint.host, false));
+  c.master_port_origin = origin->shown();
 
   c.run_id = raw.at("rdzv_id").text;
   c.master_addr = endpoint.host;
@@ -289,8 +310,12 @@ void choose_rendezvous(const RawOptions& raw, agent::Config& config, std::vector
                        std::vector<std::string>& notes) {
   check_rendezvous_supported(raw);
   const Nodes nodes = nodes_of(raw);
-  if (raw.flag("standalone"))
-    standalone(raw, config, nodes, notes);
+  if (raw.flag("standalone")) {
+    standalone(raw, config, nodes);
+    notes.push_back(fmt::format("Rendezvous info: --rdzv-backend=c10d --rdzv-endpoint=localhost:0 --rdzv-id={}",
+                                config.run_id));
+  } else if (single_node_default(raw, nodes))
+    standalone(raw, config, nodes);
   else if (raw.at("rdzv_backend").text == "c10d")
     c10d(raw, config, nodes, warnings);
   else if (is_etcd(raw.at("rdzv_backend").text))

@@ -1,10 +1,13 @@
 // How this node meets the others (agent::Config::rdzv), and where its
 // workers' store lives (MASTER_ADDR/MASTER_PORT, TORCHELASTIC_RUN_ID):
 //   --standalone           Backend::local, a fresh uuid and a free port on
-//                          127.0.0.1, so two jobs on one host never clash.
+//                          127.0.0.1 (or --local-addr), so two jobs on one
+//                          host never clash.
+//   static, --nnodes=1,    the same (torch main's default): a free port and
+//   no port, no endpoint   a fresh uuid, unless --rdzv-id names the run.
 //   static, --nnodes=1     Backend::local on --master-addr/--master-port (or
-//                          --rdzv-endpoint), which must be free now because
-//                          worker rank 0 will listen there.
+//                          --rdzv-endpoint), where the agent serves the
+//                          workers' store; a port taken by then is exit 2.
 //   static, --nnodes=N>1   Backend::static_tcp: node 0's agent hosts the store
 //                          on the master port; --node-rank is this node's rank.
 //   c10d                   Backend::c10d through the store at --rdzv-endpoint

@@ -13,6 +13,7 @@
 #include "launcher/hostlist.h"
 #include "launcher/values.h"
 #include "rendezvous/rendezvous.h"
+#include "store/wire.h"
 
 namespace cxxrun::launcher {
 namespace {
@@ -138,7 +139,8 @@ std::optional<std::string> apply_slurm(RawOptions& raw, const Env& env, const No
   } else {
     raw.values["node_rank"] = {std::to_string(node), node_id->origin};
     raw.values["master_addr"] = {host, list->origin};
-    where = fmt::format("static rendezvous at {}:{}", host, raw.at("master_port").text);
+    const RawValue* port = raw.find("master_port");
+    where = fmt::format("static rendezvous at {}:{}", host, port != nullptr ? port->text : std::to_string(store::wire::kDefaultPort));
   }
   if (!raw.was_given("rdzv_id"))
     raw.values["rdzv_id"] = {fmt::format("slurm-{}.{}", job->text, step->text), "SLURM_JOB_ID"};
@@ -152,6 +154,8 @@ std::optional<std::string> apply_slurm(RawOptions& raw, const Env& env, const No
   if (!raw.was_given("signals_to_handle")) {
     RawValue& s = raw.values["signals_to_handle"];
     s.text += ",SIGUSR1";
+    // A preemption warning, not an order to stop: the workers decide.
+    raw.values["signals_forward_only"] = {"SIGUSR1", "SLURM_JOB_ID"};
     signals = ", SIGUSR1 forwarded to workers (srun --signal=USR1@N)";
   }
   return fmt::format("Slurm job {} step {}: node {} of {}, {} (run id {}){}{}; flags you give win, --no-slurm "

@@ -10,7 +10,8 @@
 //                     on port 29400, or the port of --rdzv-endpoint=:PORT
 //   --rdzv-id         slurm-<SLURM_JOB_ID>.<SLURM_STEP_ID>
 //   --nproc-per-node  the GPUs Slurm gave this node, where it gave any
-//   --signals-to-handle  the default plus SIGUSR1 (srun --signal=USR1@N)
+//   --signals-to-handle  the default plus SIGUSR1 (srun --signal=USR1@N),
+//                        forwarded to the workers only: it does not end the job
 // Explicit flags (and their PET_* variables) always win; --no-slurm turns it
 // off. One cxxrun task per node: a second one is refused.
 #pragma once

@@ -39,6 +39,13 @@ struct RendezvousLost : RendezvousError {
   using RendezvousError::RendezvousError;
 };
 
+// The port the user named for the workers' store was taken by the time this
+// node bound it (another job started in the same instant): bad input, as if
+// the launcher had found it taken (exit_code::usage).
+struct PortTaken : RendezvousError {
+  using RendezvousError::RendezvousError;
+};
+
 // What ended a round for every node; the first one written wins.
 enum class RoundEvent {
   none,   // nothing yet

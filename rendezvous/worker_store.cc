@@ -1,6 +1,11 @@
 #include "rendezvous/worker_store.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+
+#include <system_error>
+
+#include <fmt/format.h>
 
 #include <spdlog/spdlog.h>
 
@@ -19,8 +24,16 @@ std::string bind_host_for(const std::string& addr) {
   return literal || addr == "localhost" ? addr : "";
 }
 
+std::string port_taken_message(const std::string& origin, int port, const std::string& host, bool one_node) {
+  return fmt::format("{}: port {} is already in use on {}; pick another port{}", origin, port, host,
+                     one_node ? ", or leave the port out (one node: a free one)" : "");
+}
+
 bool admits(const std::set<std::string>& nodes, const std::string& peer) {
-  return nodes.count(peer) > 0 || peer.rfind("127.", 0) == 0 || peer == "::1";
+  if (nodes.count(peer) > 0 || peer.rfind("127.", 0) == 0 || peer == "::1") return true;
+  // This machine's own addresses are this node: workers of a one-node job
+  // whose MASTER_ADDR is --local-addr connect from there.
+  return net::is_local_host(peer);
 }
 
 int WorkerStore::settle(bool agent_serves, const std::string& bind_host, const std::string& addr, int port,
@@ -38,6 +51,10 @@ int WorkerStore::settle(bool agent_serves, const std::string& bind_host, const s
   admitted_.insert(addr);
   try {
     serve(bind_host, port);
+  } catch (const std::system_error& e) {
+    if (port != 0 && e.code().value() == EADDRINUSE)
+      throw PortTaken(fmt::format("port {} is already in use on {}", port, addr));
+    throw RendezvousError(std::string("cannot serve the workers' store: ") + e.what());
   } catch (const std::exception& e) {
     throw RendezvousError(std::string("cannot serve the workers' store: ") + e.what());
   }

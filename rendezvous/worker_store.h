@@ -40,7 +40,7 @@ class WorkerStore {
   // serves the store when `agent_serves`, else picks the port for worker
   // rank 0. `bind_host` is where the agent's server listens ("" = every
   // interface); `members` are the other nodes' addresses it admits. Throws
-  // RendezvousError, one line.
+  // RendezvousError, one line; PortTaken when a port given (not 0) is in use.
   int settle(bool agent_serves, const std::string& bind_host, const std::string& addr, int port,
              const std::vector<std::string>& members = {});
   // An empty store on the same port for the next attempt (a no-op when
@@ -57,8 +57,12 @@ class WorkerStore {
   std::set<std::string> admitted_;
 };
 
+// The one line for a taken port that the user named (`origin`, e.g.
+// "--master-port=29500"), whether the launcher or the agent finds it taken.
+std::string port_taken_message(const std::string& origin, int port, const std::string& host, bool one_node);
+
 // Whether the workers' store admits a connection from `peer` (an IP
-// address): loopback, or one of `nodes`.
+// address): loopback, one of this machine's addresses, or one of `nodes`.
 bool admits(const std::set<std::string>& nodes, const std::string& peer);
 
 // Where a server that peers reach at `addr` should listen, and nowhere

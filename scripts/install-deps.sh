@@ -9,6 +9,7 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   libgloo-dev
   libssl-dev
+  libhwloc-dev  # GPUs, NUMA nodes and caches for --numa-binding (agent/numa_topology.h)
   clang libclang-rt-14-dev
   python3 python3-torch
   python3-yaml  # reads examples/kubernetes/ in tests/integration/test_kubernetes.py

@@ -2,7 +2,7 @@
 import os
 import signal
 
-from harness import TempDirTest, read_pids, run, start, wait_for
+from harness import TempDirTest, clean_env, free_port, read_pids, run, start, wait_for
 
 READY_THEN_WAIT = """
 trap 'echo {sig} > {dir}/got.$LOCAL_RANK; exit {code}' {sig}
@@ -13,9 +13,9 @@ wait
 
 
 class Signals(TempDirTest):
-    def run_and_signal(self, nproc, sig, code, flags=()):
+    def run_and_signal(self, nproc, sig, code, flags=(), env=None):
         worker = self.script("w.sh", READY_THEN_WAIT.format(sig=sig.name[3:], dir=self.dir, code=code))
-        p = start(list(flags) + [f"--nproc-per-node={nproc}", worker])
+        p = start(list(flags) + [f"--nproc-per-node={nproc}", worker], env=env)
         try:
             wait_for(lambda: len(read_pids(self.dir, "ready.")) == nproc, what="workers to be ready")
             os.kill(p.pid, sig)
@@ -25,12 +25,24 @@ class Signals(TempDirTest):
         got = sorted(n for n in os.listdir(self.dir) if n.startswith("got."))
         return p.returncode, got, err
 
-    def test_sigusr1_forwarded(self):
+    def test_a_listed_sigusr1_is_forwarded_and_ends_the_job(self):
+        # As in torch: every signal in the list ends the job.
         rc, got, err = self.run_and_signal(
             3, signal.SIGUSR1, 0, ["--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"])
         self.assertEqual(got, ["got.0", "got.1", "got.2"], err)
+        self.assertEqual(rc, 128 + signal.SIGUSR1, err)
+        self.assertIn("received SIGUSR1; forwarding it to workers and shutting down", err)
+
+    def test_the_sigusr1_cxxrun_adds_in_a_slurm_step_is_only_forwarded(self):
+        # Slurm's preemption warning: the workers decide, the job goes on.
+        port = free_port()
+        env = clean_env(SLURM_JOB_ID="4242", SLURM_STEP_ID="0", SLURM_STEP_NUM_NODES="1", SLURM_NODEID="0",
+                        SLURM_STEP_NODELIST="localhost", SLURM_STEP_NUM_TASKS="1")
+        rc, got, err = self.run_and_signal(2, signal.SIGUSR1, 0, [f"--rdzv-endpoint=:{port}"], env=env)
+        self.assertEqual(got, ["got.0", "got.1"], err)
         self.assertEqual(rc, 0, err)
-        self.assertIn("forwarding SIGUSR1", err)
+        self.assertIn("SIGUSR1 forwarded to workers", err)
+        self.assertIn("forwarding SIGUSR1 to 2 workers", err)
 
     def test_sigterm_forwarded_and_agent_exits_143(self):
         rc, got, err = self.run_and_signal(2, signal.SIGTERM, 0)

@@ -2,14 +2,38 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
+#include "agent/filtered_log.h"
+#include "agent/hostname.h"
 #include "agent/output.h"
 
+using cxxrun::agent::FilteredLog;
 using cxxrun::agent::line_prefix;
 using cxxrun::agent::StreamSink;
+using cxxrun::agent::this_hostname;
 
 namespace {
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "cxxrun_output_XXXXXX").string();
+    REQUIRE(mkdtemp(t.data()) != nullptr);
+    path = t;
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 // Captures what a sink writes to its console fd.
 struct PipeCapture {
@@ -28,8 +52,31 @@ struct PipeCapture {
 }  // namespace
 
 TEST_CASE("line prefix follows torchrun's default and template") {
-  CHECK(line_prefix("", "default", 3, 7) == "[default3]:");
-  CHECK(line_prefix("${role_name}/${rank}/${local_rank}: ", "trainer", 1, 9) == "trainer/9/1: ");
+  CHECK(line_prefix("", {"default", 3, 7, 100, "h"}) == "[default3]:");
+  CHECK(line_prefix("${role_name}/${rank}/${local_rank}: ", {"trainer", 1, 9, 100, "h"}) == "trainer/9/1: ");
+}
+
+TEST_CASE("line prefix names the pid and the host") {
+  CHECK(line_prefix("${hostname}:${pid}|${rank}> ", {"default", 0, 5, 4242, "node-a"}) == "node-a:4242|5> ");
+  CHECK(line_prefix("[${hostname}]", {"default", 0, 0, 1, this_hostname()}) == "[" + this_hostname() + "]");
+}
+
+TEST_CASE("filtered copies take whole matching lines of every sink, prefixed") {
+  TempDir dir;
+  const std::string path = (dir.path / "filtered_stdout.log").string();
+  {
+    FilteredLog log({"loss", "a,b"}, path);
+    StreamSink r0("[r0]:", -1, "", 0), r1("[r1]:", -1, "", 0);
+    r0.duplicate_to(&log);
+    r1.duplicate_to(&log);
+    r0.write("step 1 lo");
+    r1.write("loss=2\nnothing here\n");
+    r0.write("ss=3\nx a,b y\nplain");
+    r0.write(" loss at the end");
+    r0.finish();
+    r1.finish();
+  }
+  CHECK(read_file(path) == "[r1]:loss=2\n[r0]:step 1 loss=3\n[r0]:x a,b y\n[r0]:plain loss at the end\n");
 }
 
 TEST_CASE("sink prefixes whole lines and joins partial writes") {

@@ -29,11 +29,41 @@ TEST_CASE("defaults match torchrun's") {
   CHECK(p.warnings.empty());
 }
 
-TEST_CASE("default master port is 29500") {
-  if (cxxrun::net::port_in_use("127.0.0.1", 29500)) return;  // another job holds it
+TEST_CASE("one node with no port: a free port and a fresh run id, as torch main") {
   Env env = base_env();
   env.erase("PET_MASTER_PORT");
-  CHECK(run({kProg}, env).config.master_port == 29500);
+  for (auto args : {std::vector<std::string>{kProg}, {"--nproc-per-node=4", kProg}, {"--rdzv-backend=static", kProg},
+                    {"--nnodes=1", "--master-addr=127.0.0.1", kProg}}) {
+    Parsed p = run(args, env);
+    CHECK(p.config.rdzv.backend == cxxrun::rendezvous::Backend::local);
+    CHECK(p.config.master_port == 0);  // the agent's store binds a free one
+    CHECK(p.config.use_agent_store);
+    CHECK(p.config.master_port_origin.empty());
+    CHECK(std::regex_match(p.config.run_id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}")));
+  }
+  CHECK(run({kProg}, env).config.run_id != run({kProg}, env).config.run_id);
+  // A run id the user gave stays (torch replaces it: docs/torchrun-compat.md).
+  CHECK(run({"--rdzv-id=mine", kProg}, env).config.run_id == "mine");
+  // Any port given keeps the static backend on it.
+  const std::string port = std::to_string(cxxrun::net::pick_free_port("127.0.0.1"));
+  Parsed given = run({"--master-port=" + port, kProg}, env);
+  CHECK(given.config.master_port == std::stoi(port));
+  CHECK(given.config.run_id == "none");
+  CHECK(given.config.master_port_origin == "--master-port=" + port);
+  CHECK(run({kProg}, with("PET_MASTER_PORT", port)).config.master_port_origin == "PET_MASTER_PORT=" + port);
+  CHECK(run({"--rdzv-endpoint=127.0.0.1:" + port, kProg}, env).config.master_port == std::stoi(port));
+  // Two nodes: 29500, as before.
+  CHECK(run({"--nnodes=2", "--node-rank=1", "--master-addr=10.9.8.7", kProg}, env).config.master_port == 29500);
+}
+
+TEST_CASE("local addr: a one-node job's MASTER_ADDR") {
+  CHECK(run({"--standalone", "--local-addr=127.0.0.2", kProg}).config.master_addr == "127.0.0.2");
+  Env env = base_env();
+  env.erase("PET_MASTER_PORT");
+  CHECK(run({"--local-addr=localhost", kProg}, env).config.master_addr == "localhost");
+  CHECK(run({"--standalone", kProg}).config.master_addr == "127.0.0.1");
+  CHECK_THAT(failure({"--standalone", "--local-addr=198.51.100.9", kProg}).message,
+             Contains("--local-addr=198.51.100.9: not an address of this machine"));
 }
 
 TEST_CASE("dashed and underscored spellings mean the same") {
@@ -197,7 +227,7 @@ TEST_CASE("bad values are refused, naming the value") {
   CHECK_THAT(message({"--master-port=70000"}), Contains("1..65535"));
   CHECK_THAT(message({"--master-port=http"}), Contains("--master-port=http"));
   CHECK_THAT(message({"--node-rank=1"}), Contains("--node-rank=1"));
-  CHECK_THAT(message({"--shutdown-timeout=0"}), Contains("--shutdown-timeout=0"));
+  CHECK_THAT(message({"--shutdown-timeout=-1"}), Contains("--shutdown-timeout=-1: must be a number of seconds >= 0"));
   CHECK_THAT(message({"--shutdown-timeout=x"}), Contains("--shutdown-timeout=x"));
   CHECK_THAT(message({"--rdzv-backend=zookeeper"}), Contains("--rdzv-backend=zookeeper"));
   CHECK_THAT(message({"--numa-binding=nodes"}), Contains("invalid choice"));

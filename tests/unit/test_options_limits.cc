@@ -23,22 +23,31 @@ struct ProcessLimit {
 
 }  // namespace
 
-TEST_CASE("local ranks filter: every rank must be one of this node's") {
+TEST_CASE("local ranks filter: ranks this node lacks are left out with a warning") {
   CHECK(run({"--nproc-per-node=2", "--local-ranks-filter=0,1", kProg}).config.local_ranks_filter ==
         std::set<int>{0, 1});
+  // torch shows rank 0 and goes on.
+  Env env = with("OMP_NUM_THREADS", "1");  // no OMP banner among the warnings
+  Parsed p = run({"--nproc-per-node=2", "--local-ranks-filter=0,5", kProg}, env);
+  CHECK(p.config.local_ranks_filter == std::set<int>{0});
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(p.warnings[0] == "--local-ranks-filter=0,5: local rank 5 not on this node (--nproc-per-node=2 gives local "
+                         "ranks 0..1); showing 0");
+  p = run({"--nproc-per-node=3", "--local-ranks-filter=7,1,9", kProg}, env);
+  CHECK(p.config.local_ranks_filter == std::set<int>{1});
+  REQUIRE(p.warnings.size() == 1);
+  CHECK_THAT(p.warnings[0], Contains("local ranks 7, 9 not on this node"));
+  // None that exist would hide all output: still refused.
   CHECK_THAT(refusal({"--nproc-per-node=2", "--local-ranks-filter=9"}),
-             Contains("--local-ranks-filter=9: local rank 9 is out of range: "
-                      "--nproc-per-node=2 gives local ranks 0..1"));
-  CHECK_THAT(refusal({"--local-ranks-filter=0,1"}),
-             Contains("--local-ranks-filter=0,1: local rank 1 is out of range: "
-                      "--nproc-per-node=1 gives local ranks 0..0"));
+             Contains("--local-ranks-filter=9: no such local rank: --nproc-per-node=2 gives local ranks 0..1"));
+  CHECK_THAT(refusal({"--local-ranks-filter=1,2"}),
+             Contains("--local-ranks-filter=1,2: no such local rank: --nproc-per-node=1 gives local ranks 0..0"));
   CHECK_THAT(refusal({"--local-ranks-filter=1"}, with("PET_NPROC_PER_NODE", "1")),
              Contains("PET_NPROC_PER_NODE=1 gives local ranks 0..0"));
   // A device name counts as what it resolved to.
   std::string cpus = std::to_string(cpu_count());
   CHECK_THAT(refusal({"--nproc-per-node=cpu", "--local-ranks-filter=" + cpus}),
-             Contains("--local-ranks-filter=" + cpus + ": local rank " + cpus +
-                      " is out of range: --nproc-per-node=cpu gives local ranks 0.." +
+             Contains("--local-ranks-filter=" + cpus + ": no such local rank: --nproc-per-node=cpu gives local ranks 0.." +
                       std::to_string(cpu_count() - 1)));
 }
 

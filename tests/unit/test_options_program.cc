@@ -117,15 +117,18 @@ TEST_CASE("standalone: a fresh uuid on every parse, the port left to the agent")
   CHECK(b.config.run_id != a.config.run_id);
 }
 
-TEST_CASE("static backend: a master port already in use is refused, naming it") {
+TEST_CASE("static backend, one node: the port and what named it go to the agent") {
+  // The agent's bind is the check, with this name in its line
+  // (test_torch_main_flags.py): a look here could not see a job that starts
+  // in the same instant.
   Listener held;
   std::string port = std::to_string(held.port);
-  Failure f = failure({"--master-port=" + port, kProg});
-  CHECK_THAT(f.message, Contains("--master-port=" + port));
-  CHECK_THAT(f.message, Contains("port " + port + " is already in use"));
-  CHECK_FALSE(f.not_built_yet);
+  Parsed given = run({"--master-port=" + port, kProg});
+  CHECK(given.config.master_port == held.port);
+  CHECK(given.config.master_port_origin == "--master-port=" + port);
   // An explicit static endpoint replaces --master-addr/--master-port.
-  CHECK_THAT(failure({"--rdzv-endpoint=127.0.0.1:" + port, kProg}).message, Contains("in use"));
+  Parsed endpoint = run({"--rdzv-endpoint=127.0.0.1:" + port, kProg});
+  CHECK(endpoint.config.master_port_origin == "--rdzv-endpoint=127.0.0.1:" + port);
   Parsed p = run({"--rdzv-endpoint=localhost:" +
                       std::to_string(cxxrun::net::pick_free_port("127.0.0.1")),
                   kProg});
@@ -135,13 +138,24 @@ TEST_CASE("static backend: a master port already in use is refused, naming it") 
   CHECK(run({"--master-addr=[::1]", kProg}).config.master_addr == "::1");
 }
 
-TEST_CASE("features that are not built yet say so") {
-  CHECK(failure({"--numa-binding=node", kProg}).not_built_yet);
-  CHECK(failure({"--event-log-handler=console", kProg}).not_built_yet);
+TEST_CASE("torch's event log handlers: console, null and dynamic_rendezvous") {
+  CHECK_FALSE(run({kProg}).config.event_log_console);
+  CHECK(run({"--event-log-handler=console", kProg}).config.event_log_console);
+  CHECK(run({"--event_log_handler", "console", kProg}).config.event_log_console);
+  CHECK(run({kProg}, with("PET_EVENT_LOG_HANDLER", "console")).config.event_log_console);
+  // torch's dynamic_rendezvous handler is a NullHandler.
+  CHECK_FALSE(run({"--event-log-handler=dynamic_rendezvous", kProg}).config.event_log_console);
+  Failure f = failure({"--event-log-handler=file", kProg});
+  CHECK_FALSE(f.not_built_yet);
+  CHECK_THAT(f.message, Contains("--event-log-handler=file") && Contains("null") && Contains("console") &&
+                            Contains("dynamic_rendezvous"));
+}
 
+TEST_CASE("a Python plugin is refused with what to use instead") {
   Failure f = failure({"--logs-specs=mine", kProg});
   CHECK_FALSE(f.not_built_yet);
-  CHECK_THAT(f.message, Contains("--logs-specs=mine: not supported"));
+  CHECK_THAT(f.message, Contains("--logs-specs=mine: cxxrun runs no Python plugins") && Contains("--log-dir") &&
+                            Contains("--tee") && Contains("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"));
   // Multi-node runs now.
   CHECK_FALSE(failure({"--nnodes=2", "--node-rank=2", kProg}).not_built_yet);
   CHECK_NOTHROW(run({"--nnodes=2", "--node-rank=1", "--master-addr=10.9.8.7", kProg}));
@@ -175,6 +189,61 @@ TEST_CASE("shutdown timeout: flag beats TORCH_ELASTIC_SHUTDOWN_TIMEOUT beats 30 
   CHECK(run({kProg}, env).config.shutdown_timeout == std::chrono::seconds(7));
   CHECK(run({"--shutdown-timeout=2.5", kProg}, env).config.shutdown_timeout ==
         std::chrono::milliseconds(2500));
+  // torch's action=env: PET_SHUTDOWN_TIMEOUT stands for the flag.
+  env["PET_SHUTDOWN_TIMEOUT"] = "4";
+  CHECK(run({kProg}, env).config.shutdown_timeout == std::chrono::seconds(4));
+  CHECK(run({"--shutdown_timeout", "3", kProg}, env).config.shutdown_timeout == std::chrono::seconds(3));
+  // 0: SIGKILL at once.
+  CHECK(run({"--shutdown-timeout=0", kProg}, env).config.shutdown_timeout == std::chrono::milliseconds(0));
+  CHECK(run({kProg}, with("PET_SHUTDOWN_TIMEOUT", "0")).config.shutdown_timeout == std::chrono::milliseconds(0));
+  CHECK(run({"--shutdown-timeout=0.0001", kProg}, env).config.shutdown_timeout == std::chrono::milliseconds(1));
+  CHECK_THAT(failure({kProg}, with("PET_SHUTDOWN_TIMEOUT", "soon")).message, Contains("PET_SHUTDOWN_TIMEOUT=soon"));
+}
+
+TEST_CASE("signals the user lists end the job; what cxxrun adds only reaches the workers") {
+  CHECK(run({"--signals-to-handle=SIGTERM,SIGUSR1", kProg}).config.forward_only_signals.empty());
+  CHECK(run({kProg}).config.forward_only_signals.empty());
+}
+
+TEST_CASE("virtual local rank: one device per worker, through the agent's CUDA_VISIBLE_DEVICES") {
+  CHECK(run({"--nproc-per-node=3", kProg}).config.visible_devices.empty());
+  CHECK(run({"--nproc-per-node=3", "--virtual-local-rank", kProg}).config.visible_devices ==
+        std::vector<std::string>{"0", "1", "2"});
+  Env env = with("CUDA_VISIBLE_DEVICES", "4, 6,GPU-abc,7");
+  CHECK(run({"--nproc-per-node=3", "--virtual_local_rank", kProg}, env).config.visible_devices ==
+        std::vector<std::string>{"4", "6", "GPU-abc"});
+  env["PET_VIRTUAL_LOCAL_RANK"] = "1";
+  CHECK(run({"--nproc-per-node=2", kProg}, env).config.visible_devices == std::vector<std::string>{"4", "6"});
+  env["PET_VIRTUAL_LOCAL_RANK"] = "0";
+  CHECK(run({"--nproc-per-node=2", kProg}, env).config.visible_devices.empty());
+  CHECK(failure({"--nproc-per-node=5", "--virtual-local-rank", kProg}, with("CUDA_VISIBLE_DEVICES", "0,1")).message ==
+        "--virtual-local-rank: 5 workers (--nproc-per-node=5) but CUDA_VISIBLE_DEVICES=0,1 lists 2 devices; each "
+        "worker needs one of its own");
+  CHECK_THAT(failure({"--nproc-per-node=1", "--virtual-local-rank", kProg}, with("CUDA_VISIBLE_DEVICES", "")).message,
+             Contains("CUDA_VISIBLE_DEVICES= lists 0 devices"));
+  CHECK_THAT(failure({"--virtual-local-rank=1", kProg}).message, Contains("is a flag and takes no value"));
+}
+
+TEST_CASE("duplicate filters: torch's comma list, ',,' a literal comma") {
+  auto filters = [](const std::string& text) {
+    return run({"--tee=3", "--duplicate-stdout-filters=" + text, kProg}).config.duplicate_stdout_filters;
+  };
+  CHECK(run({kProg}).config.duplicate_stdout_filters.empty());
+  CHECK(filters("loss") == std::vector<std::string>{"loss"});
+  CHECK(filters("apple,orange") == std::vector<std::string>{"apple", "orange"});
+  CHECK(filters("a,,b,c") == std::vector<std::string>{"a,b", "c"});
+  CHECK(filters("x,") == std::vector<std::string>{"x", ""});
+  CHECK(run({"--tee=2", "--duplicate_stderr_filters", "ERR,WARN", kProg}).config.duplicate_stderr_filters ==
+        std::vector<std::string>{"ERR", "WARN"});
+  CHECK(run({"--tee=3", kProg}, with("PET_DUPLICATE_STDOUT_FILTERS", "q")).config.duplicate_stdout_filters ==
+        std::vector<std::string>{"q"});
+  // Only tee'd streams are copied: said once, not refused.
+  Parsed p = run({"--duplicate-stdout-filters=loss", kProg});
+  REQUIRE(p.warnings.size() == 1);
+  CHECK_THAT(p.warnings[0], Contains("--duplicate-stdout-filters=loss copies nothing: only the streams given to --tee"));
+  CHECK(run({"--tee=0:1", "--duplicate-stdout-filters=loss", kProg}).warnings.empty());
+  CHECK_THAT(run({"--tee=1", "--duplicate-stderr-filters=x", kProg}).warnings.at(0),
+             Contains("--duplicate-stderr-filters=x copies nothing"));
 }
 
 TEST_CASE("nproc-per-node device names") {

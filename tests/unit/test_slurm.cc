@@ -57,6 +57,8 @@ TEST_CASE("slurm: a step's layout becomes a c10d job across its nodes") {
   CHECK(p.config.nproc_per_node == 1);
   CHECK(std::find(p.config.signals_to_handle.begin(), p.config.signals_to_handle.end(), SIGUSR1) !=
         p.config.signals_to_handle.end());
+  // A preemption warning reaches the workers and does not end the job.
+  CHECK(p.config.forward_only_signals == std::set<int>{SIGUSR1});
   REQUIRE_FALSE(p.notes.empty());
   CHECK_THAT(p.notes.front(), Contains("Slurm job 4242 step 0: node 5 of 8, rendezvous c10d at gpu001.addr:29400"));
 
@@ -142,4 +144,11 @@ TEST_CASE("slurm: two cxxrun tasks on a node, or broken variables, are refused")
   env = step(2, 0, "n[1-2]");
   env["SLURM_STEP_NUM_NODES"] = "two";
   CHECK_THAT(message(env), Contains("SLURM_STEP_NUM_NODES=two"));
+}
+
+TEST_CASE("slurm: SIGUSR1 that the user lists ends the job, as in torch") {
+  options_test::TempDir dir;
+  const std::string prog = dir.file("train", kElf, 0755);
+  Parsed p = in_step({"--signals-to-handle=SIGTERM,SIGUSR1", prog}, step(2, 1, "n[1-2]"));
+  CHECK(p.config.forward_only_signals.empty());
 }

@@ -1,4 +1,7 @@
 // The MASTER_PORT rule (rendezvous/worker_store.h), case by case.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+
 #include <catch2/catch.hpp>
 
 #include "listener.h"
@@ -58,8 +61,13 @@ TEST_CASE("worker store: worker rank 0 gets a port that is free now when the pla
 TEST_CASE("worker store: a taken port is one clear error") {
   Listener held;
   WorkerStore workers;
+  // A port that was given: PortTaken, which the agent reports as bad input.
+  CHECK_THROWS_AS(workers.settle(true, "127.0.0.1", "127.0.0.1", held.port), PortTaken);
   CHECK_THROWS_WITH(workers.settle(true, "127.0.0.1", "127.0.0.1", held.port),
-                    Catch::Contains("cannot serve the workers' store"));
+                    "port " + std::to_string(held.port) + " is already in use on 127.0.0.1");
+  CHECK(port_taken_message("--master-port=29500", 29500, "127.0.0.1", true) ==
+        "--master-port=29500: port 29500 is already in use on 127.0.0.1; pick another port, or leave the port "
+        "out (one node: a free one)");
 }
 
 TEST_CASE("worker store: a server listens only where its peers reach it") {
@@ -79,8 +87,22 @@ TEST_CASE("worker store: it admits loopback and the job's nodes, no one else") {
   CHECK(admits(nodes, "127.0.1.1"));
   CHECK(admits(nodes, "::1"));
   CHECK_FALSE(admits(nodes, "10.0.0.3"));
-  CHECK_FALSE(admits(nodes, "192.0.2.2"));
+  CHECK_FALSE(admits(nodes, "198.51.100.2"));
   CHECK_FALSE(admits({}, "10.0.0.1"));
+}
+
+TEST_CASE("worker store: this machine's own addresses are this node") {
+  // A one-node job whose MASTER_ADDR is --local-addr: its workers connect
+  // from this machine's address, not from loopback.
+  ifaddrs* ifs = nullptr;
+  REQUIRE(getifaddrs(&ifs) == 0);
+  for (ifaddrs* i = ifs; i; i = i->ifa_next)
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+      CHECK(admits({}, text));
+    }
+  freeifaddrs(ifs);
 }
 
 TEST_CASE("worker store: only the job's nodes and loopback may connect") {
