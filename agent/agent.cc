@@ -9,7 +9,10 @@
 
 #include "agent/cgroup.h"
 #include "agent/guardian.h"
+#include "agent/event_log.h"
+#include "agent/hostname.h"
 #include "agent/log_dir.h"
+#include "agent/node_health.h"
 #include "agent/postmortem.h"
 #include "agent/python_hook.h"
 #include "agent/restart_policy.h"
@@ -83,6 +86,25 @@ std::unique_ptr<Zygote> start_forkserver(const Config& config, const std::string
   }
 }
 
+// A node that failed a check before its first round: it says why (the log,
+// the event log, --exclude-file) and never joins.
+int step_out(const Config& config, const CheckResult& failed) {
+  const std::string line = failure_line(failed);
+  spdlog::error("this node is unhealthy ({}); it does not join job {}, so that a spare can take its place",
+                line, config.run_id);
+  EventLog events(config.event_log, config.event_log_console);
+  events.context() = event_context(config, rendezvous::Assignment{});
+  EventDetails details;
+  details.raw_error = line;
+  details.extra["check"] = failed.name;
+  details.extra["excluded_host"] = this_hostname();
+  events.agent_event(AgentEvent::node_unhealthy, details);
+  exclude_this_node(config.health.exclude_file);
+  Situation unhealthy;
+  unhealthy.cause = Cause::unhealthy;
+  return decide(unhealthy).code;
+}
+
 }  // namespace
 
 int run(const Config& input) {
@@ -93,6 +115,12 @@ int run(const Config& input) {
   // reaped instead of escaping to init.
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) spdlog::warn("cannot become a child subreaper");
   const std::string token = random_token();
+  // Before anything else: a node unfit for the job does not join it, so a
+  // waiting spare takes its place in the first round.
+  NodeHealth health(config);
+  if (!health.empty())
+    if (const auto results = health.check(false); const CheckResult* failed = first_failure(results))
+      return step_out(config, *failed);
   LogDir logs(config);
   std::string containment;
   std::unique_ptr<JobCgroup> cgroup = contain(config, token, containment);
@@ -128,13 +156,16 @@ int run(const Config& input) {
     return decide(failed).code;
   }
   spdlog::info("{}", containment);
-  const int code = supervise(config, first, logs, guardian, cgroup.get(), zygote.get(), postmortem, *rdzv, token);
+  const int code =
+      supervise(config, first, logs, guardian, cgroup.get(), zygote.get(), postmortem, health, *rdzv, token);
   if (code == exit_code::unkillable) {
     if (cgroup) cgroup->abandon();
     postmortem.abandon();
   }
   if (code != 0) logs.keep();
-  rdzv->leave(code == 0);
+  // A node that stepped out leaves the job to the others: leave() would
+  // close the rendezvous for every node.
+  if (code != exit_code::node_unhealthy) rdzv->leave(code == 0);
   return code;
 }
 

@@ -67,6 +67,30 @@ struct FaultSpec {
   int attempt = 0;  // kill/stop: only in this attempt (TORCHELASTIC_RESTART_COUNT)
 };
 
+// How long --health-check's command may take before it counts as failed.
+inline constexpr std::chrono::seconds kDefaultHealthCheckTimeout{60};
+
+// --health-path=PATH[:MIN_FREE]: a path this node must be able to write,
+// with at least min_free bytes free on its file system.
+struct HealthPath {
+  std::string path;
+  unsigned long long min_free = 0;
+};
+
+// What a node checks before every round (agent/node_health.h). The GPU and
+// RDMA checks need no option: they run where the host has GPUs (NVML loads)
+// or RDMA ports.
+struct HealthChecks {
+  std::string command;  // --health-check: exit 0 is healthy, its first line the reason
+  std::chrono::milliseconds command_timeout{kDefaultHealthCheckTimeout};
+  std::vector<HealthPath> paths;
+  // --exclude-file: a node that steps out appends its name here, one per line.
+  std::string exclude_file;
+  // --max-node-failures: a node whose own workers were the first to fail
+  // this many times in the job steps out at the next restart (0: never).
+  int max_node_failures = 0;
+};
+
 // --start-method=forkserver for a Python program (agent/zygote.h).
 struct ForkserverOptions {
   std::string python;  // "": every worker starts by exec
@@ -174,6 +198,8 @@ struct Config {
   std::string file_timer_path;
 
   std::vector<FaultSpec> faults;
+
+  HealthChecks health;
 
   ForkserverOptions forkserver;
 

@@ -60,6 +60,7 @@ std::string_view event_name(AgentEvent event) {
     case AgentEvent::assign_worker_ranks: return "torchelastic.worker.status.ASSIGN_WORKER_RANKS";
     case AgentEvent::succeeded: return "torchelastic.worker.status.SUCCEEDED";
     case AgentEvent::failed: return "torchelastic.worker.status.FAILED";
+    case AgentEvent::node_unhealthy: return "cxxrun.agent.NODE_UNHEALTHY";
     case AgentEvent::restart: break;
   }
   return "cxxrun.agent.RESTART";

@@ -30,6 +30,9 @@
 //                                                 error); raw_error says why
 //   AGENT  cxxrun.agent.RESTART                   the worker group restarts (torch only logs it);
 //                                                 agent_restarts is the new restart count
+//   AGENT  cxxrun.agent.NODE_UNHEALTHY            this node failed a health check before a round
+//                                                 and steps out; raw_error says which and why,
+//                                                 "excluded_host" names it for the scheduler
 //
 // --event-log-handler=console (torch's StreamHandler) writes the same lines
 // to stderr as well, one write(2) each.
@@ -60,7 +63,7 @@ struct Config;
 struct Failure;
 
 enum class WorkerStatus { start, succeeded, failed, terminated, unhealthy, healthy };
-enum class AgentEvent { rendezvous, assign_worker_ranks, succeeded, failed, restart };
+enum class AgentEvent { rendezvous, assign_worker_ranks, succeeded, failed, restart, node_unhealthy };
 
 // The full event name, e.g. "torchelastic.worker.status.START".
 std::string_view event_name(WorkerStatus status);

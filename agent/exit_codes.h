@@ -20,7 +20,7 @@
 //   a worker hung and cxxrun killed it               240
 //   a worker was killed by the OOM killer            241
 //   a worker survived SIGKILL (D state)              242 (wins over every other code)
-//   the node failed a health check                   243 (reserved)
+//   the node failed a health check before a round    243 (it stepped out for a spare)
 //   too few nodes left, or the rendezvous store lost 244
 #pragma once
 
@@ -37,7 +37,7 @@ constexpr int internal_error = 1;
 constexpr int hang = 240;
 constexpr int oom = 241;
 constexpr int unkillable = 242;
-constexpr int node_unhealthy = 243;
+constexpr int node_unhealthy = 243;  // agent/node_health.h
 constexpr int lost = 244;  // too few nodes left, or the rendezvous store lost
 // 240-244 mean only the causes above: a user's program that exits with one
 // of them gives the job exit code 1 instead (its own code stays in the

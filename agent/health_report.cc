@@ -81,6 +81,9 @@ std::string health_json(const HealthSnapshot& s) {
                        {"cause_detail",
                         w.cause.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.cause_detail)}});
   }
+  nlohmann::ordered_json checks = nlohmann::ordered_json::array();
+  for (const CheckHealth& c : s.checks)
+    checks.push_back({{"name", c.name}, {"healthy", c.healthy}, {"detail", c.detail}, {"seconds", c.seconds}});
   nlohmann::ordered_json body = {{"state", group_state_name(s.state)},
                                  {"run_id", s.run_id},
                                  {"role", s.role},
@@ -92,6 +95,7 @@ std::string health_json(const HealthSnapshot& s) {
                                  {"rendezvous_unreachable_seconds", nullptr},
                                  {"node_healthy", s.node_healthy},
                                  {"last_hang", nullptr},
+                                 {"checks", std::move(checks)},
                                  {"workers", std::move(workers)}};
   if (s.rendezvous_unreachable_seconds) body["rendezvous_unreachable_seconds"] = *s.rendezvous_unreachable_seconds;
   if (s.last_hang)
@@ -138,6 +142,13 @@ std::string prometheus_text(const HealthSnapshot& s) {
 
   m.family("cxxrun_node_healthy", "gauge", "0 once a worker outlived SIGKILL (unkillable): the node needs an admin.");
   m.sample("", s.node_healthy ? 1 : 0);
+
+  m.family("cxxrun_health_check_ok", "gauge",
+           "1 if the health check passed before the last round, 0 if it failed (--health-check, --health-path, "
+           "rdma, gpu, gpu memory).");
+  for (const CheckHealth& c : s.checks) m.sample(fmt::format("check=\"{}\"", escape_label(c.name)), c.healthy ? 1 : 0);
+  m.family("cxxrun_health_check_seconds", "gauge", "How long the health check took before the last round.");
+  for (const CheckHealth& c : s.checks) m.sample(fmt::format("check=\"{}\"", escape_label(c.name)), c.seconds);
 
   m.family("cxxrun_worker_failures_total", "counter",
            "Worker failures since the agent started, by cause (oom-killed, crashed, killed-by-cxxrun, ...).");

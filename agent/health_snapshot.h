@@ -71,6 +71,14 @@ struct HangHealth {
   std::string stack;    // its stack
 };
 
+// One health check's last verdict (agent/node_health.h).
+struct CheckHealth {
+  std::string name;
+  bool healthy = true;
+  std::string detail;
+  double seconds = 0;  // how long it took
+};
+
 struct HealthSnapshot {
   GroupState state = GroupState::unknown;
   std::string run_id;
@@ -85,6 +93,8 @@ struct HealthSnapshot {
   // False once a worker outlived SIGKILL: this node needs an admin.
   bool node_healthy = true;
   std::optional<HangHealth> last_hang;
+  // The node's health checks before the last round (none: no checks).
+  std::vector<CheckHealth> checks;
   // Failed workers since the agent started, by cause name (every cause
   // listed, 0 where none).
   std::vector<std::pair<std::string, int>> failures_by_cause;

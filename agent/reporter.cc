@@ -7,13 +7,16 @@
 
 #include "agent/hang_watchdog.h"
 #include "agent/health_server.h"
+#include "agent/hostname.h"
+#include "agent/node_health.h"
 #include "agent/worker_group.h"
 
 namespace cxxrun::agent {
 
 Reporter::Reporter(boost::asio::io_context& io, const Config& config, const Workers& group,
-                   const HangWatchdog& watchdog, std::function<GroupState()> state)
-    : c_(config), group_(group), watchdog_(watchdog), state_(std::move(state)), events_(config.event_log, config.event_log_console) {
+                   const HangWatchdog& watchdog, std::function<GroupState()> state, const NodeHealth* checks)
+    : c_(config), group_(group), watchdog_(watchdog), state_(std::move(state)), health_checks_(checks),
+      events_(config.event_log, config.event_log_console) {
   if (c_.health_port < 0) return;
   health_ = std::make_unique<HealthServer>(io, c_.health_host, c_.health_port, [this] { return snapshot(); });
   spdlog::info("health endpoint on http://{}/healthz and /metrics", health_->address());
@@ -76,6 +79,15 @@ void Reporter::restarting(int attempt, const std::string& why) {
   events_.agent_event(AgentEvent::restart, details);
 }
 
+void Reporter::node_unhealthy(const std::string& check, const std::string& line) {
+  EventDetails details;
+  details.raw_error = line;
+  details.extra["check"] = check;
+  details.extra["excluded_host"] = this_hostname();
+  node_healthy_ = false;
+  events_.agent_event(AgentEvent::node_unhealthy, details);
+}
+
 void Reporter::exiting(int code, const Failure* root) {
   EventDetails details;
   if (code != 0) details.raw_error = "exit code " + std::to_string(code);
@@ -98,6 +110,9 @@ HealthSnapshot Reporter::snapshot() const {
     h.rendezvous_unreachable_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - *unreachable_since_).count();
   h.node_healthy = node_healthy_;
+  if (health_checks_)
+    for (const CheckResult& c : health_checks_->last())
+      h.checks.push_back({c.name, c.healthy, c.detail, std::chrono::duration<double>(c.took).count()});
   if (last_hang_) h.last_hang = HangHealth{last_hang_->what, last_hang_->picture, last_hang_->bundle, last_hang_->rank,
                                            last_hang_->stack};
   for (Death d : kAllDeaths) {

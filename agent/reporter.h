@@ -21,6 +21,8 @@
 
 namespace cxxrun::agent {
 
+class NodeHealth;
+
 class HealthServer;
 class Workers;
 struct Worker;
@@ -28,8 +30,9 @@ struct Worker;
 class Reporter {
  public:
   // `state` says what the group is doing, for /healthz.
+  // `checks`: whose last verdicts /healthz and /metrics show (nullptr: none).
   Reporter(boost::asio::io_context& io, const Config& config, const Workers& group, const HangWatchdog& watchdog,
-           std::function<GroupState()> state);
+           std::function<GroupState()> state, const NodeHealth* checks = nullptr);
   ~Reporter();
   Reporter(const Reporter&) = delete;
   Reporter& operator=(const Reporter&) = delete;
@@ -47,6 +50,9 @@ class Reporter {
   // SUCCEEDED when the group succeeded, TERMINATED for those stopped.
   void attempt_ended(bool succeeded);
   void restarting(int attempt, const std::string& why);
+  // This node failed `check` before a round and steps out (NODE_UNHEALTHY).
+  void node_unhealthy(const std::string& check, const std::string& line);
+
   // The rendezvous store is unreachable since `since` (a replicated store
   // without quorum, while the workers go on), or reachable again: /healthz.
   void rendezvous_unreachable(std::chrono::steady_clock::time_point since) { unreachable_since_ = since; }
@@ -68,6 +74,7 @@ class Reporter {
   const Workers& group_;
   const HangWatchdog& watchdog_;
   std::function<GroupState()> state_;
+  const NodeHealth* health_checks_ = nullptr;
   EventLog events_;
   std::unique_ptr<HealthServer> health_;
 };

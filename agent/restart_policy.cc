@@ -43,6 +43,7 @@ Decision decide(const Situation& s) {
     case Cause::rendezvous_failed: return exit_with(exit_code::rendezvous_failed);
     case Cause::released: return exit_with(exit_code::spare_released);
     case Cause::reported: return exit_with(failure_exit_code(s.summary));
+    case Cause::unhealthy: return exit_with(exit_code::node_unhealthy);
   }
   return exit_with(exit_code::internal_error);
 }

@@ -28,6 +28,7 @@ enum class Cause {
   rendezvous_failed,  // joining or re-forming the job failed, or the workers' store could not be renewed
   released,           // this node waited as a spare, and the job succeeded without it
   reported,           // the failure summary is out: exit with its code (Situation::summary)
+  unhealthy,          // this node failed a health check before a round: it steps out (agent/node_health.h)
 };
 
 struct Situation {

@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "agent/fault_injector.h"
@@ -16,6 +17,7 @@
 #include "agent/hang_watchdog.h"
 #include "agent/hostname.h"
 #include "agent/keep_alive.h"
+#include "agent/node_health.h"
 #include "agent/rendezvous_link.h"
 #include "agent/reporter.h"
 #include "agent/restart_policy.h"
@@ -43,14 +45,15 @@ enum class Phase { running, stopping, restarting, rendezvous, barrier, reporting
 class Supervisor final : Workers::Listener {
  public:
   Supervisor(const Config& c, const rendezvous::Assignment& placement, LogDir& logs, Guardian* guardian,
-             Rendezvous& rdzv, const MakeWorkers& make_workers, std::function<void(int)> exit_now)
-      : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), rdzv_(rdzv), signals_(io_),
+             NodeHealth* health, Rendezvous& rdzv, const MakeWorkers& make_workers, std::function<void(int)> exit_now)
+      : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), health_(health), rdzv_(rdzv),
+        signals_(io_),
         host_(this_hostname()), exit_now_(std::move(exit_now)),
         group_(make_workers(io_, *this)),
         watchdog_(io_, c_, logs, *group_,
                   [this](const Worker& w, const HangWatchdog::Report& r) { reporter_.worker_hung(w, r); }),
         faults_(io_, *group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
-        reporter_(io_, c_, *group_, watchdog_, [this] { return group_state(); }),
+        reporter_(io_, c_, *group_, watchdog_, [this] { return group_state(); }, health_),
         link_(std::make_unique<RendezvousLink>(io_, rdzv_)),
         keep_alive_(io_, *link_, rdzv_.keep_alive_interval(), c_.rdzv.settings.keep_alive_max_attempt,
                     // Members are judged in the barrier too: a node whose
@@ -64,6 +67,7 @@ class Supervisor final : Workers::Listener {
   }
 
   ~Supervisor() {
+    if (health_) health_->join();  // its verdict is posted to io_
     link_.reset();  // joins its thread: nothing else calls the rendezvous now
     if (rdzv_.elastic()) rdzv_.watch({});
   }
@@ -174,8 +178,41 @@ class Supervisor final : Workers::Listener {
       case Action::restart:
       case Action::reform:
         if (d.uses_budget) count_restart();
-        return d.action == Action::reform ? reform() : restart_here();
+        if (cause_ == Cause::failure && ++own_failures_ >= c_.health.max_node_failures &&
+            c_.health.max_node_failures > 0)
+          return step_out({"max-node-failures", false,
+                           fmt::format("this node's workers were the first to fail {} times in job {} "
+                                       "(--max-node-failures={})",
+                                       own_failures_, c_.run_id, c_.health.max_node_failures),
+                           {}});
+        return check_then(d.action == Action::reform);
     }
+  }
+
+  // Before every round this node checks that it is fit (agent/node_health.h),
+  // off the loop: the last attempt's GPU memory may take seconds to be freed.
+  void check_then(bool reform_next) {
+    if (health_ == nullptr || health_->empty()) return reform_next ? reform() : restart_here();
+    phase_ = Phase::restarting;
+    health_->check_async(
+        true, [this](std::function<void()> then) { asio::post(io_, std::move(then)); },
+        [this, reform_next](const std::vector<CheckResult>& results) {
+          if (phase_ != Phase::restarting) return;  // a signal ended the job meanwhile
+          if (const CheckResult* failed = first_failure(results)) return step_out(*failed);
+          reform_next ? reform() : restart_here();
+        });
+  }
+
+  // A node that failed a check leaves the job for a spare: it neither joins
+  // the next round nor closes the rendezvous (agent.cc skips leave()); the
+  // others find it gone as they would a dead member.
+  void step_out(const CheckResult& failed) {
+    const std::string line = failure_line(failed);
+    log_->error("this node is unhealthy ({}); it steps out of job {} so that a spare can take its place", line,
+                c_.run_id);
+    reporter_.node_unhealthy(failed.name, line);
+    exclude_this_node(c_.health.exclude_file);
+    end(Cause::unhealthy);
   }
 
   void count_restart() {
@@ -415,6 +452,7 @@ class Supervisor final : Workers::Listener {
   rendezvous::Assignment placement_;
   int round_;
   Guardian* guardian_;
+  NodeHealth* health_;
   Rendezvous& rdzv_;
   asio::io_context io_;
   asio::signal_set signals_;
@@ -431,6 +469,9 @@ class Supervisor final : Workers::Listener {
 
   Phase phase_ = Phase::running;
   Cause cause_ = Cause::success;
+  // Failures that began here (a local worker failed before any other node's),
+  // for --max-node-failures.
+  int own_failures_ = 0;
   RoundEvent job_event_ = RoundEvent::none;
   int attempt_ = 0;
   int alive_nodes_ = 1;
@@ -445,17 +486,18 @@ class Supervisor final : Workers::Listener {
 }  // namespace
 
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
-              JobCgroup* cgroup, Zygote* zygote, Postmortem& postmortem, Rendezvous& rdzv,
+              JobCgroup* cgroup, Zygote* zygote, Postmortem& postmortem, NodeHealth& health, Rendezvous& rdzv,
               const std::string& job_token) {
   const MakeWorkers real = [&](asio::io_context& io, Workers::Listener& listener) -> std::unique_ptr<Workers> {
     return std::make_unique<WorkerGroup>(io, logs, job_token, cgroup, guardian.pid(), zygote, &postmortem, listener);
   };
-  return supervise(config, first, logs, &guardian, rdzv, real, [](int code) { std::_Exit(code); });
+  return supervise(config, first, logs, &guardian, &health, rdzv, real, [](int code) { std::_Exit(code); });
 }
 
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian* guardian,
-              Rendezvous& rdzv, const MakeWorkers& make_workers, const std::function<void(int)>& exit_now) {
-  Supervisor s(config, first, logs, guardian, rdzv, make_workers, exit_now);
+              NodeHealth* health, Rendezvous& rdzv, const MakeWorkers& make_workers,
+              const std::function<void(int)>& exit_now) {
+  Supervisor s(config, first, logs, guardian, health, rdzv, make_workers, exit_now);
   return s.run();
 }
 

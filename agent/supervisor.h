@@ -26,6 +26,7 @@ namespace cxxrun::agent {
 
 class Guardian;
 class JobCgroup;
+class NodeHealth;
 class Postmortem;
 class Zygote;
 class LogDir;
@@ -38,21 +39,22 @@ class LogDir;
 // `cgroup` holds the job's processes (nullptr: none, agent/cgroup.h);
 // `zygote` forks Python workers (nullptr: all start by exec, agent/zygote.h);
 // `postmortem` gathers the kernel's evidence on ended workers
-// (agent/postmortem.h).
+// (agent/postmortem.h); `health` checks the node before every restart
+// (agent/node_health.h).
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
-              JobCgroup* cgroup, Zygote* zygote, Postmortem& postmortem, rendezvous::Rendezvous& rdzv,
-              const std::string& job_token);
+              JobCgroup* cgroup, Zygote* zygote, Postmortem& postmortem, NodeHealth& health,
+              rendezvous::Rendezvous& rdzv, const std::string& job_token);
 
 // The same loop over the workers `make_workers` gives it, made on the loop's
 // io_context with the supervisor as their listener: the seam that lets
 // tests/unit/test_supervisor.cc drive the phase sequence (failure, restart,
 // re-form, lost store, dead peer, signals) with no process. `guardian` may
-// be null. `exit_now(code)` ends the process at once when a signal comes
+// be null, and `health` (then no checks between rounds). `exit_now(code)` ends the process at once when a signal comes
 // while the rendezvous blocks (production: std::_Exit); if it returns, the
 // loop ends as for any exit.
 using MakeWorkers = std::function<std::unique_ptr<Workers>(boost::asio::io_context& io, Workers::Listener& listener)>;
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian* guardian,
-              rendezvous::Rendezvous& rdzv, const MakeWorkers& make_workers,
+              NodeHealth* health, rendezvous::Rendezvous& rdzv, const MakeWorkers& make_workers,
               const std::function<void(int)>& exit_now);
 
 }  // namespace cxxrun::agent

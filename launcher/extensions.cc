@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -176,6 +177,63 @@ void tty(const RawOptions& raw, const Env& env, agent::Config& c) {
                                    : agent::Tty::auto_;
 }
 
+// "50G", "1.5T", "1048576": bytes, K/M/G/T as powers of 1024 (df's).
+std::optional<unsigned long long> byte_count(std::string_view text) {
+  text = trim(text);
+  if (text.empty()) return std::nullopt;
+  double unit = 1;
+  const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
+  if (const auto* p = std::strchr("KMGT", last); p != nullptr && last != '\0') {
+    unit = std::pow(1024.0, static_cast<double>(p - "KMGT" + 1));
+    text.remove_suffix(1);
+  }
+  auto n = number_of(text);
+  if (!n || *n < 0 || *n * unit > 1e18) return std::nullopt;
+  return static_cast<unsigned long long>(*n * unit);
+}
+
+// --health-path=PATH[:MIN_FREE], repeatable (PET_HEALTH_PATH: a comma list).
+std::vector<agent::HealthPath> health_paths(const std::vector<RawValue>& values) {
+  std::vector<agent::HealthPath> out;
+  for (const RawValue& value : values) {
+    std::vector<std::string_view> items{value.text};
+    if (value.origin.starts_with("PET_")) items = split(value.text, ',');
+    for (std::string_view item : items) {
+      item = trim(item);
+      agent::HealthPath p{std::string(item), 0};
+      if (auto colon = item.rfind(':'); colon != std::string_view::npos) {
+        auto bytes = byte_count(item.substr(colon + 1));
+        if (!bytes)
+          throw bad(value, fmt::format("'{}' is not a free-space minimum (bytes, or with K, M, G or T: 50G)",
+                                       item.substr(colon + 1)));
+        p = {std::string(item.substr(0, colon)), *bytes};
+      }
+      if (p.path.empty() || p.path.front() != '/')
+        throw bad(value, "needs an absolute PATH[:MIN_FREE] (e.g. /scratch:50G)");
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+void health_checks(const RawOptions& raw, agent::HealthChecks& h) {
+  if (const RawValue* v = raw.find("health_check")) {
+    if (trim(v->text).empty()) throw bad(*v, "needs a command (run by /bin/sh)");
+    h.command = v->text;
+  }
+  if (const RawValue* v = raw.find("health_check_timeout")) {
+    h.command_timeout = kill_timeout(*v);  // the same rule: seconds > 0
+    if (h.command.empty()) throw bad(*v, "has no effect without --health-check");
+  }
+  h.paths = health_paths(raw.list("health_path"));
+  if (const RawValue* v = raw.find("max_node_failures")) {
+    auto n = integer_of(v->text);
+    if (!n || *n < 0 || *n > 1000000) throw bad(*v, "must be a whole number >= 0 (0: never)");
+    h.max_node_failures = static_cast<int>(*n);
+  }
+  if (const RawValue* v = raw.find("exclude_file")) h.exclude_file = event_log(*v);  // a file in an existing directory
+}
+
 }  // namespace
 
 void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
@@ -200,6 +258,7 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
   containment(env, c);
   tty(raw, env, c);
   c.faults = parse_faults(raw, env);
+  health_checks(raw, c.health);
 }
 
 void check_health_endpoint(const RawOptions& raw, const Env& env, const agent::Config& c) {

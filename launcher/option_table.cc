@@ -140,6 +140,23 @@ constexpr OptionSpec kOptions[] = {
      "$CXXRUN_INJECT_FAULTS=\"spec;spec\"); R, N and A must exist in the job.",
      true},
 
+    {"--health-check,--health_check", "CMD", nullptr, value, extensions,
+     "A site's own node check, run by /bin/sh before every round (the first and each restart): exit 0 "
+     "is healthy; otherwise its first line says why and this node steps out (exit 243) for a spare."},
+    {"--health-check-timeout,--health_check_timeout", "SECONDS", nullptr, value, extensions,
+     static_text::text<"How long --health-check may take before it counts as failed (default ",
+                       static_text::decimal<agent::kDefaultHealthCheckTimeout.count()>(), ").">},
+    {"--health-path,--health_path", "PATH[:MIN_FREE]", nullptr, value, extensions,
+     "A path this node must be able to write before every round, with at least MIN_FREE free "
+     "(e.g. /scratch:50G; K, M, G, T are powers of 1024) (repeatable).",
+     true},
+    {"--max-node-failures,--max_node_failures", "N", nullptr, value, extensions,
+     "A node whose own workers were the first to fail N times in the job steps out at the next restart "
+     "(exit 243) for a spare, instead of failing the job again (0: never; default 0)."},
+    {"--exclude-file,--exclude_file", "FILE", nullptr, value, extensions,
+     "A node that steps out (a failed health check) appends its host name to FILE, one per line, for "
+     "sbatch --exclude or a node taint."},
+
     {"--no-slurm,--no_slurm", "", nullptr, flag, extensions,
      "Inside an srun step, do not derive --nnodes, the rendezvous, the run id and the workers per "
      "node from SLURM_* (done only when none of --nnodes, --rdzv-endpoint, --master-addr, "

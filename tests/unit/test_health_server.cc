@@ -475,3 +475,20 @@ TEST_CASE("health report: an unreachable rendezvous store while the workers go o
   CHECK(body["state"] == "HEALTHY");  // the workers are
   CHECK(prometheus_text(s).find("\ncxxrun_rendezvous_reachable 0\n") != std::string::npos);
 }
+
+TEST_CASE("health report: each health check's last verdict, in /healthz and /metrics") {
+  HealthSnapshot s = sample_snapshot();
+  CHECK(json::parse(health_json(s))["checks"].empty());
+  CHECK(prometheus_text(s).find("cxxrun_health_check_ok{") == std::string::npos);
+  s.checks = {{"gpu", true, "4 GPUs answer", 0.012}, {"path /scratch", false, "/scratch has 1.0 GiB free", 0.5}};
+  const json checks = json::parse(health_json(s))["checks"];
+  REQUIRE(checks.size() == 2);
+  CHECK(checks[1]["name"] == "path /scratch");
+  CHECK(checks[1]["healthy"] == false);
+  CHECK(checks[1]["detail"] == "/scratch has 1.0 GiB free");
+  CHECK(checks[0]["seconds"] == 0.012);
+  const std::string metrics = prometheus_text(s);
+  CHECK(metrics.find("cxxrun_health_check_ok{check=\"gpu\"} 1\n") != std::string::npos);
+  CHECK(metrics.find("cxxrun_health_check_ok{check=\"path /scratch\"} 0\n") != std::string::npos);
+  CHECK(metrics.find("cxxrun_health_check_seconds{check=\"path /scratch\"} 0.5\n") != std::string::npos);
+}

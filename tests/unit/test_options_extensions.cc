@@ -264,3 +264,48 @@ TEST_CASE("extensions are in --help") {
                            "TORCHELASTIC_ENABLE_FILE_TIMER"})
     CHECK_THAT(help, Contains(name));
 }
+
+TEST_CASE("health checks: the command, its bound, paths with free space, the exclude file") {
+  auto c = config_of({});
+  CHECK(c.health.command.empty());
+  CHECK(c.health.paths.empty());
+  CHECK(c.health.exclude_file.empty());
+  CHECK(c.health.command_timeout == cxxrun::agent::kDefaultHealthCheckTimeout);
+  c = config_of({"--health-check=/opt/site/check-node --quick", "--health-check-timeout=5"});
+  CHECK(c.health.command == "/opt/site/check-node --quick");
+  CHECK(c.health.command_timeout == milliseconds(5000));
+  CHECK(config_of({}, with("PET_HEALTH_CHECK", "nvidia-smi")).health.command == "nvidia-smi");
+  c = config_of({"--health-path=/scratch:50G", "--health_path", "/tmp", "--health-path=/data:1.5T"});
+  REQUIRE(c.health.paths.size() == 3);
+  CHECK(c.health.paths[0].path == "/scratch");
+  CHECK(c.health.paths[0].min_free == 50ull << 30);
+  CHECK(c.health.paths[1].path == "/tmp");
+  CHECK(c.health.paths[1].min_free == 0);
+  CHECK(c.health.paths[2].min_free == (3ull << 40) / 2);
+  CHECK(config_of({"--health-path=/a:1024"}).health.paths[0].min_free == 1024);
+  CHECK(config_of({"--health-path=/a:10k"}).health.paths[0].min_free == 10240);
+  c = config_of({}, with("PET_HEALTH_PATH", "/a:1M,/b"));
+  REQUIRE(c.health.paths.size() == 2);
+  CHECK(c.health.paths[0].min_free == 1ull << 20);
+  CHECK(c.health.paths[1].path == "/b");
+  TempDir dir;
+  const std::string file = (dir.path / "exclude").string();
+  CHECK(config_of({"--exclude-file=" + file}).health.exclude_file == file);
+  CHECK(config_of({}).health.max_node_failures == 0);
+  CHECK(config_of({"--max-node-failures=2"}).health.max_node_failures == 2);
+  CHECK(config_of({}, with("PET_MAX_NODE_FAILURES", "3")).health.max_node_failures == 3);
+  CHECK_THAT(refusal({"--max-node-failures=-1"}), Contains("--max-node-failures=-1: must be a whole number >= 0"));
+  CHECK_THAT(refusal({"--max-node-failures=two"}), Contains("--max-node-failures=two"));
+}
+
+TEST_CASE("health checks: bad values name themselves") {
+  CHECK_THAT(refusal({"--health-check="}), Contains("--health-check=: needs a command"));
+  CHECK_THAT(refusal({"--health-check-timeout=5"}), Contains("--health-check-timeout=5: has no effect without --health-check"));
+  CHECK_THAT(refusal({"--health-check=true", "--health-check-timeout=0"}), Contains("must be a number of seconds > 0"));
+  CHECK_THAT(refusal({"--health-path=scratch"}), Contains("--health-path=scratch: needs an absolute PATH[:MIN_FREE]"));
+  CHECK_THAT(refusal({"--health-path=/scratch:lots"}),
+             Contains("--health-path=/scratch:lots: 'lots' is not a free-space minimum"));
+  CHECK_THAT(refusal({"--health-path=/scratch:-5G"}), Contains("is not a free-space minimum"));
+  CHECK_THAT(refusal({"--exclude-file=/nonexistent/dir/x"}),
+             Contains("--exclude-file=/nonexistent/dir/x: directory /nonexistent/dir does not exist"));
+}

@@ -22,6 +22,7 @@
 
 #include "agent/exit_codes.h"
 #include "agent/log_dir.h"
+#include "agent/node_health.h"
 #include "agent/supervisor.h"
 #include "agent/worker_group.h"
 #include "rendezvous/rendezvous.h"
@@ -167,6 +168,7 @@ struct Job {
   int stops = 0;
   std::vector<int> exits_now;
   std::function<void()> on_exit_now;
+  NodeHealth* health_ = nullptr;
 
   Job() {
     config.nproc_per_node = 1;
@@ -182,7 +184,7 @@ struct Job {
     const MakeWorkers fake = [&](asio::io_context& io, Workers::Listener& listener) -> std::unique_ptr<Workers> {
       return std::make_unique<FakeWorkers>(io, listener, script, starts, stops);
     };
-    return supervise(config, Assignment{}, logs, nullptr, rdzv, fake, [this](int code) {
+    return supervise(config, Assignment{}, logs, nullptr, health_, rdzv, fake, [this](int code) {
       exits_now.push_back(code);
       if (on_exit_now) on_exit_now();
     });
@@ -267,4 +269,52 @@ TEST_CASE("supervisor: a signal while the re-forming rendezvous blocks exits at 
   CHECK(code == 128 + SIGTERM);
   CHECK(job.starts == std::vector<int>{0});
   signaller.join();
+}
+
+TEST_CASE("supervisor: a node that fails its health check before a restart steps out with 243") {
+  Job job;
+  job.config.max_restarts = 2;
+  job.config.health.command = "echo 'GPU 3 needs a reset'; exit 1";
+  NodeHealth health(job.config);
+  job.health_ = &health;
+  FakeRendezvous rdzv(false);
+  const int code = job.run(rdzv, [](int) { return fail(3); });
+  CHECK(code == cxxrun::agent::exit_code::node_unhealthy);
+  CHECK(job.starts.size() == 1);  // the restart never spawned
+  REQUIRE(health.last().size() == 1);
+  CHECK(health.last()[0].name == "command");
+  CHECK_FALSE(health.last()[0].healthy);
+  CHECK_THAT(health.last()[0].detail, Catch::Contains("GPU 3 needs a reset"));
+}
+
+TEST_CASE("supervisor: a healthy node restarts after its checks") {
+  Job job;
+  job.config.max_restarts = 1;
+  job.config.health.command = "true";
+  NodeHealth health(job.config);
+  job.health_ = &health;
+  FakeRendezvous rdzv(false);
+  const int code = job.run(rdzv, [](int attempt) { return attempt == 0 ? fail(3) : Outcome{}; });
+  CHECK(code == 0);
+  CHECK(job.starts.size() == 2);
+  REQUIRE(health.last().size() == 1);
+  CHECK(health.last()[0].healthy);
+}
+
+TEST_CASE("supervisor: a node whose workers keep failing first steps out at --max-node-failures") {
+  Job job;
+  job.config.max_restarts = 5;
+  job.config.health.max_node_failures = 2;
+  FakeRendezvous rdzv(false);
+  const int code = job.run(rdzv, [](int) { return fail(3); });
+  CHECK(code == cxxrun::agent::exit_code::node_unhealthy);
+  CHECK(job.starts.size() == 2);  // failed twice, then out instead of a third start
+}
+
+TEST_CASE("supervisor: without --max-node-failures the budget decides") {
+  Job job;
+  job.config.max_restarts = 2;
+  FakeRendezvous rdzv(false);
+  CHECK(job.run(rdzv, [](int) { return fail(3); }) == 3);
+  CHECK(job.starts.size() == 3);
 }

@@ -1,0 +1,78 @@
+// Whether this node is fit to run the job's workers, asked before every
+// round: the first join and every restart. A node that fails a check does
+// not join: it steps out with exit_code::node_unhealthy, names itself in the
+// event log and --exclude-file, and a waiting spare takes its place.
+//
+// The checks, each bounded and each one line in the log:
+//   command     --health-check (agent/host_checks.h)
+//   path P      --health-path, writable with free space (agent/host_checks.h)
+//   rdma        every RDMA port active, where the host has any
+//   gpu-*       every visible GPU answers, no pending recovery action,
+//               retired page, row-remap failure, uncorrected ECC error or
+//               new Xid, where NVML loads (agent/gpu_health.h)
+//   gpu-memory-drained  after an attempt: the last workers' GPU memory
+//               freed (bounded wait, kGpuMemoryDrainLimit), before the next spawn
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/config.h"
+#include "agent/host_checks.h"
+
+namespace cxxrun::agent {
+
+class GpuHealth;
+
+// How long a --health-path may take to answer.
+inline constexpr std::chrono::seconds kPathCheckLimit{10};
+
+class NodeHealth {
+ public:
+  // Opens NVML where the host has it, and says in one line what will be
+  // checked before each round.
+  explicit NodeHealth(const Config& config);
+  ~NodeHealth();  // waits for a check in flight (each is bounded)
+  NodeHealth(const NodeHealth&) = delete;
+  NodeHealth& operator=(const NodeHealth&) = delete;
+
+  bool empty() const { return empty_; }
+  // Every check, blocking. `after_attempt`: an attempt's workers just ended,
+  // so their GPU memory must be freed first.
+  std::vector<CheckResult> check(bool after_attempt);
+  // The same on a thread of its own; `post` hands the continuation to the
+  // agent's loop.
+  using Post = std::function<void(std::function<void()>)>;
+  void check_async(bool after_attempt, Post post, std::function<void(std::vector<CheckResult>)> then);
+  // Waits for a check_async in flight (bounded: every check is).
+  void join();
+  // The last verdict of each check, for /healthz and /metrics. Any thread.
+  std::vector<CheckResult> last() const;
+
+ private:
+  const HealthChecks options_;
+  std::unique_ptr<GpuHealth> gpus_;
+  bool empty_ = true;
+  mutable std::mutex mu_;
+  std::vector<CheckResult> last_;
+  std::thread thread_;
+};
+
+// The first check that failed, or nullptr.
+const CheckResult* first_failure(const std::vector<CheckResult>& results);
+
+// The one line a node that steps out says: "health check 'rdma' failed:
+// RDMA port mlx5_0/1 is DOWN (Polling)".
+std::string failure_line(const CheckResult& failed);
+
+// Appends this host's name to --exclude-file (one line, O_APPEND, so the
+// nodes of a job may share one file); a file that cannot be written is a
+// warning, never a reason to hide the verdict.
+void exclude_this_node(const std::string& file);
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,160 @@
+// The node checks that need no GPU (agent/host_checks.h): a site's command,
+// writable paths with free space, RDMA ports in a sysfs tree the test writes.
+#include <signal.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "agent/host_checks.h"
+#include "agent/node_health.h"
+
+using namespace cxxrun::agent;
+using namespace std::chrono_literals;
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "cxxrun_checks_XXXXXX").string();
+    REQUIRE(mkdtemp(t.data()) != nullptr);
+    path = t;
+  }
+  ~TempDir() { fs::remove_all(path); }
+  void write(const std::string& rel, const std::string& text) {
+    fs::create_directories((path / rel).parent_path());
+    std::ofstream(path / rel) << text;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("health command: exit 0 is healthy; otherwise its first line is the reason") {
+  CheckResult ok = check_command("echo all good; echo more", 5s);
+  CHECK(ok.healthy);
+  CHECK(ok.detail == "all good");
+  CheckResult bad = check_command("echo; echo 'ECC errors on GPU 2'; exit 3", 5s);
+  CHECK_FALSE(bad.healthy);
+  CHECK(bad.detail == "ECC errors on GPU 2 (exit 3 of 'echo; echo 'ECC errors on GPU 2'; exit 3')");
+  // stdout says nothing: stderr's first line.
+  CHECK_THAT(check_command("echo 'nvidia-smi: not found' >&2; exit 127", 5s).detail,
+             Contains("nvidia-smi: not found (exit 127"));
+  CHECK_THAT(check_command("exit 1", 5s).detail, Contains("no reason given (exit 1"));
+  CHECK_THAT(check_command("kill -KILL $$", 5s).detail, Contains("killed by signal 9"));
+}
+
+TEST_CASE("health command: one that hangs is killed at its bound, and what it left running with it") {
+  TempDir dir;
+  const std::string pidfile = (dir.path / "child").string();
+  const auto start = std::chrono::steady_clock::now();
+  CheckResult r = check_command("echo checking; sleep 100 & echo $! > " + pidfile + "; wait", 300ms);
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK_FALSE(r.healthy);
+  CHECK_THAT(r.detail, Contains("did not finish within 0.3 s; it said: checking"));
+  std::ifstream in(pidfile);
+  pid_t child = 0;
+  in >> child;
+  REQUIRE(child > 0);
+  // Dead, or a zombie whose parent went too (init reaps it when it will).
+  auto alive = [child] {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string pid, comm, state;
+    return static_cast<bool>(stat >> pid >> comm >> state) && state != "Z";
+  };
+  for (int i = 0; i < 100 && alive(); ++i) usleep(10000);
+  CHECK_FALSE(alive());  // the group went with it
+}
+
+TEST_CASE("health command: a daemon it leaves holding stdout does not hold the verdict") {
+  TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  CheckResult r = check_command("sleep 100 & echo started", 10s);
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK(r.healthy);
+  CHECK(r.detail == "started");
+}
+
+TEST_CASE("health path: writable with the free space asked for") {
+  TempDir dir;
+  CheckResult ok = check_path({dir.path.string(), 1}, 5s);
+  CHECK(ok.healthy);
+  CHECK_THAT(ok.detail, Contains("writable") && Contains("free"));
+  CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 0);  // the probe is gone
+  CheckResult full = check_path({dir.path.string(), 1ull << 60}, 5s);
+  CHECK_FALSE(full.healthy);
+  CHECK_THAT(full.detail, Contains("less than the 1024.0 PiB required"));
+  CheckResult missing = check_path({(dir.path / "nope").string(), 0}, 5s);
+  CHECK_FALSE(missing.healthy);
+  CHECK_THAT(missing.detail, Contains("does not exist (not mounted?)"));
+  const std::string file = (dir.path / "file").string();
+  std::ofstream(file) << "x";
+  CHECK_THAT(check_path({file, 0}, 5s).detail, Contains(file + " is not a directory"));
+  fs::remove(file);
+  if (geteuid() != 0) {
+    fs::permissions(dir.path, fs::perms::owner_read | fs::perms::owner_exec);
+    CHECK_THAT(check_path({dir.path.string(), 0}, 5s).detail, Contains("cannot create a file"));
+    fs::permissions(dir.path, fs::perms::owner_all);
+  }
+  CHECK_THAT(check_path({"/proc", 0}, 5s).detail, Contains("cannot create a file in /proc"));
+}
+
+TEST_CASE("rdma: every port active, disabled ones aside; none at all is nothing to check") {
+  TempDir sys;
+  CHECK_FALSE(check_rdma_ports(sys.path.string()).has_value());
+  sys.write("class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE\n");
+  sys.write("class/infiniband/mlx5_0/ports/1/phys_state", "5: LinkUp\n");
+  sys.write("class/infiniband/mlx5_1/ports/1/state", "4: ACTIVE\n");
+  sys.write("class/infiniband/mlx5_1/ports/1/phys_state", "5: LinkUp\n");
+  sys.write("class/infiniband/mlx5_1/ports/2/state", "1: DOWN\n");
+  sys.write("class/infiniband/mlx5_1/ports/2/phys_state", "3: Disabled\n");
+  auto ok = check_rdma_ports(sys.path.string());
+  REQUIRE(ok);
+  CHECK(ok->healthy);
+  CHECK(ok->detail == "2 ports active");
+  sys.write("class/infiniband/mlx5_0/ports/1/state", "1: DOWN\n");
+  sys.write("class/infiniband/mlx5_0/ports/1/phys_state", "2: Polling\n");
+  auto bad = check_rdma_ports(sys.path.string());
+  REQUIRE(bad);
+  CHECK_FALSE(bad->healthy);
+  CHECK(bad->detail == "RDMA port mlx5_0/1 is DOWN (Polling)");
+}
+
+TEST_CASE("node health: the checks in order, the first failure ends them, and the last verdicts stay") {
+  TempDir dir;
+  Config c;
+  c.health.paths = {{dir.path.string(), 0}, {(dir.path / "gone").string(), 0}};
+  c.health.command = "echo should not run";
+  NodeHealth health(c);
+  CHECK_FALSE(health.empty());
+  auto results = health.check(false);
+  REQUIRE(results.size() >= 2);
+  const CheckResult* failed = first_failure(results);
+  REQUIRE(failed != nullptr);
+  CHECK(failed->name == "path " + (dir.path / "gone").string());
+  CHECK(results.back().name == failed->name);  // the command did not run
+  CHECK(failure_line(*failed) == "health check 'path " + (dir.path / "gone").string() + "' failed: " +
+                                     (dir.path / "gone").string() + " does not exist (not mounted?)");
+  CHECK(health.last().size() == results.size());
+  CHECK(NodeHealth(Config{}).empty() == !check_rdma_ports().has_value());
+}
+
+TEST_CASE("exclude file: one line per node that steps out, appended") {
+  TempDir dir;
+  const std::string file = (dir.path / "exclude").string();
+  exclude_this_node(file);
+  exclude_this_node(file);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::ifstream in(file);
+  std::string a, b, c;
+  std::getline(in, a), std::getline(in, b);
+  CHECK(a == host);
+  CHECK(b == host);
+  CHECK_FALSE(std::getline(in, c));
+}
