@@ -204,15 +204,27 @@ class Supervisor final : Workers::Listener {
   }
 
   // A node that failed a check leaves the job for a spare: it neither joins
-  // the next round nor closes the rendezvous (agent.cc skips leave()); the
-  // others find it gone as they would a dead member.
+  // the next round nor closes the rendezvous (agent.cc skips leave()), and
+  // tells the others, who re-form without it at once.
   void step_out(const CheckResult& failed) {
     const std::string line = failure_line(failed);
     log_->error("this node is unhealthy ({}); it steps out of job {} so that a spare can take its place", line,
                 c_.run_id);
     reporter_.node_unhealthy(failed.name, line);
     exclude_this_node(c_.health.exclude_file);
-    end(Cause::unhealthy);
+    phase_ = Phase::restarting;
+    link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
+      std::string error;
+      try {
+        r.step_out();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      return [this, error] {
+        if (!error.empty()) log_->warn("could not tell the other nodes that this one steps out: {}", error);
+        if (phase_ == Phase::restarting) end(Cause::unhealthy);
+      };
+    });
   }
 
   void count_restart() {
@@ -259,9 +271,12 @@ class Supervisor final : Workers::Listener {
         std::string error = e.what();
         if (error.empty()) error = "rendezvous failed";
         // Too few nodes left, or the store gone, is the job lost, not a
-        // failure to join (agent/exit_codes.h).
-        const Cause cause =
-            dynamic_cast<const rendezvous::RendezvousLost*>(&e) ? Cause::lost : Cause::rendezvous_failed;
+        // failure to join (agent/exit_codes.h); a member the next round
+        // filled without (a spare came first) waited as a spare, and the
+        // job succeeded without it.
+        const Cause cause = dynamic_cast<const rendezvous::RendezvousLost*>(&e)     ? Cause::lost
+                            : dynamic_cast<const rendezvous::RendezvousClosed*>(&e) ? Cause::released
+                                                                                     : Cause::rendezvous_failed;
         return [this, error, cause] {
           rejoining_ = false;
           log_->error("{}", error);

@@ -36,6 +36,7 @@ Assignment C10dBackend::join() {
 
 Assignment C10dBackend::rejoin() {
   int expected = std::max(1, rdzv_->members());
+  int left = 0;  // members that stepped out (a failed health check)
   const auto& settings = config_.settings;
   if (store_gone_)
     throw RendezvousLost("the rendezvous store at " + settings.endpoint + " did not answer within read_timeout=" +
@@ -49,16 +50,20 @@ Assignment C10dBackend::rejoin() {
                          : 0;
     // Spares count: a fixed-size job whose member died goes on at the same
     // size when one waits (it stopped, "only N-1 nodes alive", before).
-    expected = std::clamp(rdzv_->members() - dead + rdzv_->num_nodes_waiting(), 1, settings.max_nodes);
+    // Those that stepped out are taken off by the round's join itself, as
+    // are those that step out while it waits.
+    expected = std::max(1, rdzv_->members() - dead + rdzv_->num_nodes_waiting());
+    left = rdzv_->stepped_out();
   } catch (const store::StoreError&) {
     // The next round's join reports a store that is really gone.
   }
-  if (expected < settings.min_nodes)
-    throw RendezvousLost("only " + std::to_string(expected) + " nodes of job " + settings.run_id +
+  const int coming = std::min(expected - left, settings.max_nodes);
+  if (coming < settings.min_nodes)
+    throw RendezvousLost("only " + std::to_string(coming) + " nodes of job " + settings.run_id +
                           " are alive, fewer than the minimum of " + std::to_string(settings.min_nodes) +
                           " (--nnodes=" + std::to_string(settings.min_nodes) + ":" +
                           std::to_string(settings.max_nodes) + "); stopping");
-  spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", expected);
+  spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", coming);
   rdzv_->start_next_round();
   return joined(rdzv_->next_rendezvous(expected));
 }
@@ -185,6 +190,10 @@ void C10dBackend::leave(bool succeeded) {
   store_->leave(succeeded, rdzv_ ? rdzv_->members() : 1, [this, succeeded] {
     if (rdzv_) rdzv_->close(succeeded);
   });
+}
+
+void C10dBackend::step_out() {
+  if (store_ && rdzv_ && !store_lost()) rdzv_->step_out();
 }
 
 void C10dBackend::inject(const StoreFault& fault) {

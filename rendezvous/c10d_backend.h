@@ -38,6 +38,7 @@ class C10dBackend : public Rendezvous {
   RoundEvent finish_round() override;
   std::vector<std::string> failure_records(std::chrono::milliseconds limit) override;
   void leave(bool succeeded) override;
+  void step_out() override;
   void inject(const StoreFault& fault) override;
 
  private:

@@ -143,7 +143,16 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
     const int count = first ? joined : static_cast<int>(store_.add(round_key(round, "count"), 0));
     const auto now = Clock::now();
     if (count >= s_.max_nodes) return complete_round(round, s_.max_nodes, slot);
-    if (expected_ >= s_.min_nodes && count >= expected_) return complete_round(round, count, slot);
+    // Re-forming a known group: members of the last round that stepped out
+    // (agent/node_health.h) are not waited for.
+    const int left = expected_ > 0 ? stepped_out() : 0;
+    const int want = std::min(s_.max_nodes, expected_ - left);
+    if (expected_ > 0 && want < s_.min_nodes && count < s_.min_nodes)
+      throw RendezvousLost(std::to_string(left) + " node" + (left == 1 ? "" : "s") + " of job " + s_.run_id +
+                           " stepped out (a failed health check) and no spare waits: " + std::to_string(want) +
+                           " nodes are left, fewer than the minimum of " + std::to_string(s_.min_nodes) +
+                           " (--nnodes=" + nnodes_text(s_.min_nodes, s_.max_nodes) + "); stopping");
+    if (want >= s_.min_nodes && count >= want) return complete_round(round, count, slot);
     if (count >= s_.min_nodes) {
       if (!last_call_end) last_call_end = now + s_.last_call_timeout;
       if (now >= *last_call_end) return complete_round(round, count, slot);
@@ -154,9 +163,13 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
                             nnodes_text(s_.min_nodes, s_.max_nodes) + " nodes joined");
     // Sleep until the next milestone: the min-th joiner, then the max-th
     // joiner (or the completer, who writes the same key).
-    const int milestone = count < s_.min_nodes                              ? s_.min_nodes
-                          : expected_ >= s_.min_nodes && count < expected_ ? expected_
-                                                                           : s_.max_nodes;
+    const int milestone = count < s_.min_nodes              ? s_.min_nodes
+                          : want >= s_.min_nodes && count < want ? want
+                                                                 : s_.max_nodes;
+    // While re-forming, a member stepping out is news too (its first ADD
+    // creates the key; once it exists, each pass reads the count).
+    std::vector<std::string> wake_on{round_key(round, "wake/" + std::to_string(milestone - 1))};
+    if (expected_ > 0 && left == 0) wake_on.push_back(round_key(round_, "out"));
     auto until = std::min(deadline, now + s_.progress_interval);
     if (last_call_end) until = std::min(until, *last_call_end);
     // A lease (liveness_) must be renewed while this node waits, however
@@ -170,7 +183,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
         // Whoever makes the round full completes it: waiting for the max-th
         // joiner is waiting for `complete`, and brings the member count.
         if (milestone == s_.max_nodes) return parse_completion(store_.get(complete, slice));
-        store_.wait({round_key(round, "wake/" + std::to_string(milestone - 1))}, slice);
+        store_.wait(wake_on, slice);
         break;
       } catch (const store::StoreTimeout&) {
         waited_out = step >= until;
@@ -428,6 +441,14 @@ int C10dRendezvous::dead_count() {
   const std::string k = round_key(round_, "dead");
   const auto dead = store_.get_if_set(k);
   return dead ? to_int(*dead, "dead count") : 0;
+}
+
+void C10dRendezvous::step_out() { store_.add(round_key(round_, "out"), 1); }
+
+int C10dRendezvous::stepped_out() {
+  if (round_ < 0) return 0;
+  auto text = store_.get_if_set(round_key(round_, "out"));
+  return text ? to_int(*text, "stepped-out count") : 0;
 }
 
 void C10dRendezvous::start_next_round() {

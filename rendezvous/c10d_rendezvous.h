@@ -110,6 +110,9 @@ class C10dRendezvous {
   Assignment next_rendezvous();
   // The same, but completes as soon as `expected` nodes (at least min) are
   // in, without the last call: re-forming a known group after a restart.
+  // `expected` counts the last round's members alive and the waiting
+  // spares, even beyond max; members that step out (step_out) before or
+  // while this node waits are taken off it here.
   Assignment next_rendezvous(int expected);
 
   // Round events. The store key that one event per round
@@ -160,6 +163,13 @@ class C10dRendezvous {
   int dead_count();
   // Opens round+1 for everyone (a restart or a membership change).
   void start_next_round();
+  // This node, a member of the current round, will not join the next one
+  // (a failed health check). Nodes waiting for it in the next round count
+  // it out at once: they complete without it, or throw RendezvousLost when
+  // fewer than min are left.
+  void step_out();
+  // How many members of the current round stepped out.
+  int stepped_out();
   // The job is over: every later join fails, and a spare still waiting
   // exits 0 if the job `succeeded`, 1 if not (RendezvousClosed or
   // RendezvousError).

@@ -226,6 +226,12 @@ class Rendezvous {
   // The job is over on this node. A node hosting the store keeps it up until
   // every member has left (bounded by close_timeout).
   virtual void leave(bool succeeded) = 0;
+  // Between rounds, this node leaves the job for good (it failed a health
+  // check) without ending it: the others re-form without it at once, with
+  // a waiting spare in its place, or stop for too few nodes as for a dead
+  // member (RendezvousLost), not after join_timeout. Backends that cannot
+  // re-form have nothing to tell.
+  virtual void step_out() {}
 
   virtual void inject(const StoreFault& fault) = 0;
 };

@@ -119,25 +119,41 @@ class NodeHealth(TempDirTest):
 
     def test_a_node_that_keeps_failing_first_steps_out_at_max_node_failures(self):
         # Only the node started with BAD=1 fails (its workers inherit it), at
-        # every attempt; the others' workers would succeed. At its second
-        # failure it steps out and the spare completes the job.
+        # every attempt; the other's workers would succeed. At its second
+        # failure it steps out, and the elastic job (--nnodes=1:2) re-forms
+        # without it at once and finishes.
         worker = self.dump_worker('[ -n "$BAD" ] && { sleep 0.3; exit 5; }\nsleep 0.5\n')
-        flags = ["--max-restarts=3", "--max-node-failures=2"]
         args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{self.port}", f"--rdzv-id={self.run_id}",
-                "--nnodes=2", "--nproc-per-node=2"] + flags + [worker]
+                "--nnodes=1:2", "--nproc-per-node=2", "--max-restarts=3", "--max-node-failures=2",
+                "--rdzv-conf=last_call_timeout=1", worker]
         bad = start(args, env=clean_env(BAD="1"))
-        self.procs.append(bad)
-        steady = self.agent(worker, flags)
-        wait_for(lambda: len(self.envs(0)) >= 4, timeout=60, what="the first round's 4 workers")
-        spare = self.agent(worker, flags)
-        results = finish_all(self, [bad, steady, spare], timeout=90)
+        steady = start(args)
+        self.procs += [bad, steady]
+        results = finish_all(self, [bad, steady], timeout=90)
         rc, out, err = results[0]
         self.assertEqual(rc, UNHEALTHY, err)
         self.assertIn("health check 'max-node-failures' failed: this node's workers were the first to fail 2 times",
                       err)
         self.assertEqual(err.count("(attempt "), 2, err)  # two attempts, no third
-        for rc, out, err in results[1:]:
-            self.assertEqual(rc, 0, err)
+        rc, out, err = results[1]
+        self.assertEqual(rc, 0, err)
+        # The last round: the steady node alone, 2 workers.
+        self.assertEqual({e["WORLD_SIZE"] for e in self.envs(2)}, {"2"})
+
+    def test_with_no_spare_the_others_stop_at_once_as_for_a_lost_node(self):
+        worker = self.dump_worker('if [ "$RANK" = 0 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then sleep 0.3; '
+                                  'exit 3; fi\n')
+        counter = os.path.join(self.dir, "checks")
+        check = f"echo x >> {counter}; [ $(wc -l < {counter}) -lt 2 ] || {{ echo 'NIC flapping'; exit 1; }}"
+        # join_timeout would be the wait without the step-out.
+        flags = ["--max-restarts=1", "--rdzv-conf=join_timeout=120"]
+        flaky = self.agent(worker, [f"--health-check={check}"] + flags)
+        steady = self.agent(worker, flags)
+        results = finish_all(self, [flaky, steady], timeout=60)
+        self.assertEqual(results[0][0], UNHEALTHY, results[0][2])
+        rc, out, err = results[1]
+        self.assertEqual(rc, 244, err)
+        self.assertIn("stepped out (a failed health check) and no spare waits", err)
 
     def test_one_node_with_a_missing_path_does_not_start(self):
         missing = os.path.join(self.dir, "not-mounted")

@@ -409,3 +409,54 @@ TEST_CASE("rendezvous: a scheduler's node order decides group ranks before addre
   CHECK(result[0].group_rank == 3);
   for (const auto& a : result) CHECK(a.master_addr == "10.0.0.9");
 }
+
+TEST_CASE("rendezvous: a member that steps out is not waited for; with no spare the job is lost at once") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(2, 2)));
+  join_all(nodes);
+  // b fails its health check between rounds; a re-forms expecting 2.
+  nodes[0]->rdzv.start_next_round();
+  auto rejoin = std::async(std::launch::async, [&] { return nodes[0]->rdzv.next_rendezvous(2); });
+  CHECK(rejoin.wait_for(200ms) == std::future_status::timeout);  // still waiting for b
+  const auto start = std::chrono::steady_clock::now();
+  nodes[1]->rdzv.step_out();
+  CHECK(nodes[0]->rdzv.stepped_out() == 1);
+  CHECK_THROWS_AS(rejoin.get(), RendezvousLost);
+  CHECK(std::chrono::steady_clock::now() - start < 5s);  // not at join_timeout (10 s here)
+}
+
+TEST_CASE("rendezvous: a member that steps out is replaced by a spare in the next round") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(2, 2)));
+  join_all(nodes);
+  nodes[1]->rdzv.step_out();
+  Node spare(store, "c", settings(2, 2));
+  nodes[0]->rdzv.start_next_round();
+  // The backend's count: 2 members alive and 1 spare waiting.
+  auto a = std::async(std::launch::async, [&] { return nodes[0]->rdzv.next_rendezvous(3); });
+  auto c = std::async(std::launch::async, [&] { return spare.rdzv.next_rendezvous(); });
+  const Assignment ra = a.get(), rc = c.get();
+  CHECK(ra.round == 1);
+  CHECK(rc.round == 1);
+  CHECK(ra.group_world_size == 2);
+  CHECK(ra.group_rank != rc.group_rank);
+}
+
+TEST_CASE("rendezvous: an elastic job re-forms at once without a member that stepped out") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  auto s = settings(1, 3);
+  s.last_call_timeout = 5s;  // would be the wait without the step-out
+  for (const char* addr : {"a", "b", "c"}) nodes.push_back(std::make_unique<Node>(store, addr, s));
+  join_all(nodes);
+  nodes[2]->rdzv.step_out();
+  nodes[0]->rdzv.start_next_round();
+  const auto start = std::chrono::steady_clock::now();
+  auto a = std::async(std::launch::async, [&] { return nodes[0]->rdzv.next_rendezvous(3); });
+  auto b = std::async(std::launch::async, [&] { return nodes[1]->rdzv.next_rendezvous(3); });
+  CHECK(a.get().group_world_size == 2);
+  CHECK(b.get().group_world_size == 2);
+  CHECK(std::chrono::steady_clock::now() - start < 3s);
+}

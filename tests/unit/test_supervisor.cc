@@ -128,6 +128,8 @@ class FakeRendezvous final : public Rendezvous {
       in_rejoin.set_value();
       released.wait();
     }
+    if (closed_at_rejoin) throw cxxrun::rendezvous::RendezvousClosed("rendezvous 'job' closed while this node waited as a spare");
+    if (lost_at_rejoin) throw cxxrun::rendezvous::RendezvousLost("1 node of job job stepped out and no spare waits");
     Assignment a;
     a.round = ++round_;
     return a;
@@ -154,6 +156,8 @@ class FakeRendezvous final : public Rendezvous {
   std::atomic<bool> store_answers{true};
   std::atomic<bool> peer_dead{false};
   bool block_rejoin = false;
+  bool closed_at_rejoin = false;
+  bool lost_at_rejoin = false;  // the next round filled without this node, and the job then succeeded
   std::promise<void> in_rejoin;
   std::shared_future<void> released;
 
@@ -317,4 +321,20 @@ TEST_CASE("supervisor: without --max-node-failures the budget decides") {
   FakeRendezvous rdzv(false);
   CHECK(job.run(rdzv, [](int) { return fail(3); }) == 3);
   CHECK(job.starts.size() == 3);
+}
+
+TEST_CASE("supervisor: a member left out of the next round as a spare exits 0 when the job succeeds") {
+  Job job;
+  job.config.max_restarts = 1;
+  FakeRendezvous rdzv(true);
+  rdzv.closed_at_rejoin = true;
+  CHECK(job.run(rdzv, [](int) { return fail(3); }) == cxxrun::agent::exit_code::spare_released);
+}
+
+TEST_CASE("supervisor: with no spare, a member that stepped out elsewhere is the job lost (244)") {
+  Job job;
+  job.config.max_restarts = 1;
+  FakeRendezvous rdzv(true);
+  rdzv.lost_at_rejoin = true;
+  CHECK(job.run(rdzv, [](int) { return fail(3); }) == cxxrun::agent::exit_code::lost);
 }
