@@ -9,7 +9,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "agent/fault_injector.h"
@@ -17,7 +16,7 @@
 #include "agent/hang_watchdog.h"
 #include "agent/hostname.h"
 #include "agent/keep_alive.h"
-#include "agent/node_health.h"
+#include "agent/round_gate.h"
 #include "agent/rendezvous_link.h"
 #include "agent/reporter.h"
 #include "agent/restart_policy.h"
@@ -46,14 +45,14 @@ class Supervisor final : Workers::Listener {
  public:
   Supervisor(const Config& c, const rendezvous::Assignment& placement, LogDir& logs, Guardian* guardian,
              NodeHealth* health, Rendezvous& rdzv, const MakeWorkers& make_workers, std::function<void(int)> exit_now)
-      : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), health_(health), rdzv_(rdzv),
+      : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), rdzv_(rdzv),
         signals_(io_),
         host_(this_hostname()), exit_now_(std::move(exit_now)),
         group_(make_workers(io_, *this)),
         watchdog_(io_, c_, logs, *group_,
                   [this](const Worker& w, const HangWatchdog::Report& r) { reporter_.worker_hung(w, r); }),
         faults_(io_, *group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
-        reporter_(io_, c_, *group_, watchdog_, [this] { return group_state(); }, health_),
+        reporter_(io_, c_, *group_, watchdog_, [this] { return group_state(); }, health),
         link_(std::make_unique<RendezvousLink>(io_, rdzv_)),
         keep_alive_(io_, *link_, rdzv_.keep_alive_interval(), c_.rdzv.settings.keep_alive_max_attempt,
                     // Members are judged in the barrier too: a node whose
@@ -62,12 +61,12 @@ class Supervisor final : Workers::Listener {
                      [this] { return phase_ == Phase::running || phase_ == Phase::barrier; },
                      [this](std::chrono::milliseconds silent) { on_store_lost(silent); },
                      [this] { on_store_regained(); },
-                     [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}) {
+                     [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}),
+        gate_(io_, c_, health, reporter_, *link_, log_) {
     set_logger();
   }
 
   ~Supervisor() {
-    if (health_) health_->join();  // its verdict is posted to io_
     link_.reset();  // joins its thread: nothing else calls the rendezvous now
     if (rdzv_.elastic()) rdzv_.watch({});
   }
@@ -178,53 +177,17 @@ class Supervisor final : Workers::Listener {
       case Action::restart:
       case Action::reform:
         if (d.uses_budget) count_restart();
-        if (cause_ == Cause::failure && ++own_failures_ >= c_.health.max_node_failures &&
-            c_.health.max_node_failures > 0)
-          return step_out({"max-node-failures", false,
-                           fmt::format("this node's workers were the first to fail {} times in job {} "
-                                       "(--max-node-failures={})",
-                                       own_failures_, c_.run_id, c_.health.max_node_failures),
-                           {}});
-        return check_then(d.action == Action::reform);
+        if (cause_ == Cause::failure) gate_.own_failure();
+        phase_ = Phase::restarting;
+        return gate_.before_round(
+            [this, reform_next = d.action == Action::reform] {
+              if (phase_ != Phase::restarting) return;  // a signal ended the job meanwhile
+              reform_next ? reform() : restart_here();
+            },
+            [this] {
+              if (phase_ == Phase::restarting) end(Cause::unhealthy);
+            });
     }
-  }
-
-  // Before every round this node checks that it is fit (agent/node_health.h),
-  // off the loop: the last attempt's GPU memory may take seconds to be freed.
-  void check_then(bool reform_next) {
-    if (health_ == nullptr || health_->empty()) return reform_next ? reform() : restart_here();
-    phase_ = Phase::restarting;
-    health_->check_async(
-        true, [this](std::function<void()> then) { asio::post(io_, std::move(then)); },
-        [this, reform_next](const std::vector<CheckResult>& results) {
-          if (phase_ != Phase::restarting) return;  // a signal ended the job meanwhile
-          if (const CheckResult* failed = first_failure(results)) return step_out(*failed);
-          reform_next ? reform() : restart_here();
-        });
-  }
-
-  // A node that failed a check leaves the job for a spare: it neither joins
-  // the next round nor closes the rendezvous (agent.cc skips leave()), and
-  // tells the others, who re-form without it at once.
-  void step_out(const CheckResult& failed) {
-    const std::string line = failure_line(failed);
-    log_->error("this node is unhealthy ({}); it steps out of job {} so that a spare can take its place", line,
-                c_.run_id);
-    reporter_.node_unhealthy(failed.name, line);
-    exclude_this_node(c_.health.exclude_file);
-    phase_ = Phase::restarting;
-    link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
-      std::string error;
-      try {
-        r.step_out();
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-      return [this, error] {
-        if (!error.empty()) log_->warn("could not tell the other nodes that this one steps out: {}", error);
-        if (phase_ == Phase::restarting) end(Cause::unhealthy);
-      };
-    });
   }
 
   void count_restart() {
@@ -467,7 +430,6 @@ class Supervisor final : Workers::Listener {
   rendezvous::Assignment placement_;
   int round_;
   Guardian* guardian_;
-  NodeHealth* health_;
   Rendezvous& rdzv_;
   asio::io_context io_;
   asio::signal_set signals_;
@@ -481,12 +443,10 @@ class Supervisor final : Workers::Listener {
   Reporter reporter_;
   std::unique_ptr<RendezvousLink> link_;
   KeepAlive keep_alive_;
+  RoundGate gate_;
 
   Phase phase_ = Phase::running;
   Cause cause_ = Cause::success;
-  // Failures that began here (a local worker failed before any other node's),
-  // for --max-node-failures.
-  int own_failures_ = 0;
   RoundEvent job_event_ = RoundEvent::none;
   int attempt_ = 0;
   int alive_nodes_ = 1;
