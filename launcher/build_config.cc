@@ -249,6 +249,7 @@ Parsed build_config(const RawOptions& raw, const Env& env) {
 
   // 4. Where the nodes and workers meet.
   choose_rendezvous(raw, c, out.warnings, out.notes);
+  c.rdzv.settings.node_group = node_group(raw, env);
   check_health_endpoint(raw, env, c);
   // As torch >= 2.4 does, the agent serves the workers' store (MASTER_PORT)
   // itself unless TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: it outlives a worker

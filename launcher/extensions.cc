@@ -261,6 +261,22 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
   health_checks(raw, c.health);
 }
 
+std::string node_group(const RawOptions& raw, const Env& env) {
+  if (const RawValue* v = raw.find("node_group")) {
+    const std::string name(trim(v->text));
+    if (name.empty() || name.size() > 128 ||
+        std::any_of(name.begin(), name.end(), [](char ch) { return ch == '|' || std::iscntrl(static_cast<unsigned char>(ch)); }))
+      throw bad(*v, "must be 1..128 characters, without '|' or control characters");
+    return name;
+  }
+  // "s0.s4.node12" under SLURM_TOPOLOGY_ADDR_PATTERN "switch.switch.node".
+  if (auto addr = from_env(env, "SLURM_TOPOLOGY_ADDR")) {
+    const auto dot = addr->text.rfind('.');
+    if (dot != std::string::npos && dot > 0) return addr->text.substr(0, dot);
+  }
+  return "";
+}
+
 void check_health_endpoint(const RawOptions& raw, const Env& env, const agent::Config& c) {
   std::optional<RawValue> port = health_port_value(raw, env);
   if (!port) return;

@@ -25,6 +25,10 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& conf
 // an address of this machine and config.health_port (unless 0) is free on it.
 void check_health_endpoint(const RawOptions& raw, const Env& env, const agent::Config& config);
 
+// --node-group (PET_NODE_GROUP), else the switch Slurm's topology puts this
+// node under (SLURM_TOPOLOGY_ADDR less its last part); "" for none.
+std::string node_group(const RawOptions& raw, const Env& env);
+
 // One fault spec ("kill:rank=1,after=500"), the syntax above agent::FaultSpec.
 agent::FaultSpec parse_fault_spec(const RawValue& value);
 // Every spec from --inject-fault (each may hold several, ';'-separated), then

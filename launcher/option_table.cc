@@ -153,6 +153,9 @@ constexpr OptionSpec kOptions[] = {
     {"--max-node-failures,--max_node_failures", "N", nullptr, value, extensions,
      "A node whose own workers were the first to fail N times in the job steps out at the next restart "
      "(exit 243) for a spare, instead of failing the job again (0: never; default 0)."},
+    {"--node-group,--node_group", "NAME", nullptr, value, extensions,
+     "This node's topology group (an NVLink domain, a rack): when several spares wait, one of the job's "
+     "group takes a free place first (default: Slurm's leaf switch from SLURM_TOPOLOGY_ADDR)."},
     {"--exclude-file,--exclude_file", "FILE", nullptr, value, extensions,
      "A node that steps out (a failed health check) appends its host name to FILE, one per line, for "
      "sbatch --exclude or a node taint."},

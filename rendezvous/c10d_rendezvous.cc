@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 
 #include "rendezvous/round_records.h"
@@ -87,7 +89,7 @@ Assignment C10dRendezvous::join(int expected) {
 
 bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignment& out) {
   me_ = Member{s_.local_addr.empty() ? store_.local_address() : s_.local_addr, hostname(),
-               static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder)};
+               static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder), s_.node_group};
   const int slot = static_cast<int>(store_.add(round_key(round, "count"), 1)) - 1;
   if (liveness_) liveness_->joining(round_key(round, "alive/"), slot);
   store_.set(round_key(round, "node/" + std::to_string(slot)), describe(me_));
@@ -105,6 +107,7 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
     if (done->members < s_.max_nodes)
       store_.compare_set(round_key(round, "event"), "", std::string(to_string(RoundEvent::join)));
     wait_for_next_round(round, done->members);
+    give_way(round, done->members);
     return false;
   }
   out = assign(round, *done, slot, deadline);
@@ -166,12 +169,13 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
     const int milestone = count < s_.min_nodes              ? s_.min_nodes
                           : want >= s_.min_nodes && count < want ? want
                                                                  : s_.max_nodes;
-    // While re-forming, a member stepping out is news too (its first ADD
-    // creates the key; once it exists, each pass reads the count).
-    std::vector<std::string> wake_on{round_key(round, "wake/" + std::to_string(milestone - 1))};
-    if (expected_ > 0 && left == 0) wake_on.push_back(round_key(round_, "out"));
+
     auto until = std::min(deadline, now + s_.progress_interval);
     if (last_call_end) until = std::min(until, *last_call_end);
+    // While re-forming, a member that steps out is news too: its count is
+    // read again after at most one keep-alive interval. (A WAIT on several
+    // keys waits for all of them.)
+    if (expected_ > 0) until = std::min(until, now + s_.keep_alive_interval);
     // A lease (liveness_) must be renewed while this node waits, however
     // long the others take: the wait goes in slices of one keep-alive
     // interval, with a beat between them.
@@ -183,7 +187,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
         // Whoever makes the round full completes it: waiting for the max-th
         // joiner is waiting for `complete`, and brings the member count.
         if (milestone == s_.max_nodes) return parse_completion(store_.get(complete, slice));
-        store_.wait(wake_on, slice);
+        store_.wait({round_key(round, "wake/" + std::to_string(milestone - 1))}, slice);
         break;
       } catch (const store::StoreTimeout&) {
         waited_out = step >= until;
@@ -238,6 +242,27 @@ void C10dRendezvous::wait_for_next_round(int round, int members) {
       progress("waiting as a spare for the next round of rendezvous '" + s_.run_id + "'");
     }
   }
+}
+
+// The next round is open and this node was not a member of the last: the
+// members that go on join first, then a spare of the job's group (the most
+// common among the last round's members), then the others, so that when
+// several spares wait the nearest one takes a free place. Joining order is
+// the whole mechanism: a round takes its first max joiners.
+void C10dRendezvous::give_way(int round, int members) {
+  std::map<std::string, int> groups;
+  try {
+    std::vector<std::string> keys;
+    for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
+    for (const auto& text : store_.multi_get(keys))
+      if (const std::string g = parse_member(text).group; !g.empty()) ++groups[g];
+  } catch (const std::exception&) {
+    // Nothing known of the job's group: a spare like any other.
+  }
+  const auto job_group = std::max_element(groups.begin(), groups.end(),
+                                          [](const auto& a, const auto& b) { return a.second < b.second; });
+  const bool near = job_group == groups.end() || job_group->first == s_.node_group;
+  std::this_thread::sleep_for(near ? kSpareGivesWay : kFarSpareGivesWay);
 }
 
 bool C10dRendezvous::moved(SeenBeats& seen, int slot, long long beats, Clock::time_point now) {

@@ -63,9 +63,15 @@ struct Member {
   long pid = 0;
   int nproc = 1;
   int order = 0;
+  std::string group;  // --node-group ("" none)
 };
 // Member::order of a node whose settings have no node_order.
 inline constexpr int kNoOrder = 1 << 30;
+// How long a spare lets the last round's members go first into the next
+// round; one of another --node-group than the job's waits longer, so that
+// a spare of the job's group takes a free place first.
+inline constexpr std::chrono::milliseconds kSpareGivesWay{50};
+inline constexpr std::chrono::milliseconds kFarSpareGivesWay{500};
 
 // How members show they are alive, and how the others see one stop. Without
 // one, C10dRendezvous counts keep-alive beats in the store, a counter per
@@ -181,6 +187,7 @@ class C10dRendezvous {
   std::string round_key(int round, const std::string& suffix) const;
   void check_config();
   bool join_round(int round, Clock::time_point deadline, Assignment& out);
+  void give_way(int round, int members);
   Assignment join(int expected);
   // A complete round: its member count, and the slot of the member that
   // completed it, who computes everyone's assignment.

@@ -103,6 +103,9 @@ struct RendezvousSettings {
   // the scheduler's node index (SLURM_NODEID) when the launcher derived the
   // job from one, so group rank 0 is on the scheduler's first node.
   std::optional<int> node_order;
+  // --node-group: this node's topology group (an NVLink domain, a rack, a
+  // leaf switch). A spare of the job's group takes a free place first.
+  std::string node_group;
   std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};
   std::chrono::milliseconds last_call_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds close_timeout{std::chrono::seconds(30)};

@@ -6,7 +6,7 @@ namespace cxxrun::rendezvous {
 
 std::string describe(const Member& m) {
   return m.addr + "|" + m.host + "|" + std::to_string(m.pid) + "|" + std::to_string(m.nproc) + "|" +
-         std::to_string(m.order);
+         std::to_string(m.order) + "|" + m.group;
 }
 
 Member parse_member(const std::string& text) {
@@ -19,7 +19,9 @@ Member parse_member(const std::string& text) {
   try {
     m.pid = std::stol(text.substr(b + 1, c - b - 1));
     m.nproc = std::stoi(text.substr(c + 1, d - c - 1));
-    m.order = std::stoi(text.substr(d + 1));
+    const size_t e = text.find('|', d + 1);
+    m.order = std::stoi(text.substr(d + 1, e == std::string::npos ? std::string::npos : e - d - 1));
+    if (e != std::string::npos) m.group = text.substr(e + 1);
   } catch (const std::exception&) {
     throw RendezvousError("malformed member record in the rendezvous store: '" + text + "'");
   }

@@ -8,6 +8,7 @@
 
 #include "fake_store.h"
 #include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/round_records.h"
 
 using namespace cxxrun::rendezvous;
 using namespace std::chrono_literals;
@@ -459,4 +460,41 @@ TEST_CASE("rendezvous: an elastic job re-forms at once without a member that ste
   CHECK(a.get().group_world_size == 2);
   CHECK(b.get().group_world_size == 2);
   CHECK(std::chrono::steady_clock::now() - start < 3s);
+}
+
+TEST_CASE("rendezvous: when several spares wait, one of the job's --node-group takes the free place") {
+  FakeStore store;
+  auto in_group = [](const std::string& g) {
+    auto s = settings(2, 2);
+    s.node_group = g;
+    return s;
+  };
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"a", "b"}) nodes.push_back(std::make_unique<Node>(store, addr, in_group("rack1")));
+  join_all(nodes);
+  // The far spare waits first; the near one comes later.
+  Node far(store, "x", in_group("rack9"));
+  auto far_result = std::async(std::launch::async, [&] { return far.rdzv.next_rendezvous(); });
+  std::this_thread::sleep_for(100ms);
+  Node near(store, "y", in_group("rack1"));
+  auto near_result = std::async(std::launch::async, [&] { return near.rdzv.next_rendezvous(); });
+  std::this_thread::sleep_for(100ms);
+  nodes[1]->rdzv.step_out();
+  nodes[0]->rdzv.start_next_round();
+  // 2 members alive and 2 spares waiting, 1 stepped out.
+  const Assignment a = nodes[0]->rdzv.next_rendezvous(4);
+  const Assignment y = near_result.get();
+  CHECK(a.round == 1);
+  CHECK(y.round == 1);
+  CHECK(a.group_rank != y.group_rank);
+  CHECK(far_result.wait_for(300ms) == std::future_status::timeout);  // still a spare
+  nodes[0]->rdzv.close(true);
+  CHECK_THROWS_AS(far_result.get(), RendezvousClosed);
+}
+
+TEST_CASE("rendezvous: a member record keeps its group, and records without one still parse") {
+  Member m{"10.0.0.1", "n1", 42, 8, 3, "nvl72-a"};
+  CHECK(parse_member(describe(m)).group == "nvl72-a");
+  CHECK(parse_member("10.0.0.1|n1|42|8|3").group.empty());
+  CHECK(parse_member("10.0.0.1|n1|42|8|3").order == 3);
 }

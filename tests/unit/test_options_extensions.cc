@@ -309,3 +309,15 @@ TEST_CASE("health checks: bad values name themselves") {
   CHECK_THAT(refusal({"--exclude-file=/nonexistent/dir/x"}),
              Contains("--exclude-file=/nonexistent/dir/x: directory /nonexistent/dir does not exist"));
 }
+
+TEST_CASE("node group: the flag, PET_NODE_GROUP, or Slurm's leaf switch") {
+  CHECK(config_of({}).rdzv.settings.node_group.empty());
+  CHECK(config_of({"--node-group=nvl72-a"}).rdzv.settings.node_group == "nvl72-a");
+  CHECK(config_of({}, with("PET_NODE_GROUP", "rack7")).rdzv.settings.node_group == "rack7");
+  Env slurm = with("SLURM_TOPOLOGY_ADDR", "core.leaf3.node12");
+  CHECK(config_of({}, slurm).rdzv.settings.node_group == "core.leaf3");
+  CHECK(config_of({"--node-group=mine"}, slurm).rdzv.settings.node_group == "mine");
+  CHECK(config_of({}, with("SLURM_TOPOLOGY_ADDR", "node12")).rdzv.settings.node_group.empty());
+  CHECK_THAT(refusal({"--node-group=a|b"}), Contains("--node-group=a|b: must be 1..128 characters, without '|'"));
+  CHECK_THAT(refusal({"--node-group="}), Contains("--node-group=: must be 1..128 characters"));
+}
