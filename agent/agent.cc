@@ -10,7 +10,6 @@
 #include "agent/cgroup.h"
 #include "agent/guardian.h"
 #include "agent/event_log.h"
-#include "agent/hostname.h"
 #include "agent/log_dir.h"
 #include "agent/node_health.h"
 #include "agent/postmortem.h"
@@ -94,11 +93,7 @@ int step_out(const Config& config, const CheckResult& failed) {
                 line, config.run_id);
   EventLog events(config.event_log, config.event_log_console);
   events.context() = event_context(config, rendezvous::Assignment{});
-  EventDetails details;
-  details.raw_error = line;
-  details.extra["check"] = failed.name;
-  details.extra["excluded_host"] = this_hostname();
-  events.agent_event(AgentEvent::node_unhealthy, details);
+  events.node_unhealthy(failed.name, line);
   exclude_this_node(config.health.exclude_file);
   Situation unhealthy;
   unhealthy.cause = Cause::unhealthy;

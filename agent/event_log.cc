@@ -121,6 +121,14 @@ void EventLog::agent_event(AgentEvent event, EventDetails details) {
   write_event(event_name(event), false, nullptr, details);
 }
 
+void EventLog::node_unhealthy(const std::string& check, const std::string& line) {
+  EventDetails details;
+  details.raw_error = line;
+  details.extra["check"] = check;
+  details.extra["excluded_host"] = this_hostname();
+  agent_event(AgentEvent::node_unhealthy, details);
+}
+
 void EventLog::write_event(std::string_view name, bool worker_source, const WorkerRef* worker,
                            EventDetails& details) {
   const EventContext& c = context_;

@@ -126,6 +126,9 @@ class EventLog {
   // An AGENT event (global_rank and worker_id null). For FAILED, raw_error
   // is free text saying why (torch puts a traceback there).
   void agent_event(AgentEvent event, EventDetails details = {});
+  // NODE_UNHEALTHY: this node failed `check` (`line` says how) and steps
+  // out; the inner metadata names the check and this host for the scheduler.
+  void node_unhealthy(const std::string& check, const std::string& line);
 
  private:
   void write_event(std::string_view name, bool worker_source, const WorkerRef* worker, EventDetails& details);

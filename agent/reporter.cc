@@ -7,7 +7,6 @@
 
 #include "agent/hang_watchdog.h"
 #include "agent/health_server.h"
-#include "agent/hostname.h"
 #include "agent/node_health.h"
 #include "agent/worker_group.h"
 
@@ -80,12 +79,8 @@ void Reporter::restarting(int attempt, const std::string& why) {
 }
 
 void Reporter::node_unhealthy(const std::string& check, const std::string& line) {
-  EventDetails details;
-  details.raw_error = line;
-  details.extra["check"] = check;
-  details.extra["excluded_host"] = this_hostname();
   node_healthy_ = false;
-  events_.agent_event(AgentEvent::node_unhealthy, details);
+  events_.node_unhealthy(check, line);
 }
 
 void Reporter::exiting(int code, const Failure* root) {
