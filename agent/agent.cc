@@ -86,7 +86,8 @@ std::unique_ptr<Zygote> start_forkserver(const Config& config, const std::string
 }
 
 // A node that failed a check before its first round: it says why (the log,
-// the event log, --exclude-file) and never joins.
+// the event log, --exclude-file, and the rendezvous, so that the others
+// stop waiting for it) and never joins.
 int step_out(const Config& config, const CheckResult& failed) {
   const std::string line = failure_line(failed);
   spdlog::error("this node is unhealthy ({}); it does not join job {}, so that a spare can take its place",
@@ -95,6 +96,7 @@ int step_out(const Config& config, const CheckResult& failed) {
   events.context() = event_context(config, rendezvous::Assignment{});
   events.node_unhealthy(failed.name, line);
   exclude_this_node(config.health.exclude_file);
+  rendezvous::make_rendezvous(config.rdzv, worker_store_plan(config))->decline(line);
   Situation unhealthy;
   unhealthy.cause = Cause::unhealthy;
   return decide(unhealthy).code;
@@ -147,7 +149,9 @@ int run(const Config& input) {
   } catch (const rendezvous::RendezvousError& e) {
     std::cerr << "cxxrun: " << e.what() << std::endl;
     Situation failed;
-    failed.cause = Cause::rendezvous_failed;
+    // Too few nodes left to form the first round (one declined it, no
+    // spare came): the same verdict as a lost node's later.
+    failed.cause = dynamic_cast<const rendezvous::RendezvousLost*>(&e) ? Cause::lost : Cause::rendezvous_failed;
     return decide(failed).code;
   }
   spdlog::info("{}", containment);

@@ -33,9 +33,10 @@ struct GpuCheck {
 // How long one call waits for NVML to answer (open() for nvmlInit_v2, which
 // takes a few seconds on a host whose GPUs are not in persistence mode).
 inline constexpr std::chrono::milliseconds kNvmlAnswerWithin{10'000};
-// NVRx's defaults for the memory drain: 50 s, and 512 MiB a GPU, because
-// NVML's `used` counts the driver's own reservation (hundreds of MiB on an
-// idle datacenter GPU), so zero is never reached.
+// NVRx's defaults for the memory drain: 50 s, and 512 MiB a GPU of slack
+// above where the GPU was when the job started (NVML's `used` counts the
+// driver's own reservation, 615 MiB on an idle H200, so zero is never
+// reached).
 inline constexpr std::chrono::milliseconds kGpuMemoryDrainLimit{50'000};
 inline constexpr unsigned long long kGpuMemoryTolerance = 512ULL << 20;
 
@@ -74,7 +75,10 @@ class GpuHealth {
   std::vector<GpuCheck> check(unsigned long long uncorrected_ecc_limit = 0);
 
   // Check 5, "gpu-memory-drained": polls (every 200 ms) until every visible
-  // GPU uses at most `tolerance_bytes`; unhealthy once `limit` has passed,
+  // GPU uses at most `tolerance_bytes` more than it did when open() first
+  // reached it (before any worker of the job: the driver's reservation and
+  // memory others held then are not the last attempt's to give back);
+  // unhealthy once `limit` has passed,
   // naming each GPU still holding memory and its compute processes, or at
   // once when a GPU does not answer. Returns within about limit.
   GpuCheck wait_memory_drained(std::chrono::milliseconds limit = kGpuMemoryDrainLimit,

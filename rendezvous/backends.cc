@@ -13,10 +13,13 @@ std::unique_ptr<Rendezvous> make_rendezvous(const RendezvousConfig& config, cons
     case Backend::local: return std::make_unique<LocalBackend>(workers);
     case Backend::static_tcp: return std::make_unique<StaticBackend>(config, workers);
     case Backend::c10d:
-      return std::make_unique<C10dBackend>(config, workers, [config] { return std::make_unique<JobStore>(config); });
+      return std::make_unique<C10dBackend>(config, workers,
+                                           [](const RendezvousConfig& c) { return std::make_unique<JobStore>(c); });
     case Backend::etcd:
       return std::make_unique<C10dBackend>(config, workers,
-                                           [config] { return std::make_unique<EtcdJobStore>(config.settings); });
+                                           [](const RendezvousConfig& c) {
+                                             return std::make_unique<EtcdJobStore>(c.settings);
+                                           });
   }
   return nullptr;
 }

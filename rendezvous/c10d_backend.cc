@@ -16,7 +16,7 @@ C10dBackend::~C10dBackend() = default;
 
 Assignment C10dBackend::join() {
   const RendezvousSettings& s = config_.settings;
-  store_ = open_();
+  store_ = open_(config_);
   const std::string local = s.local_addr.empty() ? store_->client().local_address() : s.local_addr;
   // Asked only when this node becomes group rank 0: where its workers'
   // store will be (the MASTER_PORT rule, worker_store.h).
@@ -194,6 +194,27 @@ void C10dBackend::leave(bool succeeded) {
 
 void C10dBackend::step_out() {
   if (store_ && rdzv_ && !store_lost()) rdzv_->step_out();
+}
+
+void C10dBackend::decline(const std::string& why) {
+  const RendezvousSettings& s = config_.settings;
+  if (config_.is_host.value_or(false)) {
+    spdlog::warn("this node was to host the rendezvous store (--rdzv-conf is_host=true): the other nodes cannot be "
+                 "told that it steps out, and wait for it up to join_timeout");
+    return;
+  }
+  RendezvousConfig client = config_;
+  client.is_host = false;
+  client.settings.join_timeout = std::min(s.join_timeout, kDeclineBound);
+  client.settings.read_timeout = std::min(s.read_timeout, kDeclineBound);
+  try {
+    auto store = open_(client);
+    C10dRendezvous(store->client(), client.settings, nullptr, [](const std::string&) {}).decline(why);
+    spdlog::info("told the other nodes of rendezvous '{}' at {} that this node steps out", s.run_id, s.endpoint);
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot tell the other nodes that this node steps out ({}); they wait for it up to join_timeout",
+                 e.what());
+  }
 }
 
 void C10dBackend::inject(const StoreFault& fault) {

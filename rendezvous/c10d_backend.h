@@ -19,9 +19,10 @@ namespace cxxrun::rendezvous {
 
 class C10dBackend : public Rendezvous {
  public:
-  // `open` connects to the job's state store (hosting it if need be) when
-  // the node joins.
-  using OpenStore = std::function<std::unique_ptr<StateStore>()>;
+  // `open` connects to the job's state store as `config` says (hosting it
+  // if need be) when the node joins; a node that declines opens it as a
+  // client only, with short deadlines.
+  using OpenStore = std::function<std::unique_ptr<StateStore>(const RendezvousConfig& config)>;
   C10dBackend(const RendezvousConfig& config, const WorkerStorePlan& workers, OpenStore open);
   ~C10dBackend() override;
 
@@ -39,6 +40,7 @@ class C10dBackend : public Rendezvous {
   std::vector<std::string> failure_records(std::chrono::milliseconds limit) override;
   void leave(bool succeeded) override;
   void step_out() override;
+  void decline(const std::string& why) override;
   void inject(const StoreFault& fault) override;
 
  private:

@@ -133,6 +133,11 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
   // joined: a completer counts at least min joiners, so the count was
   // above min by then.
   bool waited_out = false;  // the last wait ended at progress_interval, not at a milestone
+  // A first round's nodes that declined it (Rendezvous::decline), read with
+  // the closed check; once every place is taken or declined, a spare has
+  // until spare_end to come.
+  std::vector<std::string> declined;
+  std::optional<Clock::time_point> spare_end;
   for (bool first = true;; first = false) {
     if (!first || joined > s_.min_nodes)
       if (auto text = store_.get_if_set(complete)) return parse_completion(*text);
@@ -146,6 +151,26 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
     const int count = first ? joined : static_cast<int>(store_.add(round_key(round, "count"), 0));
     const auto now = Clock::now();
     if (count >= s_.max_nodes) return complete_round(round, s_.max_nodes, slot);
+    if (expected_ == 0 && (waited_out || spare_end)) {
+      const auto all = declined_nodes(round);
+      for (size_t i = declined.size(); i < all.size(); ++i)
+        log_("node " + all[i] + "; it stepped out of rendezvous '" + s_.run_id + "' before joining, so that a spare can take its place");
+      declined = all;
+    }
+    const int out_now = static_cast<int>(declined.size());
+    if (count < s_.min_nodes && count + out_now >= s_.max_nodes) {
+      if (!spare_end) {
+        spare_end = now + s_.last_call_timeout;
+        log_("every place of rendezvous '" + s_.run_id + "' is taken or declined; waiting up to " +
+             seconds_text(s_.last_call_timeout) + " (last_call_timeout) for a spare");
+      }
+      if (now >= *spare_end)
+        throw RendezvousLost(std::to_string(out_now) + " node" + (out_now == 1 ? "" : "s") + " of job " + s_.run_id +
+                             " stepped out before joining (" + declined.front() + ") and no spare came within " +
+                             seconds_text(s_.last_call_timeout) + ": " + std::to_string(count) +
+                             " nodes are in, fewer than the minimum of " + std::to_string(s_.min_nodes) +
+                             " (--nnodes=" + nnodes_text(s_.min_nodes, s_.max_nodes) + "); stopping");
+    }
     // Re-forming a known group: members of the last round that stepped out
     // (agent/node_health.h) are not waited for.
     const int left = expected_ > 0 ? stepped_out() : 0;
@@ -172,6 +197,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
 
     auto until = std::min(deadline, now + s_.progress_interval);
     if (last_call_end) until = std::min(until, *last_call_end);
+    if (spare_end) until = std::min(until, *spare_end);
     // While re-forming, a member that steps out is news too: its count is
     // read again after at most one keep-alive interval. (A WAIT on several
     // keys waits for all of them.)
@@ -474,6 +500,24 @@ int C10dRendezvous::stepped_out() {
   if (round_ < 0) return 0;
   auto text = store_.get_if_set(round_key(round_, "out"));
   return text ? to_int(*text, "stepped-out count") : 0;
+}
+
+void C10dRendezvous::decline(const std::string& why) {
+  check_config();
+  const int round = to_int(store_.compare_set(key("round"), "", "0"), "round number");
+  std::string line = hostname() + " (pid " + std::to_string(getpid()) + ") " + why;
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  store_.append(round_key(round, "declined"), line + "\n");
+}
+
+std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
+  std::vector<std::string> lines;
+  const auto all = store_.get_if_set(round_key(round, "declined"));
+  if (!all) return lines;
+  std::istringstream in(*all);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
 }
 
 void C10dRendezvous::start_next_round() {

@@ -33,6 +33,10 @@
 //                      "abort" (a worker failed), "join" (a node is waiting
 //                      to join), "dead" (a member stopped its keep-alives),
 //                      "done" (every member's workers succeeded)
+//   r<k>/out           ADD counter of members that will not join round k+1
+//                      (a failed health check between rounds)
+//   r<k>/declined      a line ("host (pid) why") per node that declined
+//                      the round before joining it (APPEND)
 //   r<k>/failures      the failure records of every node that had one, a
 //                      line each (APPEND), in the order they arrived
 //   r<k>/finished      ADD counter of members whose workers succeeded
@@ -176,6 +180,11 @@ class C10dRendezvous {
   void step_out();
   // How many members of the current round stepped out.
   int stepped_out();
+  // This node, which has not joined, will not (a failed health check, `why`
+  // in one line): it is named, with `why`, to the nodes waiting for the open
+  // round, which wait for a spare in its place at most last_call_timeout
+  // once every place is taken or declined.
+  void decline(const std::string& why);
   // The job is over: every later join fails, and a spare still waiting
   // exits 0 if the job `succeeded`, 1 if not (RendezvousClosed or
   // RendezvousError).
@@ -188,6 +197,8 @@ class C10dRendezvous {
   void check_config();
   bool join_round(int round, Clock::time_point deadline, Assignment& out);
   void give_way(int round, int members);
+  // "host (pid N) why" of each node that declined `round`, in order.
+  std::vector<std::string> declined_nodes(int round);
   Assignment join(int expected);
   // A complete round: its member count, and the slot of the member that
   // completed it, who computes everyone's assignment.

@@ -25,6 +25,10 @@ namespace cxxrun::rendezvous {
 
 // torchrun's c10d rendezvous port, when --rdzv-endpoint names none.
 inline constexpr int kDefaultC10dPort = 29400;
+// How long a node that declines its first round (Rendezvous::decline) tries
+// to reach the store: the reason it exits is already known, and only its
+// exit waits.
+inline constexpr std::chrono::milliseconds kDeclineBound{10000};
 
 struct RendezvousError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -235,6 +239,15 @@ class Rendezvous {
   // member (RendezvousLost), not after join_timeout. Backends that cannot
   // re-form have nothing to tell.
   virtual void step_out() {}
+  // Before its first round, this node will not join (a failed health
+  // check, `why` in one line): nodes waiting for that round learn it with
+  // the reason, and when every place is taken or declined they wait for a
+  // spare at most last_call_timeout before they stop (RendezvousLost), not
+  // join_timeout. Never hosts the store and is bounded (kDeclineBound); a
+  // store that is not up by then, or that this node was to host, cannot be
+  // told. Logs, never throws. Backends that cannot re-form have nothing to
+  // tell.
+  virtual void decline(const std::string& why) { (void)why; }
 
   virtual void inject(const StoreFault& fault) = 0;
 };

@@ -155,6 +155,37 @@ class NodeHealth(TempDirTest):
         self.assertEqual(rc, 244, err)
         self.assertIn("stepped out (a failed health check) and no spare waits", err)
 
+    def test_unhealthy_before_the_first_round_with_no_spare_the_others_stop_after_last_call(self):
+        worker = self.dump_worker()
+        # join_timeout would be the wait without the decline.
+        flags = ["--rdzv-conf=join_timeout=120,last_call_timeout=2"]
+        bad = self.agent(worker, ["--health-check=echo 'ECC errors on GPU 1'; exit 1"] + flags)
+        good = self.agent(worker, flags)
+        started = time.monotonic()
+        results = finish_all(self, [bad, good], timeout=60)
+        self.assertLess(time.monotonic() - started, 60)
+        self.assertEqual(results[0][0], UNHEALTHY, results[0][2])
+        self.assertIn("told the other nodes", results[0][2])
+        rc, out, err = results[1]
+        self.assertEqual(rc, 244, err)
+        self.assertIn("ECC errors on GPU 1", err)
+        self.assertIn("stepped out before joining", err)
+        self.assertIn("no spare came within 2 s", err)
+        self.assertEqual(self.envs(0), [])
+
+    def test_unhealthy_before_the_first_round_a_late_spare_still_takes_its_place(self):
+        worker = self.dump_worker()
+        flags = ["--rdzv-conf=join_timeout=120,last_call_timeout=30"]
+        bad = self.agent(worker, ["--health-check=echo 'disk full'; exit 1"] + flags)
+        good = self.agent(worker, flags)
+        self.assertEqual(bad.wait(timeout=30), UNHEALTHY)
+        time.sleep(1)
+        spare = self.agent(worker, flags)
+        results = finish_all(self, [good, spare], timeout=60)
+        for rc, out, err in results:
+            self.assertEqual(rc, 0, err)
+        self.check_world(0, 2, 2)
+
     def test_one_node_with_a_missing_path_does_not_start(self):
         missing = os.path.join(self.dir, "not-mounted")
         rc, out, err = run(["--nproc-per-node=2", f"--health-path={missing}:1G", "--no-python", "sh", "-c",

@@ -427,6 +427,58 @@ TEST_CASE("rendezvous: a member that steps out is not waited for; with no spare 
   CHECK(std::chrono::steady_clock::now() - start < 5s);  // not at join_timeout (10 s here)
 }
 
+TEST_CASE("rendezvous: a node that declines the first round is named, and with no spare the job is lost") {
+  FakeStore store;
+  auto s = settings(2, 2);
+  s.last_call_timeout = 400ms;  // the grace a spare gets
+  Node a(store, "a", s);
+  auto joined = std::async(std::launch::async, [&] { return a.rdzv.next_rendezvous(); });
+  CHECK(joined.wait_for(200ms) == std::future_status::timeout);
+  const auto start = std::chrono::steady_clock::now();
+  Node b(store, "b", s);
+  b.rdzv.decline("health check 'command' failed: GPU 1 has ECC errors");
+  try {
+    joined.get();
+    FAIL("joined without a second node");
+  } catch (const RendezvousLost& e) {
+    const std::string what = e.what();
+    CHECK(what.find("stepped out before joining") != std::string::npos);
+    CHECK(what.find("GPU 1 has ECC errors") != std::string::npos);
+  }
+  // Found at a progress read (100 ms here), then the spare's grace.
+  CHECK(std::chrono::steady_clock::now() - start < 5s);  // not at join_timeout (10 s here)
+}
+
+TEST_CASE("rendezvous: a spare that comes within the grace takes a declined node's place") {
+  FakeStore store;
+  auto s = settings(2, 2);
+  s.last_call_timeout = 2s;
+  Node a(store, "a", s), b(store, "b", s), spare(store, "c", s);
+  auto ja = std::async(std::launch::async, [&] { return a.rdzv.next_rendezvous(); });
+  b.rdzv.decline("disk full");
+  std::this_thread::sleep_for(300ms);  // a has seen the decline and waits for a spare
+  auto jc = std::async(std::launch::async, [&] { return spare.rdzv.next_rendezvous(); });
+  CHECK(ja.get().group_world_size == 2);
+  CHECK(jc.get().group_world_size == 2);
+}
+
+TEST_CASE("rendezvous: declines below the number of places wait for the nodes still to come") {
+  FakeStore store;
+  auto s = settings(3, 3);
+  s.last_call_timeout = 100ms;
+  Node a(store, "a", s), b(store, "b", s), c(store, "c", s);
+  auto ja = std::async(std::launch::async, [&] { return a.rdzv.next_rendezvous(); });
+  b.rdzv.decline("NIC down");
+  // One place is neither taken nor declined: no verdict yet.
+  CHECK(ja.wait_for(500ms) == std::future_status::timeout);
+  Node d(store, "d", s);
+  auto jc = std::async(std::launch::async, [&] { return c.rdzv.next_rendezvous(); });
+  auto jd = std::async(std::launch::async, [&] { return d.rdzv.next_rendezvous(); });
+  CHECK(ja.get().group_world_size == 3);
+  CHECK(jc.get().group_world_size == 3);
+  CHECK(jd.get().group_world_size == 3);
+}
+
 TEST_CASE("rendezvous: a member that steps out is replaced by a spare in the next round") {
   FakeStore store;
   std::vector<std::unique_ptr<Node>> nodes;

@@ -233,7 +233,9 @@ TEST_CASE("CUDA_VISIBLE_DEVICES chooses the GPUs checked, by index or UUID", "[g
   nvml.write(three + "2.mig_used=2147483648\n2.mig_pids=77\n");
   const GpuCheck drained = mig->wait_memory_drained(300ms, kGpuMemoryTolerance);
   CHECK_FALSE(drained.healthy);
-  CHECK(drained.detail == "MIG-dddd4444 on GPU 2 (0000:af:00.0) still holds 2.0 GiB after 0.3 s (1 process: pid 77)");
+  CHECK(drained.detail ==
+        "MIG-dddd4444 on GPU 2 (0000:af:00.0) still holds 2.0 GiB after 0.3 s, 2.0 GiB more than when the job started "
+        "(1 process: pid 77)");
 }
 
 TEST_CASE("GPU memory drains, or the wait names who holds it", "[gpu]") {
@@ -246,7 +248,7 @@ TEST_CASE("GPU memory drains, or the wait names who holds it", "[gpu]") {
     const GpuCheck c = health->wait_memory_drained(10s, kGpuMemoryTolerance);
     CHECK(c.healthy);
     CHECK(c.name == "gpu-memory-drained");
-    CHECK_THAT(c.detail, Contains("memory drained to at most 512 MiB on 2 GPUs in 0 s"));
+    CHECK_THAT(c.detail, Contains("memory back within 512 MiB of where it was when the job started on 2 GPUs in 0 s"));
     CHECK(std::chrono::steady_clock::now() - start < 1s);
   }
   SECTION("never drains: unhealthy after the limit, naming memory and processes") {
@@ -255,7 +257,8 @@ TEST_CASE("GPU memory drains, or the wait names who holds it", "[gpu]") {
     const GpuCheck c = health->wait_memory_drained(300ms, kGpuMemoryTolerance);
     const auto took = std::chrono::steady_clock::now() - start;
     CHECK_FALSE(c.healthy);
-    CHECK(c.detail == "GPU 1 (0000:86:00.0) still holds 12.3 GiB after 0.3 s (2 processes: pids 4242, 4243)");
+    CHECK(c.detail == "GPU 1 (0000:86:00.0) still holds 12.3 GiB after 0.3 s, 12.3 GiB more than when the job started "
+                     "(2 processes: pids 4242, 4243)");
     CHECK(took >= 300ms);
     CHECK(took < 2s);
   }
@@ -280,6 +283,27 @@ TEST_CASE("GPU memory drains, or the wait names who holds it", "[gpu]") {
     CHECK_FALSE(c.healthy);
     CHECK(c.detail == "GPU 1 (0000:86:00.0) does not answer: GPU is lost");
     CHECK(std::chrono::steady_clock::now() - start < 2s);
+  }
+}
+
+// Seen on an H200 with driver 580.159.04: an idle GPU's `used` is 615 MiB,
+// the driver's reservation, more than the 512 MiB tolerance; measured from
+// zero, every restart waited 50 s and stepped out.
+TEST_CASE("GPU memory drains back to where it was when the job started", "[gpu]") {
+  FakeNvml nvml;
+  nvml.write(kTwoGpus + "0.used=644874240\n1.used=3221225472\n1.pids=900\n");  // reserved; someone else's 3 GiB
+  auto health = open_fake();
+  SECTION("an idle GPU whose driver reserves more than the tolerance is drained") {
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(health->wait_memory_drained(10s, kGpuMemoryTolerance).healthy);
+    CHECK(std::chrono::steady_clock::now() - start < 1s);
+  }
+  SECTION("what the last attempt left above that is waited for") {
+    nvml.write(kTwoGpus + "0.used=644874240\n1.used=5368709120\n1.pids=900,4242\n");
+    const GpuCheck c = health->wait_memory_drained(300ms, kGpuMemoryTolerance);
+    CHECK_FALSE(c.healthy);
+    CHECK(c.detail == "GPU 1 (0000:86:00.0) still holds 5.0 GiB after 0.3 s, 2.0 GiB more than when the job started "
+                      "(2 processes: pids 900, 4242)");
   }
 }
 
