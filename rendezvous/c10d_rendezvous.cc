@@ -11,6 +11,7 @@
 #include <thread>
 #include <tuple>
 
+#include "rendezvous/round_completion.h"
 #include "rendezvous/round_records.h"
 
 namespace cxxrun::rendezvous {
@@ -23,16 +24,6 @@ using std::chrono::milliseconds;
 std::string hostname() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-std::string nnodes_text(int min, int max) {
-  return min == max ? std::to_string(min) : std::to_string(min) + ":" + std::to_string(max);
-}
-
-std::string seconds_text(milliseconds d) {
-  char buf[32];
-  snprintf(buf, sizeof buf, "%.3g s", d.count() / 1000.0);
   return buf;
 }
 
@@ -120,109 +111,65 @@ C10dRendezvous::Completion C10dRendezvous::parse_completion(const std::string& t
   return {to_int(text.substr(0, bar), "member count"), to_int(text.substr(bar + 1), "completer slot")};
 }
 
-// Completes when max nodes have joined, or last_call_timeout after this node
-// saw min nodes; whoever gets there first writes `complete` and everyone
-// adopts that value.
+// Waits, from milestone to milestone, until the round completes as
+// RoundCompletion rules; whoever gets there first writes `complete` and
+// everyone adopts that value.
 C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int slot, Clock::time_point deadline) {
   const std::string complete = round_key(round, "complete");
   const int joined = slot + 1;
-  std::optional<Clock::time_point> last_call_end;
+  RoundCompletion rule(s_, expected_, deadline);
+  RoundSeen seen;
   // The first pass counts what this node's own ADD returned: the count only
   // grows, and a milestone passed since is found by the wait at once. It
   // reads `complete` only if the round may have completed before this node
   // joined: a completer counts at least min joiners, so the count was
   // above min by then.
   bool waited_out = false;  // the last wait ended at progress_interval, not at a milestone
-  // A first round's nodes that declined it (Rendezvous::decline), read with
-  // the closed check; once every place is taken or declined, a spare has
-  // until spare_end to come.
-  std::vector<std::string> declined;
-  std::optional<Clock::time_point> spare_end;
   for (bool first = true;; first = false) {
     if (!first || joined > s_.min_nodes)
       if (auto text = store_.get_if_set(complete)) return parse_completion(*text);
     // A job that ended while this node waited (its last member stopped,
     // too few nodes left) opens no round this node could complete: say so
     // now, not at join_timeout. A read per progress_interval of waiting,
-    // none for a join that goes from milestone to milestone.
+    // none for a join that goes from milestone to milestone; so are the
+    // nodes that declined a first round.
     if (waited_out && store_.get_if_set(key("config")) == std::optional<std::string>(kClosed))
       throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
                             " was closed while this node waited to join: the job ended without it");
-    const int count = first ? joined : static_cast<int>(store_.add(round_key(round, "count"), 0));
+    seen.count = first ? joined : static_cast<int>(store_.add(round_key(round, "count"), 0));
+    if (seen.count < s_.max_nodes && expected_ == 0 && (waited_out || rule.reads_declines())) {
+      auto declined = declined_nodes(round);
+      for (size_t i = seen.declined.size(); i < declined.size(); ++i)
+        log_("node " + declined[i] + "; it stepped out of rendezvous '" + s_.run_id +
+             "' before joining, so that a spare can take its place");
+      seen.declined = std::move(declined);
+    }
+    if (seen.count < s_.max_nodes && expected_ > 0) seen.stepped_out = stepped_out();
     const auto now = Clock::now();
-    if (count >= s_.max_nodes) return complete_round(round, s_.max_nodes, slot);
-    if (expected_ == 0 && (waited_out || spare_end)) {
-      const auto all = declined_nodes(round);
-      for (size_t i = declined.size(); i < all.size(); ++i)
-        log_("node " + all[i] + "; it stepped out of rendezvous '" + s_.run_id + "' before joining, so that a spare can take its place");
-      declined = all;
-    }
-    const int out_now = static_cast<int>(declined.size());
-    if (count < s_.min_nodes && count + out_now >= s_.max_nodes) {
-      if (!spare_end) {
-        spare_end = now + s_.last_call_timeout;
-        log_("every place of rendezvous '" + s_.run_id + "' is taken or declined; waiting up to " +
-             seconds_text(s_.last_call_timeout) + " (last_call_timeout) for a spare");
-      }
-      if (now >= *spare_end)
-        throw RendezvousLost(std::to_string(out_now) + " node" + (out_now == 1 ? "" : "s") + " of job " + s_.run_id +
-                             " stepped out before joining (" + declined.front() + ") and no spare came within " +
-                             seconds_text(s_.last_call_timeout) + ": " + std::to_string(count) +
-                             " nodes are in, fewer than the minimum of " + std::to_string(s_.min_nodes) +
-                             " (--nnodes=" + nnodes_text(s_.min_nodes, s_.max_nodes) + "); stopping");
-    }
-    // Re-forming a known group: members of the last round that stepped out
-    // (agent/node_health.h) are not waited for.
-    const int left = expected_ > 0 ? stepped_out() : 0;
-    const int want = std::min(s_.max_nodes, expected_ - left);
-    if (expected_ > 0 && want < s_.min_nodes && count < s_.min_nodes)
-      throw RendezvousLost(std::to_string(left) + " node" + (left == 1 ? "" : "s") + " of job " + s_.run_id +
-                           " stepped out (a failed health check) and no spare waits: " + std::to_string(want) +
-                           " nodes are left, fewer than the minimum of " + std::to_string(s_.min_nodes) +
-                           " (--nnodes=" + nnodes_text(s_.min_nodes, s_.max_nodes) + "); stopping");
-    if (want >= s_.min_nodes && count >= want) return complete_round(round, count, slot);
-    if (count >= s_.min_nodes) {
-      if (!last_call_end) last_call_end = now + s_.last_call_timeout;
-      if (now >= *last_call_end) return complete_round(round, count, slot);
-    }
-    if (now >= deadline)
-      throw RendezvousError("timed out after " + seconds_text(s_.join_timeout) + " waiting for rendezvous job=" +
-                            s_.run_id + " at " + s_.endpoint + ": " + std::to_string(count) + "/" +
-                            nnodes_text(s_.min_nodes, s_.max_nodes) + " nodes joined");
-    // Sleep until the next milestone: the min-th joiner, then the max-th
-    // joiner (or the completer, who writes the same key).
-    const int milestone = count < s_.min_nodes              ? s_.min_nodes
-                          : want >= s_.min_nodes && count < want ? want
-                                                                 : s_.max_nodes;
-
-    auto until = std::min(deadline, now + s_.progress_interval);
-    if (last_call_end) until = std::min(until, *last_call_end);
-    if (spare_end) until = std::min(until, *spare_end);
-    // While re-forming, a member that steps out is news too: its count is
-    // read again after at most one keep-alive interval. (A WAIT on several
-    // keys waits for all of them.)
-    if (expected_ > 0) until = std::min(until, now + s_.keep_alive_interval);
+    const RoundCompletion::Next next = rule.next(seen, now);
+    if (!next.say.empty()) log_(next.say);
+    if (next.members) return complete_round(round, *next.members, slot);
     // A lease (liveness_) must be renewed while this node waits, however
     // long the others take: the wait goes in slices of one keep-alive
     // interval, with a beat between them.
     waited_out = false;
     for (auto at = now;; at = Clock::now()) {
-      const auto step = liveness_ ? std::min(until, at + s_.keep_alive_interval) : until;
+      const auto step = liveness_ ? std::min(next.until, at + s_.keep_alive_interval) : next.until;
       const auto slice = std::max(milliseconds(1), duration_cast<milliseconds>(step - at));
       try {
         // Whoever makes the round full completes it: waiting for the max-th
         // joiner is waiting for `complete`, and brings the member count.
-        if (milestone == s_.max_nodes) return parse_completion(store_.get(complete, slice));
-        store_.wait({round_key(round, "wake/" + std::to_string(milestone - 1))}, slice);
+        if (next.milestone == s_.max_nodes) return parse_completion(store_.get(complete, slice));
+        store_.wait({round_key(round, "wake/" + std::to_string(next.milestone - 1))}, slice);
         break;
       } catch (const store::StoreTimeout&) {
-        waited_out = step >= until;
+        waited_out = step >= next.until;
         if (waited_out) break;
         beat_while_waiting();
       }
     }
-    progress("waiting for rendezvous job=" + s_.run_id + " at " + s_.endpoint + ": " + std::to_string(count) + "/" +
-             std::to_string(s_.min_nodes) + " nodes" +
+    progress("waiting for rendezvous job=" + s_.run_id + " at " + s_.endpoint + ": " + std::to_string(seen.count) +
+             "/" + std::to_string(s_.min_nodes) + " nodes" +
              (s_.max_nodes > s_.min_nodes ? " (up to " + std::to_string(s_.max_nodes) + ")" : ""));
   }
 }
