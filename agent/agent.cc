@@ -12,6 +12,7 @@
 #include "agent/event_log.h"
 #include "agent/log_dir.h"
 #include "agent/node_health.h"
+#include "agent/open_files.h"
 #include "agent/postmortem.h"
 #include "agent/python_hook.h"
 #include "agent/restart_policy.h"
@@ -111,6 +112,7 @@ int run(const Config& input) {
   // Orphaned grandchildren are reparented to us, so they can be found and
   // reaped instead of escaping to init.
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) spdlog::warn("cannot become a child subreaper");
+  const rlim_t open_files = raise_open_files();
   const std::string token = random_token();
   // Before anything else: a node unfit for the job does not join it, so a
   // waiting spare takes its place in the first round.
@@ -155,6 +157,11 @@ int run(const Config& input) {
     return decide(failed).code;
   }
   spdlog::info("{}", containment);
+  // Every rank connects to the workers' store this agent serves.
+  if (config.use_agent_store && first.group_rank == 0 && static_cast<rlim_t>(first.world_size) + 64 > open_files)
+    spdlog::warn("the workers' store can hold about {} connections (RLIMIT_NOFILE's hard limit) and the job has {} "
+                 "ranks: ranks beyond it wait at init_process_group; raise the hard limit (ulimit -Hn, LimitNOFILE=)",
+                 open_files - 64, first.world_size);
   const int code =
       supervise(config, first, logs, guardian, cgroup.get(), zygote.get(), postmortem, health, *rdzv, token);
   if (code == exit_code::unkillable) {

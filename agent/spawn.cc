@@ -12,6 +12,8 @@
 
 #include <stdexcept>
 
+#include "agent/open_files.h"
+
 namespace cxxrun::agent {
 namespace {
 
@@ -45,6 +47,7 @@ struct StartError {
     const BindingStep failed = apply_binding(*r.binding);
     if (failed != BindingStep::none) report(report_w, failed == BindingStep::cpus ? 2 : 3);
   }
+  restore_open_files();
   setsid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != agent) _exit(127);  // the agent died before prctl took hold

@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
 # Configures and builds cxxrun into build/ (-j2: the machines have 2 cores).
+#   scripts/build.sh             everything, tests included
+#   scripts/build.sh --example   cxxrun and examples/train only, no tests
+#                                (scripts/run-example.sh); a later full build
+#                                turns the tests back on in the same tree
 set -euo pipefail
 cd "$(dirname "$0")/.."
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+targets=()
+testing=ON
+case "${1:-}" in
+  --example) targets=(--target cxxrun train); testing=OFF ;;
+  "") ;;
+  *) echo "build: unknown argument '$1' (known: --example)" >&2; exit 2 ;;
+esac
 if [ ! -f build/CMakeCache.txt ]; then
-  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING="$testing"
+elif [ "$testing" = ON ] && grep -q '^BUILD_TESTING:BOOL=OFF' build/CMakeCache.txt; then
+  # The tree was first built for the example alone.
+  cmake -S . -B build -DBUILD_TESTING=ON
 fi
-cmake --build build -j"${JOBS:-2}"
+cmake --build build -j"${JOBS:-2}" "${targets[@]}"

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Installs every Debian package cxxrun needs to build, test and benchmark.
+# Installs every Debian package cxxrun needs to build, test and benchmark;
+# with --example, only what building cxxrun and examples/train needs
+# (scripts/run-example.sh: a newcomer's first job should not wait for Slurm,
+# etcd, clang and torch).
 # Idempotent: packages already present are left alone; apt-get update runs first.
 set -euo pipefail
 
-packages=(
+# cxxrun, cxxrun-rdzv, the worker library and the examples.
+build_packages=(
   build-essential cmake ninja-build pkg-config
-  libboost1.81-dev libboost-filesystem1.81-dev
-  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
+  libboost1.81-dev
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgloo-dev
   libssl-dev
   libhwloc-dev  # GPUs, NUMA nodes and caches for --numa-binding (agent/numa_topology.h)
+)
+# Tests, the fuzzer, benchmarks and packaging.
+test_packages=(
+  libboost-filesystem1.81-dev catch2
   clang libclang-rt-14-dev
   python3 python3-torch
   python3-yaml  # reads examples/kubernetes/ in tests/integration/test_kubernetes.py
@@ -27,6 +35,12 @@ packages=(
   # (tests/integration/etcd_cluster.py), on ports of its own.
   etcd-server etcd-client
 )
+
+case "${1:-}" in
+  --example) packages=("${build_packages[@]}") ;;
+  "") packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "install-deps: unknown argument '$1' (known: --example)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

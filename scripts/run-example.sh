@@ -4,7 +4,8 @@
 # --standalone, gradients allreduced over Gloo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-scripts/build.sh
+# Only what the example needs: scripts/test.sh installs and builds the rest.
+scripts/install-deps.sh --example
+scripts/build.sh --example
 exec build/bin/cxxrun --standalone --nproc-per-node=4 build/examples/train --steps 300 \
   --checkpoint-dir "${TMPDIR:-/tmp}/cxxrun-train" "$@"
