@@ -10,6 +10,7 @@
 #include "agent/cgroup.h"
 #include "agent/guardian.h"
 #include "agent/event_log.h"
+#include "agent/forkserver.h"
 #include "agent/log_dir.h"
 #include "agent/node_health.h"
 #include "agent/open_files.h"
@@ -18,7 +19,6 @@
 #include "agent/restart_policy.h"
 #include "agent/supervisor.h"
 #include "agent/worker_env_writer.h"
-#include "agent/zygote.h"
 #include "common/env_names.h"
 #include "rendezvous/backends.h"
 #include "rendezvous/rendezvous.h"
@@ -65,27 +65,6 @@ void hook_python(const LogDir& logs) {
   setenv("PYTHONPATH", python_path_with(dir, current ? current : "").c_str(), 1);
 }
 
-// Started before the rendezvous, so its preload overlaps the wait for the
-// other nodes. A zygote that cannot start is no reason to fail the job.
-std::unique_ptr<Zygote> start_forkserver(const Config& config, const std::string& token, JobCgroup* cgroup) {
-  if (config.forkserver.python.empty()) return nullptr;
-  EnvMap env = current_environment();
-  for (const auto& [k, v] : config.extra_env) env[k] = v;
-  // The guardian's token finds it too; no attempt's token matches it.
-  env[env::kJobToken] = token + ":forkserver";
-  CgroupTarget target;
-  try {
-    if (cgroup) target = cgroup->open_child("forkserver");
-    auto zygote = std::make_unique<Zygote>(config.forkserver, to_envp(env), target.dir >= 0 ? &target : nullptr);
-    close_target(target);
-    return zygote;
-  } catch (const std::exception& e) {
-    close_target(target);
-    spdlog::warn("forkserver: {}; workers start by exec", e.what());
-    return nullptr;
-  }
-}
-
 // A node that failed a check before its first round: it says why (the log,
 // the event log, --exclude-file, and the rendezvous, so that the others
 // stop waiting for it) and never joins.
@@ -127,7 +106,9 @@ int run(const Config& input) {
   Postmortem postmortem(token);
   const std::vector<std::string> cgroups = {cgroup ? cgroup->path() : "", postmortem.memory_dir()};
   Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", logs.removed_at_exit(), cgroups);
-  std::unique_ptr<Zygote> zygote = start_forkserver(config, token, cgroup.get());
+  // Before the rendezvous: an explicit forkserver's preload overlaps the
+  // wait for the other nodes.
+  Forkserver forkserver(config, token, cgroup.get());
   auto rdzv = rendezvous::make_rendezvous(config.rdzv, worker_store_plan(config));
   rendezvous::Assignment first;
   try {
@@ -163,7 +144,7 @@ int run(const Config& input) {
                  "ranks: ranks beyond it wait at init_process_group; raise the hard limit (ulimit -Hn, LimitNOFILE=)",
                  open_files - 64, first.world_size);
   const int code =
-      supervise(config, first, logs, guardian, cgroup.get(), zygote.get(), postmortem, health, *rdzv, token);
+      supervise(config, first, logs, guardian, cgroup.get(), &forkserver, postmortem, health, *rdzv, token);
   if (code == exit_code::unkillable) {
     if (cgroup) cgroup->abandon();
     postmortem.abandon();

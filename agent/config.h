@@ -91,11 +91,15 @@ struct HealthChecks {
   int max_node_failures = 0;
 };
 
-// --start-method=forkserver for a Python program (agent/zygote.h).
+// Warm Python workers, forked from a zygote (agent/forkserver.h).
 struct ForkserverOptions {
   std::string python;  // "": every worker starts by exec
   std::vector<std::string> preload;  // modules imported once, before any fork
   bool preload_given = false;  // --preload: a module that fails to import is reported
+  // The default for a Python program (no --start-method): the first attempt
+  // starts by exec, and the zygote starts once the workers show what they
+  // import. false: --start-method=forkserver, the zygote starts at once.
+  bool learn = false;
 };
 
 struct Config {

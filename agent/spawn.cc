@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <linux/close_range.h>
@@ -49,6 +50,12 @@ struct StartError {
   }
   restore_open_files();
   setsid();
+  if (r.idle) {
+    sched_param idle{};
+    sched_setscheduler(0, SCHED_IDLE, &idle);
+    const int group = open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC);
+    if (group >= 0) (void)!write(group, "19", 2), close(group);
+  }
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != agent) _exit(127);  // the agent died before prctl took hold
   sigset_t none;

@@ -39,6 +39,10 @@ struct SpawnRequest {
   int memory_procs = -1;
   // --numa-binding's CPUs and memory, taken before exec; nullptr: none.
   const BindingMasks* binding = nullptr;
+  // Starts under SCHED_IDLE, its session's autogroup at nice 19: a
+  // learning forkserver, which must not slow the running workers
+  // (agent/forkserver.h); it returns to normal priority itself.
+  bool idle = false;
 };
 
 // Returns the pid. Throws std::runtime_error naming the program when it

@@ -461,10 +461,10 @@ class Supervisor final : Workers::Listener {
 }  // namespace
 
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
-              JobCgroup* cgroup, Zygote* zygote, Postmortem& postmortem, NodeHealth& health, Rendezvous& rdzv,
+              JobCgroup* cgroup, Forkserver* forkserver, Postmortem& postmortem, NodeHealth& health, Rendezvous& rdzv,
               const std::string& job_token) {
   const MakeWorkers real = [&](asio::io_context& io, Workers::Listener& listener) -> std::unique_ptr<Workers> {
-    return std::make_unique<WorkerGroup>(io, logs, job_token, cgroup, guardian.pid(), zygote, &postmortem, listener);
+    return std::make_unique<WorkerGroup>(io, logs, job_token, cgroup, guardian.pid(), forkserver, &postmortem, listener);
   };
   return supervise(config, first, logs, &guardian, &health, rdzv, real, [](int code) { std::_Exit(code); });
 }

@@ -28,7 +28,7 @@ class Guardian;
 class JobCgroup;
 class NodeHealth;
 class Postmortem;
-class Zygote;
+class Forkserver;
 class LogDir;
 
 // Runs attempts until success, a final failure or a stop signal; returns the
@@ -37,12 +37,13 @@ class LogDir;
 // the round rdzv.join() formed (the supervisor holds each round's, and hands
 // it to the worker group); `job_token` is unique to this agent run;
 // `cgroup` holds the job's processes (nullptr: none, agent/cgroup.h);
-// `zygote` forks Python workers (nullptr: all start by exec, agent/zygote.h);
+// `forkserver` forks Python workers warm where it can (nullptr: all start
+// by exec, agent/forkserver.h);
 // `postmortem` gathers the kernel's evidence on ended workers
 // (agent/postmortem.h); `health` checks the node before every restart
 // (agent/node_health.h).
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
-              JobCgroup* cgroup, Zygote* zygote, Postmortem& postmortem, NodeHealth& health,
+              JobCgroup* cgroup, Forkserver* forkserver, Postmortem& postmortem, NodeHealth& health,
               rendezvous::Rendezvous& rdzv, const std::string& job_token);
 
 // The same loop over the workers `make_workers` gives it, made on the loop's

@@ -21,7 +21,6 @@
 #include "agent/spawn.h"
 #include "agent/worker_binding.h"
 #include "agent/worker_stdio.h"
-#include "agent/zygote.h"
 #include "common/env_names.h"
 
 namespace cxxrun::agent {
@@ -60,17 +59,15 @@ std::string clock_time(std::chrono::system_clock::time_point tp) {
 }  // namespace
 
 WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
-                         pid_t guardian, Zygote* zygote, Postmortem* postmortem, Listener& listener)
-    : io_(io), logs_(logs), token_(job_token), cgroup_(cgroup), guardian_(guardian), zygote_(zygote),
-      postmortem_(postmortem), listener_(listener), base_env_(current_environment()), timer_(io), paused_timer_(io), zygote_timer_(io),
+                         pid_t guardian, Forkserver* forkserver, Postmortem* postmortem, Listener& listener)
+    : io_(io), logs_(logs), token_(job_token), cgroup_(cgroup), guardian_(guardian), postmortem_(postmortem),
+      listener_(listener), base_env_(current_environment()), timer_(io), paused_timer_(io), warm_(io, forkserver),
       kills_(io, [this](pid_t pid) {
         for (auto& w : workers_)
           if (w->running && w->pid == pid) give_up_on(*w);
       }) {}
 
-WorkerGroup::~WorkerGroup() {
-  if (zygote_ready_) zygote_ready_->release();  // the zygote closes its own descriptor
-}
+WorkerGroup::~WorkerGroup() = default;
 
 std::string WorkerGroup::attempt_token() const {
   return std::string(env::kJobToken) + "=" + token_ + ":" + std::to_string(attempt_);
@@ -101,37 +98,14 @@ void WorkerGroup::start(const Config& config, const rendezvous::Assignment& plac
       log_->warn("{}; this attempt's workers run without their own cgroup", e.what());
     }
   }
-  by_exec_ = zygote_ == nullptr || zygote_->state() == Zygote::State::gone;
-  if (!by_exec_ && zygote_->state() == Zygote::State::preloading) return wait_for_zygote();
-  start_workers();
+  warm_.begin(log_, attempt_, [this] {
+    if (!stopping_) start_workers();
+  });
 }
 
 std::unique_ptr<FilteredLog> WorkerGroup::filtered_log(const std::vector<std::string>& filters, const char* name) {
   if (filters.empty() || !logs_.enabled()) return nullptr;
   return std::make_unique<FilteredLog>(filters, logs_.attempt_file(attempt_, name));
-}
-
-// Without blocking the loop: a signal meanwhile still stops the job.
-void WorkerGroup::wait_for_zygote() {
-  log_->info("waiting for the forkserver to finish its preload");
-  if (zygote_ready_) zygote_ready_->release();  // an earlier attempt's wait
-  zygote_ready_ = std::make_unique<asio::posix::stream_descriptor>(io_, zygote_->fd());
-  zygote_ready_->async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
-    if (ec == asio::error::operation_aborted) return;
-    zygote_timer_.cancel();
-    zygote_ready_->release();  // the zygote's own descriptor
-    zygote_->read_ready();
-    if (!stopping_) start_workers();
-  });
-  zygote_timer_.expires_after(Zygote::kPreloadDeadline);
-  zygote_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    boost::system::error_code ignored;
-    zygote_ready_->cancel(ignored);
-    zygote_ready_->release();
-    zygote_->give_up("its preload took longer than " + std::to_string(Zygote::kPreloadDeadline.count()) + " s");
-    if (!stopping_) start_workers();
-  });
 }
 
 void WorkerGroup::start_workers() {
@@ -143,9 +117,15 @@ void WorkerGroup::start_workers() {
       // Reported from the loop, not inside this one: it may start the next
       // attempt.
       asio::post(io_, [this, f = failures_.back()] { listener_.on_worker_failed(f); });
-      break;
+      return;
     }
   }
+  warm_.started([this] {
+    std::vector<pid_t> pids;
+    for (const auto& w : workers_)
+      if (w->running) pids.push_back(w->pid);
+    return pids;
+  });
 }
 
 bool WorkerGroup::start_worker(int local_rank) {
@@ -169,7 +149,9 @@ bool WorkerGroup::start_worker(int local_rank) {
     io = open_worker_stdio(stdio_request(c, local_rank, w->rank));
     const auto argv = substitute_local_rank(c.command, local_rank);
     const auto envp = to_envp(env);
-    w->pid = fork_from_zygote(argv, envp, io, binding);
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) cwd[0] = '\0';
+    w->pid = warm_.fork({argv, envp, cwd, io.out_write, io.err_write, target_.procs, binding});
     // The zygote's child is moved from here, a moment after its fork.
     if (w->pid >= 0 && memory >= 0) (void)!write(memory, std::to_string(w->pid).c_str(), std::to_string(w->pid).size());
     if (w->pid < 0) {
@@ -201,21 +183,6 @@ bool WorkerGroup::start_worker(int local_rank) {
   return true;
 }
 
-pid_t WorkerGroup::fork_from_zygote(const std::vector<std::string>& argv, const std::vector<std::string>& envp,
-                                   const WorkerStdio& io, const NumaPlacement* binding) {
-  if (by_exec_) return -1;
-  char cwd[4096];
-  if (!getcwd(cwd, sizeof cwd)) cwd[0] = '\0';
-  std::string why;
-  const pid_t pid = zygote_->fork_worker({argv, envp, cwd, io.out_write, io.err_write, target_.procs, binding}, why);
-  if (pid >= 0) return pid;
-  by_exec_ = true;
-  // A zygote that is gone said so itself, once (Zygote::exited, give_up),
-  // even when that happened during this attempt's wait for its preload.
-  if (zygote_->state() != Zygote::State::gone) log_->warn("{}; attempt {} starts its workers by exec", why, attempt_);
-  return -1;
-}
-
 void WorkerGroup::open_pipe(Worker& w, WorkerPipe& p, int fd, int console, Std which, const char* file) {
   const bool redirected = has(c_.redirects.for_rank(w.local_rank), which);
   const bool teed = has(c_.tee.for_rank(w.local_rank), which);
@@ -242,10 +209,7 @@ void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
   while ((pid = wait4(-1, &status, WNOHANG | WUNTRACED | WCONTINUED, &usage)) > 0) {
     const bool exited = WIFEXITED(status) || WIFSIGNALED(status);
     bool ours = false;
-    if (zygote_ && pid == zygote_->pid() && exited) {
-      zygote_->exited(status);
-      continue;
-    }
+    if (exited && warm_.reaped(pid, status)) continue;
     for (auto& w : workers_) {
       if (!w->running || w->pid != pid) continue;
       ours = true;
@@ -407,6 +371,7 @@ void WorkerGroup::stop(int sig, bool failing) {
   const bool first = !stopping_;
   if (first) stop_started_ = std::chrono::system_clock::now();
   stopping_ = true;
+  warm_.stop();
   failing_ = failing;
   if (first && c_.shutdown_timeout.count() == 0) {
     // --shutdown-timeout=0: no grace to give, so no SIGTERM first.
@@ -464,7 +429,7 @@ int WorkerGroup::signal_strays(int sig) {
     // One write kills them all, including any forked since the read.
     if (sig == SIGKILL) return cgroup_->kill_attempt(), static_cast<int>(pids.size());
   } else {
-    pids = find_descendants(getpid(), {guardian_, zygote_ ? zygote_->pid() : -1});
+    pids = find_descendants(getpid(), {guardian_, warm_.zygote_pid()});
   }
   int n = 0;
   for (pid_t pid : pids) n += kill(pid, sig) == 0;

@@ -27,6 +27,7 @@
 #include "agent/kill_ledger.h"
 #include "agent/output.h"
 #include "agent/spawn.h"
+#include "agent/warm_start.h"
 #include "agent/worker_env_writer.h"
 #include "agent/worker_pipe.h"
 #include "agent/worker_stdio.h"
@@ -37,7 +38,7 @@ namespace cxxrun::agent {
 class JobCgroup;
 class LogDir;
 class Postmortem;
-class Zygote;
+class Forkserver;
 
 struct Worker {
   int local_rank = 0;
@@ -57,11 +58,11 @@ class WorkerGroup final : public Workers {
  public:
   // `cgroup`: where the job's processes live (nullptr: none; then the
   // agent's descendants are the job's, less `guardian` and the zygote).
-  // `zygote`: Python workers are forked from it where it can (nullptr:
-  // every worker starts by exec). `postmortem`: the kernel's evidence on
+  // `forkserver`: Python workers are forked from its zygote where it can
+  // (nullptr: every worker starts by exec; agent/warm_start.h). `postmortem`: the kernel's evidence on
   // each failed worker (nullptr: only its exit status).
   WorkerGroup(boost::asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
-              pid_t guardian, Zygote* zygote, Postmortem* postmortem, Listener& listener);
+              pid_t guardian, Forkserver* forkserver, Postmortem* postmortem, Listener& listener);
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
@@ -101,12 +102,8 @@ class WorkerGroup final : public Workers {
   std::string attempt_token() const override;
 
  private:
-  void wait_for_zygote();
   void start_workers();
   bool start_worker(int local_rank);
-  // Forks the worker from the zygote; -1 when this attempt starts by exec.
-  pid_t fork_from_zygote(const std::vector<std::string>& argv, const std::vector<std::string>& envp,
-                         const WorkerStdio& io, const NumaPlacement* binding);
   std::unique_ptr<FilteredLog> filtered_log(const std::vector<std::string>& filters, const char* name);
   void open_pipe(Worker& w, WorkerPipe& p, int fd, int console, Std which, const char* file);
   void on_exit(Worker& w, int status);
@@ -126,7 +123,6 @@ class WorkerGroup final : public Workers {
   const std::string token_;
   JobCgroup* const cgroup_;
   const pid_t guardian_;
-  Zygote* const zygote_;
   Postmortem* const postmortem_;
   Listener& listener_;
   const EnvMap base_env_;
@@ -138,9 +134,7 @@ class WorkerGroup final : public Workers {
   int attempt_ = 0;
   EnvHook env_hook_;
   CgroupTarget target_;  // the attempt's cgroup, where there is one
-  bool by_exec_ = false;  // this attempt's workers start by exec
-  std::unique_ptr<boost::asio::posix::stream_descriptor> zygote_ready_;
-  boost::asio::steady_timer zygote_timer_;
+  WarmStart warm_;
   // --duplicate-*-filters for this attempt; before workers_, whose sinks use them.
   std::unique_ptr<FilteredLog> filtered_out_;
   std::unique_ptr<FilteredLog> filtered_err_;

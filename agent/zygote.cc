@@ -106,12 +106,13 @@ Zygote::Zygote(const ForkserverOptions& o, const std::vector<std::string>& envp,
   SpawnRequest r;
   r.stdin_fd = source[0];
   r.argv = {o.python, "-u", "-c", kBootstrap, std::to_string(getpid()), o.preload_given ? "1" : "0",
-            join(o.preload)};
+            join(o.preload), o.learn ? "1" : "0"};
   r.envp = envp;
   r.stdout_fd = STDOUT_FILENO;
   r.stderr_fd = STDERR_FILENO;
   r.cgroup = cgroup;
   r.pass_fd = pair[1];
+  r.idle = o.learn;
   try {
     pid_ = spawn_process(r);
   } catch (...) {

@@ -51,7 +51,7 @@ def _preload(modules, explicit):
 # default preload, the zygote imports it once it has forked a worker and
 # then been idle a moment (an attempt's requests come back to back), so a
 # restart finds it loaded without delaying the first start, however long
-# the rendezvous takes.
+# the rendezvous takes; a learning agent's zygote, right after its preload.
 _IDLE_PRELOAD = {"torch": ["torch.distributed.fsdp", "torch._dynamo"]}
 _IDLE_SECONDS = 0.2
 
@@ -62,6 +62,37 @@ def _idle_preload():
     if not version[:1].isdigit() or int(version.split(".")[0]) < 2:
         return []  # torch 1.x's DDP imports nothing more
     return list(_IDLE_PRELOAD["torch"])
+
+
+# A learning agent's zygote (the default start method) imports while the
+# first attempt's workers run: under SCHED_IDLE, it takes only CPU time they
+# leave, so it never slows them. It is back to SCHED_OTHER before it forks;
+# an unprivileged process may go back from SCHED_IDLE at its own nice value.
+# Where the kernel groups each session for CPU fairness (autogroup), the
+# zygote's session would still get as much as each worker's whatever its
+# class: its group's nice goes to 19 meanwhile (and back to 0: only a
+# negative autogroup nice needs privilege). A forked worker starts a session,
+# and with it a group, of its own.
+def _idle(on):
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE if on else os.SCHED_OTHER, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write("19" if on else "0")
+    except OSError:
+        pass
+
+
+def _preload_idle(modules, explicit, idle):
+    if idle:
+        _idle(True)
+    try:
+        return _preload(modules, explicit)
+    finally:
+        if idle:
+            _idle(False)
 
 
 # Forking a process with more than one thread copies locks another thread
@@ -75,6 +106,8 @@ def _unsafe():
     cuda = getattr(torch, "cuda", None)
     if cuda is not None and hasattr(cuda, "is_initialized") and cuda.is_initialized():
         return "the forkserver has initialised CUDA"
+    if hasattr(os, "SCHED_IDLE") and os.sched_getscheduler(0) == os.SCHED_IDLE:
+        return "the forkserver cannot leave the idle scheduling class it preloaded in"
     return None
 
 
@@ -113,12 +146,15 @@ def _close(fds):
 
 # Returns only in a new worker, with what it is to run; the zygote itself
 # serves until the agent closes the socket.
-def _serve(sock, agent, later):
+def _serve(sock, agent, later, idle):
     requests = _Requests(sock)
-    forked = False
+    # A learning agent's zygote serves no first attempt: what DDP imports
+    # lazily is loaded at once, while the workers that taught it run, so a
+    # restart's workers find it (torch 2.11: 5-7 s a worker otherwise).
+    forked = idle
     while True:
         if forked and later and not requests.buf and not select.select([sock], [], [], _IDLE_SECONDS)[0]:
-            _preload([later.pop(0)], False)
+            _preload_idle([later.pop(0)], False, idle)
             gc.freeze()
             continue
         request, fds = requests.next()
@@ -320,14 +356,15 @@ def _main():
     agent = int(sys.argv[1])
     explicit = sys.argv[2] == "1"
     modules = [m for m in sys.argv[3].split(",") if m]
+    idle = sys.argv[4] == "1"
     sock = socket.socket(fileno=3)
-    loaded, failed = _preload(modules, explicit)
+    loaded, failed = _preload_idle(modules, explicit, idle)
     # The preload's objects stay out of every collection: the workers keep
     # sharing their pages with the zygote, and a worker's exit does not
     # walk them (Python's advice for fork without exec, gc.freeze).
     gc.freeze()
     _send(sock, {"ready": True, "preloaded": loaded, "failed": failed})
-    return _serve(sock, agent, [] if explicit else _idle_preload())
+    return _serve(sock, agent, [] if explicit else _idle_preload(), idle)
 
 
 _request = _main()

@@ -1,9 +1,14 @@
 #!/usr/bin/python3
 """Unmodified torch jobs (Debian torch 1.13) under cxxrun and torchrun, side by side.
 
-Three columns: cxxrun --start-method=forkserver, cxxrun's default (spawn:
-an exec per worker) and torchrun.
+Four columns: cxxrun's default (no --start-method: the first attempt by
+exec, restarts forked from a zygote that learned what the workers import),
+cxxrun --start-method=forkserver, cxxrun --start-method=spawn (an exec per
+worker, every attempt) and torchrun.
 
+  no torch     4 workers of a script that imports nothing but os and
+                sys: time to the first line it prints (a default must not
+                make it slower).
   gloo job      4 workers, init_process_group("gloo") + all_reduce
                 (tests/integration/torch_jobs/allreduce.py): time from the
                 launcher's start to the first line a worker prints, and total
@@ -69,12 +74,13 @@ def torch_version(python):
                           text=True, timeout=120).stdout.strip()
 
 
-KINDS = ("forkserver", "cxxrun", "torchrun")
+KINDS = ("default", "forkserver", "spawn", "torchrun")
+METHOD = {"default": [], "forkserver": ["--start-method=forkserver"], "spawn": ["--start-method=spawn"]}
 
 
 def launcher(kind, build, nproc, extra, script, args):
-    if kind in ("cxxrun", "forkserver"):
-        method = ["--start-method=forkserver"] if kind == "forkserver" else []
+    if kind in METHOD:
+        method = METHOD[kind]
         return [os.path.join(build, "bin", "cxxrun"), "--standalone", f"--nproc-per-node={nproc}", *method, *extra,
                 script, *args]
     extra = [e.replace("--max-restarts", "--max_restarts") for e in extra]
@@ -82,6 +88,16 @@ def launcher(kind, build, nproc, extra, script, args):
         "-m", "torch.distributed.run"]
     return [PYTHON, *torchrun, "--standalone", f"--nproc_per_node={nproc}",
             "--monitor_interval=0.1", *extra, script, *args]
+
+
+def plain_job(kind, build, scratch):
+    script = os.path.join(scratch, "plain.py")
+    with open(script, "w") as f:
+        f.write('import os, sys\nprint("hello from", os.environ["RANK"], flush=True)\n')
+    rc, lines, wall = timed_lines(launcher(kind, build, 4, [], script, []),
+                                  dict(os.environ, PYTHON_EXEC=PYTHON, TMPDIR=scratch))
+    first = next((t for t, s, l in lines if s == "out" and "hello from" in l), None)
+    return first if rc == 0 else None
 
 
 def gloo_job(kind, build, scratch):
@@ -126,10 +142,11 @@ def main():
     PYTHON = args.python
     version = torch_version(PYTHON)
     scratch = tempfile.mkdtemp(prefix="cxxrun_bench_torch_")
-    res = {k: {"first": [], "wall": [], "restart": [], "crash_wall": []} for k in KINDS}
+    res = {k: {"plain": [], "first": [], "wall": [], "restart": [], "crash_wall": []} for k in KINDS}
     try:
         for _ in range(args.runs):
             for kind in KINDS:  # alternate so machine noise hits all
+                res[kind]["plain"].append(plain_job(kind, args.build, scratch))
                 first, wall = gloo_job(kind, args.build, scratch)
                 res[kind]["first"].append(first)
                 res[kind]["wall"].append(wall)
@@ -140,16 +157,17 @@ def main():
                       file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    f, c, t = res["forkserver"], res["cxxrun"], res["torchrun"]
-    print(f"| measure (median of {args.runs}, torch {version}) | cxxrun forkserver | cxxrun spawn | torchrun "
-          "| torchrun / forkserver | torchrun / spawn |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for key, name in (("first", "gloo job, 4 workers: time to first user line"),
+    d, f, c, t = res["default"], res["forkserver"], res["spawn"], res["torchrun"]
+    print(f"| measure (median of {args.runs}, torch {version}) | cxxrun default | cxxrun forkserver | cxxrun spawn "
+          "| torchrun | torchrun / default | spawn / default |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for key, name in (("plain", "script without torch, 4 workers: time to first line"),
+                      ("first", "gloo job, 4 workers: time to first user line"),
                       ("wall", "gloo job, 4 workers: total wall time"),
                       ("restart", "crash at step 5 -> first 'resumed from' line"),
                       ("crash_wall", "crash-and-resume job: total wall time")):
-        print(f"| {name} | {fmt(f[key])} | {fmt(c[key])} | {fmt(t[key])} | {ratio(f[key], t[key])} "
-              f"| {ratio(c[key], t[key])} |")
+        print(f"| {name} | {fmt(d[key])} | {fmt(f[key])} | {fmt(c[key])} | {fmt(t[key])} | {ratio(d[key], t[key])} "
+              f"| {ratio(d[key], c[key])} |")
 
 
 if __name__ == "__main__":

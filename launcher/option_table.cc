@@ -46,8 +46,10 @@ constexpr OptionSpec kOptions[] = {
     {"--monitor-interval,--monitor_interval", "MONITOR_INTERVAL", "0.1", value, launch,
      "Accepted for compatibility (seconds, > 0); cxxrun reacts to worker exits at once."},
     {"--start-method,--start_method", "{spawn,fork,forkserver}", "spawn", value, launch,
-     "forkserver: fork Python workers from one interpreter that imported --preload once "
-     "(fast restarts); spawn and fork start each by exec."},
+     "Not given: a Python program's first attempt starts as spawn, and its restarts fork warm "
+     "workers from an interpreter that imported what the first attempt's workers did. "
+     "forkserver: fork every Python worker from one interpreter that imported --preload once; "
+     "spawn and fork start each by exec."},
     {"--event-log-handler,--event_log_handler", "EVENT_LOG_HANDLER", "null", value, launch,
      "Where agent events go: null (nowhere), console (one JSON line each on stderr) or "
      "dynamic_rendezvous (nowhere, as torch's); see also --event-log FILE."},
@@ -165,8 +167,9 @@ constexpr OptionSpec kOptions[] = {
      "node from SLURM_* (done only when none of --nnodes, --rdzv-endpoint, --master-addr, "
      "--node-rank is given)."},
     {"--preload", "MOD[,MOD...]", nullptr, value, extensions,
-     "With --start-method=forkserver: modules the forkserver imports once for all Python workers "
-     "(default: torch,torch.distributed where they import; empty: none)."},
+     "Modules the forkserver imports once for all Python workers (with --start-method=forkserver, "
+     "default: torch,torch.distributed where they import; with no start method, instead of what it "
+     "learns; empty: none)."},
 
     {"--version", "", nullptr, none, general, "show cxxrun's version and exit"},
 };

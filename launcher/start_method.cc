@@ -40,16 +40,23 @@ void apply_start_method(const RawOptions& raw, const Program& program, agent::Co
   const RawValue& method = raw.at("start_method");
   const RawValue* preload = raw.find("preload");
   const std::vector<std::string> preloaded = modules(preload ? *preload : RawValue{kDefaultPreload, "--preload"});
-  if (method.text != "forkserver") {
+  // No --start-method (nor PET_START_METHOD): warm restarts for a Python
+  // program without slowing its first launch (agent/forkserver.h).
+  const bool chosen = raw.given.count("start_method") > 0;
+  if (chosen && method.text != "forkserver") {
     if (preload) warnings.push_back(preload->shown() + " has no effect without --start-method=forkserver");
     return;
   }
   if (!program.python) {
-    warnings.push_back(fmt::format("{}: {} is not a Python program, so its workers start by exec", method.shown(),
-                                   program.entrypoint_name));
+    if (chosen)
+      warnings.push_back(fmt::format("{}: {} is not a Python program, so its workers start by exec", method.shown(),
+                                     program.entrypoint_name));
+    else if (preload)
+      warnings.push_back(fmt::format("{} has no effect: {} is not a Python program", preload->shown(),
+                                     program.entrypoint_name));
     return;
   }
-  c.forkserver = {program.command.front(), preloaded, preload != nullptr};
+  c.forkserver = {program.command.front(), preloaded, preload != nullptr, !chosen};
 }
 
 }  // namespace cxxrun::launcher

@@ -308,11 +308,21 @@ TEST_CASE("start method: forkserver warms Python workers only, with the preload 
   env["PYTHON_EXEC"] = fake_python;
   std::string script = dir.file("train.py", "print('hi')\n", 0644);
 
-  CHECK(run({script}, env).config.forkserver.python.empty());  // spawn: every worker by exec
+  // No start method: warm restarts, learned from the first attempt.
+  cxxrun::agent::ForkserverOptions learned = run({script}, env).config.forkserver;
+  CHECK(learned.python == fake_python);
+  CHECK(learned.learn);
+  CHECK_FALSE(learned.preload_given);
+  // An explicit one is obeyed: spawn and fork start every worker by exec.
+  CHECK(run({"--start-method=spawn", script}, env).config.forkserver.python.empty());
   CHECK(run({"--start-method=fork", script}, env).config.forkserver.python.empty());
+  Env spawn = env;
+  spawn["PET_START_METHOD"] = "spawn";
+  CHECK(run({script}, spawn).config.forkserver.python.empty());
 
   cxxrun::agent::ForkserverOptions f = run({"--start-method=forkserver", script}, env).config.forkserver;
   CHECK(f.python == fake_python);
+  CHECK_FALSE(f.learn);
   CHECK(f.preload == std::vector<std::string>{"torch", "torch.distributed"});
   CHECK_FALSE(f.preload_given);
   for (auto mode : {std::vector<std::string>{"-m", "pkg.train"}, std::vector<std::string>{"--run-path", script}}) {
@@ -333,7 +343,15 @@ TEST_CASE("start method: forkserver warms Python workers only, with the preload 
   Parsed native = run({"--start-method=forkserver", elf}, env);
   CHECK(native.config.forkserver.python.empty());
   CHECK_THAT(native.warnings.at(0), Contains("is not a Python program, so its workers start by exec"));
-  CHECK_THAT(run({"--preload=json", script}, env).warnings.at(0), Contains("has no effect without"));
+  CHECK_THAT(run({"--start-method=spawn", "--preload=json", script}, env).warnings.at(0),
+             Contains("has no effect without"));
+  // The default start method takes --preload as what to preload once the workers run.
+  f = run({"--preload=json", script}, env).config.forkserver;
+  CHECK(f.learn);
+  CHECK(f.preload == std::vector<std::string>{"json"});
+  CHECK(run({"--preload=json", elf}, env).warnings.at(0) == "--preload=json has no effect: " + elf +
+                                                                " is not a Python program");
+  CHECK(run({elf}, env).warnings.empty());  // a native program by default: no word
 
   CHECK_THAT(failure({"--start-method=forkserver", "--preload=1bad", script}, env).message,
              Contains("--preload=1bad: '1bad' is not a module name"));
