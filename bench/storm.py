@@ -26,38 +26,9 @@ import sys
 import tempfile
 import time
 
+import netns
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-SYSCTLS = {
-    "net.core.somaxconn": "65535",
-    "net.ipv4.tcp_max_syn_backlog": "65535",
-    "net.ipv4.ip_local_port_range": "1024 65535",
-}
-
-
-def in_namespace(args):
-    """Re-runs this script inside a new network namespace."""
-    cmd = ["unshare", "--net", "--", sys.executable, os.path.abspath(__file__), "--inside"] + sys.argv[1:]
-    return subprocess.call(cmd)
-
-
-def prepare_namespace():
-    subprocess.check_call(["ip", "link", "set", "lo", "up"])
-    for key, value in SYSCTLS.items():
-        with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
-            f.write(value)
-
-
-def raise_nofile(n):
-    """Raises RLIMIT_NOFILE to n where it may (root with CAP_SYS_RESOURCE);
-    returns the soft limit it got."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, n), max(hard, n)))
-    except (ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
 
 def start_agent(cxxrun, scratch, agent_nofile):
     portfile = os.path.join(scratch, "master_port")
@@ -114,15 +85,12 @@ def main():
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--agent-nofile", type=int, default=0,
                     help="the agent's soft RLIMIT_NOFILE at its start (default: this script's, raised)")
-    ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    outside = netns.enter(__file__)
+    if outside is not None:
+        return outside
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        raise SystemExit("storm: run as root (a network namespace of its own, and its limits)")
-    if not args.inside:
-        return in_namespace(args)
-    prepare_namespace()
     sizes = args.clients or [1000, 10000, 100000]
-    got = raise_nofile(max(sizes) + 1024)
+    got = netns.raise_nofile(max(sizes) + 1024)
     # Where the hard limit stays below the storm (no CAP_SYS_RESOURCE), at
     # most this many clients hold a connection at once; the rest wait for
     # room (connect_storm --max-open).

@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""The c10d rendezvous at scale: N simulated agents join one job's first round
+through a real cxxrun-rdzv, driven from one thread by bench/rdzv_sim (the
+requests C10dRendezvous makes, one at a time per agent, on a connection each),
+with --threads-too the thread-per-agent bench/rdzv_load (our real
+C10dRendezvous code) beside it for the sizes it can carry.
+
+    /usr/bin/python3 bench/rdzv_scale.py [--nodes 1000 --nodes 10000 ...] [--runs 3] [--threads-too]
+
+Root: everything runs in a network namespace of its own (bench/netns.py), the
+store on its loopback. Prints a markdown table: the wall time from the first
+connect to the last agent holding its assignment, when each phase ended
+(every agent connected, joined: every ADD answered, the round complete for
+all, the assignments written), microseconds per agent (flat when linear),
+cxxrun-rdzv's peak RSS, and whether ranks 0..N-1 came out once each.
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import netns
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PORT = 29400  # the namespace is ours: any port is free
+
+
+def listening(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def vm_hwm_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return -1
+
+
+def one_run(args, tool, nodes):
+    server = subprocess.Popen([args.rdzv, f"--port={PORT}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            if listening(PORT):
+                break
+            time.sleep(0.05)
+        cmd = [tool, "--port", str(PORT), "--nodes", str(nodes)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        if not out.stdout.strip():
+            raise SystemExit(f"rdzv_scale: {tool} failed: {out.stderr}")
+        result = json.loads(out.stdout)
+        result["rss"] = vm_hwm_mib(server.pid)
+        result["rc"] = out.returncode
+        return result
+    finally:
+        server.kill()
+        server.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rdzv", default=os.path.join(REPO, "build/bin/cxxrun-rdzv"))
+    ap.add_argument("--sim", default=os.path.join(REPO, "build/bench/rdzv_sim"))
+    ap.add_argument("--load", default=os.path.join(REPO, "build/bench/rdzv_load"))
+    ap.add_argument("--nodes", type=int, action="append")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--threads-too", action="store_true")
+    outside = netns.enter(__file__)
+    if outside is not None:
+        return outside
+    args = ap.parse_args()
+    sizes = args.nodes or [1000, 2000, 5000, 10000]
+    netns.raise_nofile(max(sizes) + 1024)
+    print("| generator | agents | run | wall (s) | connected / joined / complete / assigned (s) | µs per agent "
+          "| cxxrun-rdzv peak RSS (MiB) | ranks |")
+    print("|---|---:|---:|---:|---|---:|---:|---|")
+    for n in sizes:
+        for run in range(1, args.runs + 1):
+            for name, tool in (("one thread", args.sim), ("thread per agent", args.load)):
+                if name != "one thread" and not args.threads_too:
+                    continue
+                r = one_run(args, tool, n)
+                phases = " / ".join(f"{r[k]:.2f}" for k in ("connected_s", "joined_s", "complete_s", "assigned_s")
+                                    ) if "joined_s" in r else "-"
+                ok = r.get("ranks_ok", r.get("failures", 1) == 0) and r["rc"] == 0
+                print(f"| {name} | {n:,} | {run} | {r['seconds']:.2f} | {phases} | {r['seconds'] / n * 1e6:.0f} "
+                      f"| {r['rss']:.0f} | {'0..N-1 once each' if ok else 'WRONG'} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

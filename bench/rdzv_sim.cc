@@ -1,0 +1,387 @@
+// An event-driven load generator for the c10d rendezvous: N simulated agents
+// join one job's first round against a real store (cxxrun-rdzv), from one
+// thread with one epoll, so that the generator is not the limit (rdzv_load,
+// a thread per agent running the real C10dRendezvous, is, on 2 cores).
+//
+// Each agent makes the store requests C10dRendezvous::next_rendezvous makes
+// for a first round of --nnodes=N (rendezvous/c10d_rendezvous.h's keys), in
+// its order, one at a time on one connection, in torch's modern TCPStore wire
+// bytes: COMPARE_SET config and round, ADD count, SET its descriptor (the
+// N-th also COMPARE_SETs complete and SETs its wake key), WAIT+GET complete;
+// the completer WAITs for every descriptor, MULTI_GETs them and MULTI_SETs
+// every assignment; each agent WAIT+GETs its assignment, rank 0 SETs master,
+// and each WAIT+GETs master. If C10dRendezvous's first round changes, this
+// must follow; tests/unit/test_c10d_rendezvous.cc holds the algorithm itself.
+//
+//   rdzv_sim --port P [--host 127.0.0.1] --nodes 10000 [--nproc 8] [--timeout 60]
+//
+// Prints one line of JSON: the wall time from the first connect to the last
+// agent holding its assignment and master, when the phases ended (all
+// connected, all joined = every ADD answered, the round complete for all,
+// the assignments written, all done), and whether group ranks 0..N-1 came
+// out exactly once with one master.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+enum Op : uint8_t { kValidate = 0, kSet = 1, kCas = 2, kGet = 3, kAdd = 4, kWait = 6, kMultiGet = 10, kMultiSet = 11 };
+enum class Reply { none, bytes, i64, u8, list };
+
+void u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
+void str(std::string& out, const std::string& s) {
+  u64(out, s.size());
+  out += s;
+}
+
+struct Agent {
+  int fd = -1;
+  int step = 0;
+  int slot = -1;
+  int rank = -1;
+  std::string out, in;
+  Reply want = Reply::none;
+  size_t list_n = 0;  // Reply::list: how many values
+  std::string master;
+  int members = 0, assigner = -1;
+};
+
+struct Options {
+  std::string host = "127.0.0.1";
+  int port = 0, nodes = 10000, nproc = 8;
+  double timeout = 60;
+};
+
+class Sim {
+ public:
+  explicit Sim(const Options& o) : o_(o), agents_(o.nodes), run_("sim" + std::to_string(getpid())) {
+    ep_ = epoll_create1(EPOLL_CLOEXEC);
+    target_.sin_family = AF_INET;
+    target_.sin_port = htons(o.port);
+    inet_pton(AF_INET, o.host.c_str(), &target_.sin_addr);
+  }
+
+  int run() {
+    start_ = Clock::now();
+    for (int i = 0; i < o_.nodes; ++i)
+      if (!connect_agent(i)) return 1;
+    t_connected_ = Clock::now();
+    const auto deadline = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.timeout));
+    std::vector<epoll_event> events(4096);
+    while (done_ + failed_ < o_.nodes && Clock::now() < deadline) {
+      const int n = epoll_wait(ep_, events.data(), static_cast<int>(events.size()), 50);
+      for (int k = 0; k < n; ++k) on_event(static_cast<int>(events[k].data.u32), events[k].events);
+    }
+    return report();
+  }
+
+ private:
+  std::string key(const std::string& suffix) const { return "cxxrun/rdzv/" + run_ + "/" + suffix; }
+  std::string r0(const std::string& suffix) const { return key("r0/" + suffix); }
+  std::string addr(int i) const { return "10." + std::to_string(i / 62500) + "." + std::to_string(i / 250 % 250) + "." + std::to_string(i % 250 + 1); }
+  // Member::describe: addr|host|pid|nproc|order|group, no node_order.
+  std::string describe(int i) const { return addr(i) + "|sim|" + std::to_string(i) + "|" + std::to_string(o_.nproc) + "|1073741824|"; }
+  std::string config() const { return std::to_string(o_.nodes) + ":" + std::to_string(o_.nodes) + "|rdzv_sim"; }
+
+  bool connect_agent(int i) {
+    Agent& a = agents_[i];
+    a.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (a.fd < 0) return fprintf(stderr, "rdzv_sim: socket: %s\n", strerror(errno)), false;
+    int one = 1;
+    setsockopt(a.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(a.fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = htonl((127u << 24) | ((1u + static_cast<uint32_t>(i / 5000)) << 8) | 1u);
+    if (bind(a.fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0)
+      return fprintf(stderr, "rdzv_sim: bind: %s\n", strerror(errno)), false;
+    if (connect(a.fd, reinterpret_cast<sockaddr*>(&target_), sizeof target_) != 0 && errno != EINPROGRESS)
+      return fprintf(stderr, "rdzv_sim: connect: %s\n", strerror(errno)), false;
+    // The first request goes once connected: VALIDATE, then check_config.
+    a.out.push_back(kValidate);
+    const uint32_t magic = 0x3C85F7CE;
+    a.out.append(reinterpret_cast<const char*>(&magic), 4);
+    cas(a, key("config"), "", config());
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT;
+    ev.data.u32 = static_cast<uint32_t>(i);
+    epoll_ctl(ep_, EPOLL_CTL_ADD, a.fd, &ev);
+    return true;
+  }
+
+  void cas(Agent& a, const std::string& k, const std::string& expected, const std::string& desired) {
+    a.out.push_back(kCas), str(a.out, k), str(a.out, expected), str(a.out, desired);
+    a.want = Reply::bytes;
+  }
+  void set(Agent& a, const std::string& k, const std::string& v) { a.out.push_back(kSet), str(a.out, k), str(a.out, v); }
+  void get(Agent& a, const std::string& k) { a.out.push_back(kGet), str(a.out, k), a.want = Reply::bytes; }
+  void wait(Agent& a, const std::vector<std::string>& keys) {
+    a.out.push_back(kWait), u64(a.out, keys.size());
+    for (const auto& k : keys) str(a.out, k);
+    a.want = Reply::u8;
+  }
+
+  void fail(int i, const std::string& why) {
+    if (failed_++ == 0) fprintf(stderr, "rdzv_sim: agent %d: %s\n", i, why.c_str());
+    epoll_ctl(ep_, EPOLL_CTL_DEL, agents_[i].fd, nullptr);
+  }
+
+  void flush(int i) {
+    Agent& a = agents_[i];
+    while (!a.out.empty()) {
+      const ssize_t n = send(a.fd, a.out.data(), a.out.size(), MSG_NOSIGNAL);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
+      if (n <= 0) return fail(i, std::string("send: ") + strerror(errno));
+      a.out.erase(0, static_cast<size_t>(n));
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | (a.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
+    ev.data.u32 = static_cast<uint32_t>(i);
+    epoll_ctl(ep_, EPOLL_CTL_MOD, a.fd, &ev);
+  }
+
+  // One reply of `a.want` off the front of a.in, if it is all there.
+  bool take(Agent& a, std::vector<std::string>& values, int64_t& number) {
+    size_t at = 0;
+    auto need = [&](size_t n) { return a.in.size() >= at + n; };
+    auto read_u64 = [&] {
+      uint64_t v;
+      memcpy(&v, a.in.data() + at, 8);
+      at += 8;
+      return v;
+    };
+    switch (a.want) {
+      case Reply::none: return false;
+      case Reply::u8:
+        if (!need(1)) return false;
+        at = 1;
+        break;
+      case Reply::i64:
+        if (!need(8)) return false;
+        number = static_cast<int64_t>(read_u64());
+        break;
+      case Reply::bytes:
+      case Reply::list: {
+        const size_t n = a.want == Reply::bytes ? 1 : a.list_n;
+        std::vector<std::string> got;
+        for (size_t k = 0; k < n; ++k) {
+          if (!need(8)) return false;
+          const uint64_t len = read_u64();
+          if (!need(len)) return false;
+          got.emplace_back(a.in.data() + at, len);
+          at += len;
+        }
+        values = std::move(got);
+        break;
+      }
+    }
+    a.in.erase(0, at);
+    a.want = Reply::none;
+    return true;
+  }
+
+  void on_event(int i, uint32_t events) {
+    Agent& a = agents_[i];
+    if (a.step < 0) return;
+    if (events & (EPOLLERR | EPOLLHUP)) return fail(i, "connection lost");
+    if (events & EPOLLOUT) flush(i);
+    if (!(events & EPOLLIN)) return;
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = recv(a.fd, buf, sizeof buf, 0);
+      if (n > 0) {
+        a.in.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n == 0) return fail(i, "the store closed the connection");
+      break;
+    }
+    std::vector<std::string> values;
+    int64_t number = 0;
+    while (a.step >= 0 && take(a, values, number)) {
+      advance(i, values, number);
+      values.clear();
+    }
+    if (a.step >= 0) flush(i);
+  }
+
+  // The next request after a reply, as C10dRendezvous::join makes them.
+  void advance(int i, const std::vector<std::string>& v, int64_t number) {
+    Agent& a = agents_[i];
+    const int last = o_.nodes - 1;
+    switch (a.step++) {
+      case 0:  // config
+        if (v.at(0) != config()) return fail(i, "config is '" + v.at(0) + "'");
+        return cas(a, key("round"), "", "0");
+      case 1:  // round
+        a.out.push_back(kAdd), str(a.out, r0("count")), u64(a.out, 1), a.want = Reply::i64;
+        return;
+      case 2:  // count: the slot
+        a.slot = static_cast<int>(number) - 1;
+        if (++joined_ == o_.nodes) t_joined_ = Clock::now();
+        set(a, r0("node/" + std::to_string(a.slot)), describe(i));
+        if (a.slot == last) return cas(a, r0("complete"), "", std::to_string(o_.nodes) + "|" + std::to_string(a.slot));
+        a.step = 4;
+        return wait(a, {r0("complete")});
+      case 3:  // the completer's COMPARE_SET
+        set(a, r0("wake/" + std::to_string(last)), "complete");
+        return completed(i, v.at(0));
+      case 4:  // complete exists
+        return get(a, r0("complete"));
+      case 5:
+        return completed(i, v.at(0));
+      case 6: {  // the assigner: every descriptor is there
+        a.out.push_back(kMultiGet), u64(a.out, o_.nodes);
+        for (int s = 0; s < o_.nodes; ++s) str(a.out, r0("node/" + std::to_string(s)));
+        a.want = Reply::list;
+        a.list_n = o_.nodes;
+        return;
+      }
+      case 7:
+        publish(a, v);
+        a.step = 8;
+        return wait(a, {r0("assign/" + std::to_string(a.slot))});
+      case 8:
+        return get(a, r0("assign/" + std::to_string(a.slot)));
+      case 9:
+        a.rank = atoi(v.at(0).c_str());
+        if (a.rank == 0) set(a, r0("master"), addr(i) + ":29500");
+        return wait(a, {r0("master")});
+      case 10:
+        return get(a, r0("master"));
+      case 11:
+        a.master = v.at(0);
+        a.step = -1;
+        t_done_ = Clock::now();
+        ++done_;
+        return;
+    }
+  }
+
+  void completed(int i, const std::string& text) {
+    Agent& a = agents_[i];
+    const auto bar = text.find('|');
+    a.members = atoi(text.substr(0, bar).c_str());
+    a.assigner = atoi(text.substr(bar + 1).c_str());
+    if (++complete_ == o_.nodes) t_complete_ = Clock::now();
+    if (a.assigner == a.slot) {
+      a.step = 6;
+      std::vector<std::string> keys;
+      for (int s = 0; s < o_.nodes; ++s) keys.push_back(r0("node/" + std::to_string(s)));
+      return wait(a, keys);
+    }
+    a.step = 8;
+    wait(a, {r0("assign/" + std::to_string(a.slot))});
+  }
+
+  // C10dRendezvous::publish_assignments: ranks by (order, addr, host, pid, slot).
+  void publish(Agent& a, const std::vector<std::string>& nodes) {
+    struct M {
+      std::string addr;
+      long pid;
+      int nproc;
+    };
+    std::vector<M> all;
+    for (const auto& text : nodes) {
+      const auto p1 = text.find('|'), p2 = text.find('|', p1 + 1), p3 = text.find('|', p2 + 1);
+      all.push_back({text.substr(0, p1), atol(text.c_str() + p2 + 1), atoi(text.c_str() + p3 + 1)});
+    }
+    std::vector<int> order(all.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int x, int y) {
+      return std::tie(all[x].addr, all[x].pid, x) < std::tie(all[y].addr, all[y].pid, y);
+    });
+    int world = 0;
+    for (const M& m : all) world += m.nproc;
+    a.out.push_back(kMultiSet), u64(a.out, all.size() + 1);
+    std::string ranks;
+    for (int rank = 0, base = 0; rank < static_cast<int>(order.size()); ++rank) {
+      const int slot = order[rank];
+      str(a.out, r0("assign/" + std::to_string(slot)));
+      str(a.out, std::to_string(rank) + "|" + std::to_string(base) + "|" + std::to_string(world) + "|");
+      base += all[slot].nproc;
+      ranks += (rank ? "," : "") + std::to_string(slot);
+    }
+    str(a.out, r0("ranks"));
+    str(a.out, ranks);
+    t_assigned_ = Clock::now();
+  }
+
+  int report() {
+    std::vector<int> seen(o_.nodes, 0);
+    bool one_master = true;
+    for (const Agent& a : agents_) {
+      if (a.rank >= 0 && a.rank < o_.nodes) ++seen[a.rank];
+      one_master = one_master && a.master == agents_.front().master;
+    }
+    const bool ranks_ok = done_ == o_.nodes && std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; });
+    auto at = [&](Clock::time_point t) { return t == Clock::time_point{} ? -1.0 : std::chrono::duration<double>(t - start_).count(); };
+    printf("{\"nodes\": %d, \"done\": %d, \"seconds\": %.3f, \"connected_s\": %.3f, \"joined_s\": %.3f, "
+           "\"complete_s\": %.3f, \"assigned_s\": %.3f, \"ranks_ok\": %s, \"one_master\": %s}\n",
+           o_.nodes, done_, at(t_done_), at(t_connected_), at(t_joined_), at(t_complete_), at(t_assigned_),
+           ranks_ok ? "true" : "false", one_master ? "true" : "false");
+    for (Agent& a : agents_)
+      if (a.fd >= 0) close(a.fd);
+    return ranks_ok && one_master && failed_ == 0 ? 0 : 1;
+  }
+
+  const Options o_;
+  std::vector<Agent> agents_;
+  const std::string run_;
+  int ep_ = -1;
+  sockaddr_in target_{};
+  Clock::time_point start_{}, t_connected_{}, t_joined_{}, t_complete_{}, t_assigned_{}, t_done_{};
+  int joined_ = 0, complete_ = 0, done_ = 0, failed_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--host")) o.host = argv[i + 1];
+    else if (!strcmp(argv[i], "--port")) o.port = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--nodes")) o.nodes = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--nproc")) o.nproc = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--timeout")) o.timeout = atof(argv[i + 1]);
+    else {
+      fprintf(stderr, "rdzv_sim: unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  in_addr probe{};
+  if (o.port <= 0 || o.port > 65535 || o.nodes <= 0 || o.nproc <= 0 || o.timeout <= 0 ||
+      inet_pton(AF_INET, o.host.c_str(), &probe) != 1) {
+    fprintf(stderr, "rdzv_sim: --port P (1..65535) is required; --nodes, --nproc and --timeout must be positive; "
+                    "--host is an IPv4 address\n");
+    return 2;
+  }
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < static_cast<rlim_t>(o.nodes) + 64) {
+    fprintf(stderr, "rdzv_sim: RLIMIT_NOFILE's hard limit %lu is below --nodes\n", static_cast<unsigned long>(limit.rlim_cur));
+    return 1;
+  }
+  return Sim(o).run();
+}
