@@ -6,6 +6,7 @@ with --threads-too the thread-per-agent bench/rdzv_load (our real
 C10dRendezvous code) beside it for the sizes it can carry.
 
     /usr/bin/python3 bench/rdzv_scale.py [--nodes 1000 --nodes 10000 ...] [--runs 3] [--threads-too]
+    /usr/bin/python3 bench/rdzv_scale.py --recover [--nodes ...] [--runs 3] [--plot bench/recovery.png]
 
 Root: everything runs in a network namespace of its own (bench/netns.py), the
 store on its loopback. Prints a markdown table: the wall time from the first
@@ -13,6 +14,13 @@ connect to the last agent holding its assignment, when each phase ended
 (every agent connected, joined: every ADD answered, the round complete for
 all, the assignments written), microseconds per agent (flat when linear),
 cxxrun-rdzv's peak RSS, and whether ranks 0..N-1 came out once each.
+
+--recover: after the first round, one member's worker fails and the job
+re-forms (rdzv_sim --recover 1): the time from the failure record to every
+agent holding its next-round assignment, in phases (the abort event reaching
+every agent, the new round's joins until it is complete for all, the
+assignments), and with --plot a PNG of each phase against N (Debian's
+python3-matplotlib).
 """
 import argparse
 import json
@@ -48,7 +56,7 @@ def one_run(args, tool, nodes):
             if listening(PORT):
                 break
             time.sleep(0.05)
-        cmd = [tool, "--port", str(PORT), "--nodes", str(nodes)]
+        cmd = [tool, "--port", str(PORT), "--nodes", str(nodes)] + (["--recover", "1"] if args.recover else [])
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         if not out.stdout.strip():
             raise SystemExit(f"rdzv_scale: {tool} failed: {out.stderr}")
@@ -70,12 +78,16 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--threads-too", action="store_true")
+    ap.add_argument("--recover", action="store_true")
+    ap.add_argument("--plot", help="with --recover: where to draw the phases against N (PNG)")
     outside = netns.enter(__file__)
     if outside is not None:
         return outside
     args = ap.parse_args()
     sizes = args.nodes or [1000, 2000, 5000, 10000]
     netns.raise_nofile(max(sizes) + 1024)
+    if args.recover:
+        return recovery(args, sizes)
     print("| generator | agents | run | wall (s) | connected / joined / complete / assigned (s) | µs per agent "
           "| cxxrun-rdzv peak RSS (MiB) | ranks |")
     print("|---|---:|---:|---:|---|---:|---:|---|")
@@ -91,6 +103,52 @@ def main():
                 print(f"| {name} | {n:,} | {run} | {r['seconds']:.2f} | {phases} | {r['seconds'] / n * 1e6:.0f} "
                       f"| {r['rss']:.0f} | {'0..N-1 once each' if ok else 'WRONG'} |", flush=True)
     return 0
+
+
+PHASES = (("abort_push_s", "abort event reaches every agent"), ("rejoin_s", "re-join: the new round complete for all"),
+          ("assign_s", "every agent holds its assignment"))
+
+
+def recovery(args, sizes):
+    print("| agents | run | one failure -> every agent re-assigned (s) | abort push (s) | re-join (s) | assign (s) "
+          "| ranks |")
+    print("|---:|---:|---:|---:|---:|---:|---|")
+    medians = {}
+    for n in sizes:
+        results = []
+        for run in range(1, args.runs + 1):
+            r = one_run(args, args.sim, n)
+            results.append(r)
+            ok = r["ranks_ok"] and r["rc"] == 0
+            print(f"| {n:,} | {run} | {r['recovery_s']:.3f} | {r['abort_push_s']:.3f} | {r['rejoin_s']:.3f} "
+                  f"| {r['assign_s']:.3f} | {'0..N-1 once each' if ok else 'WRONG'} |", flush=True)
+        medians[n] = {k: sorted(r[k] for r in results)[len(results) // 2] for k, _ in PHASES}
+    if args.plot:
+        draw(medians, args.plot)
+    return 0
+
+
+def draw(medians, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    sizes = sorted(medians)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    bottom = [0.0] * len(sizes)
+    labels = [f"{n:,}" for n in sizes]
+    for key, label in PHASES:
+        values = [medians[n][key] for n in sizes]
+        ax.bar(labels, values, bottom=bottom, label=label)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    for x, total in zip(labels, bottom):
+        ax.annotate(f"{total:.2f} s", (x, total), ha="center", va="bottom", fontsize=9)
+    ax.set_xlabel("simulated agents (c10d rendezvous, cxxrun-rdzv, one thread)")
+    ax.set_ylabel("seconds (median)")
+    ax.set_title("In-job recovery: one failure -> every agent holds its next-round assignment")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"\nplot: {path}")
 
 
 if __name__ == "__main__":

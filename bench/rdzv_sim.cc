@@ -13,7 +13,14 @@
 // and each WAIT+GETs master. If C10dRendezvous's first round changes, this
 // must follow; tests/unit/test_c10d_rendezvous.cc holds the algorithm itself.
 //
-//   rdzv_sim --port P [--host 127.0.0.1] --nodes 10000 [--nproc 8] [--timeout 60]
+//   rdzv_sim --port P [--host 127.0.0.1] --nodes 10000 [--nproc 8] [--timeout 60] [--recover 1]
+//
+// --recover 1: then in-job recovery, as C10dBackend::rejoin makes it after
+// one worker's failure: one member publishes its failure record and the
+// `abort` event; every agent, woken by its WAIT on the event key, reads the
+// event, the waiting count and who stepped out, opens round 1 and joins it
+// expecting N, and gets its new assignment. Stopping the workers is local
+// and not simulated (0 here; docs of the restart path time it).
 //
 // Prints one line of JSON: the wall time from the first connect to the last
 // agent holding its assignment and master, when the phases ended (all
@@ -44,7 +51,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-enum Op : uint8_t { kValidate = 0, kSet = 1, kCas = 2, kGet = 3, kAdd = 4, kWait = 6, kMultiGet = 10, kMultiSet = 11 };
+enum Op : uint8_t {
+  kValidate = 0, kSet = 1, kCas = 2, kGet = 3, kAdd = 4, kCheck = 5, kWait = 6, kAppend = 9, kMultiGet = 10, kMultiSet = 11
+};
 enum class Reply { none, bytes, i64, u8, list };
 
 void u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
@@ -63,12 +72,14 @@ struct Agent {
   size_t list_n = 0;  // Reply::list: how many values
   std::string master;
   int members = 0, assigner = -1;
+  int round = 0;
 };
 
 struct Options {
   std::string host = "127.0.0.1";
   int port = 0, nodes = 10000, nproc = 8;
   double timeout = 60;
+  bool recover = false;  // then one failure, and the job re-formed
 };
 
 class Sim {
@@ -87,7 +98,8 @@ class Sim {
     t_connected_ = Clock::now();
     const auto deadline = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.timeout));
     std::vector<epoll_event> events(4096);
-    while (done_ + failed_ < o_.nodes && Clock::now() < deadline) {
+    const int rounds = o_.recover ? 2 : 1;
+    while (done_[rounds - 1] + failed_ < o_.nodes && Clock::now() < deadline) {
       const int n = epoll_wait(ep_, events.data(), static_cast<int>(events.size()), 50);
       for (int k = 0; k < n; ++k) on_event(static_cast<int>(events[k].data.u32), events[k].events);
     }
@@ -97,6 +109,10 @@ class Sim {
  private:
   std::string key(const std::string& suffix) const { return "cxxrun/rdzv/" + run_ + "/" + suffix; }
   std::string r0(const std::string& suffix) const { return key("r0/" + suffix); }
+  // The agent's current round's key.
+  std::string rk(const Agent& a, const std::string& suffix) const {
+    return key("r" + std::to_string(a.round) + "/" + suffix);
+  }
   std::string addr(int i) const { return "10." + std::to_string(i / 62500) + "." + std::to_string(i / 250 % 250) + "." + std::to_string(i % 250 + 1); }
   // Member::describe: addr|host|pid|nproc|order|group, no node_order.
   std::string describe(int i) const { return addr(i) + "|sim|" + std::to_string(i) + "|" + std::to_string(o_.nproc) + "|1073741824|"; }
@@ -133,6 +149,12 @@ class Sim {
     a.want = Reply::bytes;
   }
   void set(Agent& a, const std::string& k, const std::string& v) { a.out.push_back(kSet), str(a.out, k), str(a.out, v); }
+  void add(Agent& a, const std::string& k, int64_t delta) {
+    a.out.push_back(kAdd), str(a.out, k), u64(a.out, static_cast<uint64_t>(delta)), a.want = Reply::i64;
+  }
+  void check(Agent& a, const std::string& k) {
+    a.out.push_back(kCheck), u64(a.out, 1), str(a.out, k), a.want = Reply::u8;
+  }
   void get(Agent& a, const std::string& k) { a.out.push_back(kGet), str(a.out, k), a.want = Reply::bytes; }
   void wait(Agent& a, const std::vector<std::string>& keys) {
     a.out.push_back(kWait), u64(a.out, keys.size());
@@ -233,25 +255,26 @@ class Sim {
         if (v.at(0) != config()) return fail(i, "config is '" + v.at(0) + "'");
         return cas(a, key("round"), "", "0");
       case 1:  // round
-        a.out.push_back(kAdd), str(a.out, r0("count")), u64(a.out, 1), a.want = Reply::i64;
-        return;
+        return add(a, rk(a, "count"), 1);
       case 2:  // count: the slot
         a.slot = static_cast<int>(number) - 1;
-        if (++joined_ == o_.nodes) t_joined_ = Clock::now();
-        set(a, r0("node/" + std::to_string(a.slot)), describe(i));
-        if (a.slot == last) return cas(a, r0("complete"), "", std::to_string(o_.nodes) + "|" + std::to_string(a.slot));
+        if (++joined_[a.round] == o_.nodes) t_joined_[a.round] = Clock::now();
+        set(a, rk(a, "node/" + std::to_string(a.slot)), describe(i));
+        if (a.slot == last) return cas(a, rk(a, "complete"), "", std::to_string(o_.nodes) + "|" + std::to_string(a.slot));
+        // Re-forming, the first look also reads who stepped out of the last round.
+        if (a.round > 0) return a.step = 30, check(a, key("r" + std::to_string(a.round - 1) + "/out"));
         a.step = 4;
-        return wait(a, {r0("complete")});
+        return wait(a, {rk(a, "complete")});
       case 3:  // the completer's COMPARE_SET
-        set(a, r0("wake/" + std::to_string(last)), "complete");
+        set(a, rk(a, "wake/" + std::to_string(last)), "complete");
         return completed(i, v.at(0));
       case 4:  // complete exists
-        return get(a, r0("complete"));
+        return get(a, rk(a, "complete"));
       case 5:
         return completed(i, v.at(0));
       case 6: {  // the assigner: every descriptor is there
         a.out.push_back(kMultiGet), u64(a.out, o_.nodes);
-        for (int s = 0; s < o_.nodes; ++s) str(a.out, r0("node/" + std::to_string(s)));
+        for (int s = 0; s < o_.nodes; ++s) str(a.out, rk(a, "node/" + std::to_string(s)));
         a.want = Reply::list;
         a.list_n = o_.nodes;
         return;
@@ -259,22 +282,69 @@ class Sim {
       case 7:
         publish(a, v);
         a.step = 8;
-        return wait(a, {r0("assign/" + std::to_string(a.slot))});
+        return wait(a, {rk(a, "assign/" + std::to_string(a.slot))});
       case 8:
-        return get(a, r0("assign/" + std::to_string(a.slot)));
+        return get(a, rk(a, "assign/" + std::to_string(a.slot)));
       case 9:
         a.rank = atoi(v.at(0).c_str());
-        if (a.rank == 0) set(a, r0("master"), addr(i) + ":29500");
-        return wait(a, {r0("master")});
+        if (a.rank == 0) set(a, rk(a, "master"), addr(i) + ":29500");
+        return wait(a, {rk(a, "master")});
       case 10:
-        return get(a, r0("master"));
+        return get(a, rk(a, "master"));
       case 11:
         a.master = v.at(0);
         a.step = -1;
-        t_done_ = Clock::now();
-        ++done_;
+        t_done_[a.round] = Clock::now();
+        if (++done_[a.round] == o_.nodes && a.round == 0 && o_.recover) fail_one();
+        // Its watcher's WAIT on the round's event (RoundWatcher; here on the
+        // same connection, which does nothing else during the round).
+        if (a.round == 0 && o_.recover) return a.step = 20, wait(a, {rk(a, "event")});
         return;
+      // In-job recovery: C10dBackend::rejoin after the `abort` event.
+      case 20:  // woken: current_event (get_if_set: CHECK, then WAIT + GET)
+        if (++woken_ == o_.nodes) t_woken_ = Clock::now();
+        return check(a, rk(a, "event"));
+      case 21:
+        return wait(a, {rk(a, "event")});
+      case 22:
+        return get(a, rk(a, "event"));
+      case 23:  // num_nodes_waiting
+        return add(a, rk(a, "count"), 0);
+      case 24:  // stepped_out
+        return check(a, rk(a, "out"));
+      case 25:  // start_next_round
+        return cas(a, key("round"), "0", "1");
+      case 26:
+        set(a, rk(a, "next"), "1");
+        return cas(a, key("config"), "", config());
+      case 27:
+        return cas(a, key("round"), "", "0");
+      case 28:  // round 1: the same join from its ADD on
+        a.round = 1;
+        a.step = 2;
+        return add(a, rk(a, "count"), 1);
+      case 30:  // stepped_out read: on to the wait for completion
+        a.step = 4;
+        return wait(a, {rk(a, "complete")});
     }
+  }
+
+  // One member's worker fails: its agent adds its failure record and ends
+  // the round with `abort` (C10dRendezvous::publish_failure), on a
+  // connection of its own.
+  void fail_one() {
+    publisher_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (connect(publisher_, reinterpret_cast<sockaddr*>(&target_), sizeof target_) != 0) {
+      ++failed_;
+      return;
+    }
+    std::string out(1, kValidate);
+    const uint32_t magic = 0x3C85F7CE;
+    out.append(reinterpret_cast<const char*>(&magic), 4);
+    out.push_back(kAppend), str(out, r0("failures")), str(out, "{\"rank\": 7, \"exitcode\": 1}\n");
+    out.push_back(kCas), str(out, r0("event")), str(out, ""), str(out, "abort");
+    t_failed_ = Clock::now();
+    (void)!send(publisher_, out.data(), out.size(), MSG_NOSIGNAL);
   }
 
   void completed(int i, const std::string& text) {
@@ -282,15 +352,15 @@ class Sim {
     const auto bar = text.find('|');
     a.members = atoi(text.substr(0, bar).c_str());
     a.assigner = atoi(text.substr(bar + 1).c_str());
-    if (++complete_ == o_.nodes) t_complete_ = Clock::now();
+    if (++complete_[a.round] == o_.nodes) t_complete_[a.round] = Clock::now();
     if (a.assigner == a.slot) {
       a.step = 6;
       std::vector<std::string> keys;
-      for (int s = 0; s < o_.nodes; ++s) keys.push_back(r0("node/" + std::to_string(s)));
+      for (int s = 0; s < o_.nodes; ++s) keys.push_back(rk(a, "node/" + std::to_string(s)));
       return wait(a, keys);
     }
     a.step = 8;
-    wait(a, {r0("assign/" + std::to_string(a.slot))});
+    wait(a, {rk(a, "assign/" + std::to_string(a.slot))});
   }
 
   // C10dRendezvous::publish_assignments: ranks by (order, addr, host, pid, slot).
@@ -316,31 +386,44 @@ class Sim {
     std::string ranks;
     for (int rank = 0, base = 0; rank < static_cast<int>(order.size()); ++rank) {
       const int slot = order[rank];
-      str(a.out, r0("assign/" + std::to_string(slot)));
+      str(a.out, rk(a, "assign/" + std::to_string(slot)));
       str(a.out, std::to_string(rank) + "|" + std::to_string(base) + "|" + std::to_string(world) + "|");
       base += all[slot].nproc;
       ranks += (rank ? "," : "") + std::to_string(slot);
     }
-    str(a.out, r0("ranks"));
+    str(a.out, rk(a, "ranks"));
     str(a.out, ranks);
-    t_assigned_ = Clock::now();
+    t_assigned_[a.round] = Clock::now();
   }
 
   int report() {
+    const int last = o_.recover ? 1 : 0;
     std::vector<int> seen(o_.nodes, 0);
     bool one_master = true;
     for (const Agent& a : agents_) {
       if (a.rank >= 0 && a.rank < o_.nodes) ++seen[a.rank];
       one_master = one_master && a.master == agents_.front().master;
     }
-    const bool ranks_ok = done_ == o_.nodes && std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; });
+    const bool ranks_ok =
+        done_[last] == o_.nodes && std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; });
     auto at = [&](Clock::time_point t) { return t == Clock::time_point{} ? -1.0 : std::chrono::duration<double>(t - start_).count(); };
+    auto span = [](Clock::time_point a, Clock::time_point b) {
+      return a == Clock::time_point{} || b == Clock::time_point{} ? -1.0 : std::chrono::duration<double>(b - a).count();
+    };
     printf("{\"nodes\": %d, \"done\": %d, \"seconds\": %.3f, \"connected_s\": %.3f, \"joined_s\": %.3f, "
-           "\"complete_s\": %.3f, \"assigned_s\": %.3f, \"ranks_ok\": %s, \"one_master\": %s}\n",
-           o_.nodes, done_, at(t_done_), at(t_connected_), at(t_joined_), at(t_complete_), at(t_assigned_),
-           ranks_ok ? "true" : "false", one_master ? "true" : "false");
+           "\"complete_s\": %.3f, \"assigned_s\": %.3f, \"ranks_ok\": %s, \"one_master\": %s",
+           o_.nodes, done_[last], at(t_done_[0]), at(t_connected_), at(t_joined_[0]), at(t_complete_[0]),
+           at(t_assigned_[0]), ranks_ok ? "true" : "false", one_master ? "true" : "false");
+    // The recovery's phases: the abort event reaching every agent, the new
+    // round's joins until it is complete for all, and the assignments.
+    if (o_.recover)
+      printf(", \"recovery_s\": %.3f, \"abort_push_s\": %.3f, \"rejoin_s\": %.3f, \"assign_s\": %.3f",
+             span(t_failed_, t_done_[1]), span(t_failed_, t_woken_), span(t_woken_, t_complete_[1]),
+             span(t_complete_[1], t_done_[1]));
+    printf("}\n");
     for (Agent& a : agents_)
       if (a.fd >= 0) close(a.fd);
+    if (publisher_ >= 0) close(publisher_);
     return ranks_ok && one_master && failed_ == 0 ? 0 : 1;
   }
 
@@ -349,8 +432,12 @@ class Sim {
   const std::string run_;
   int ep_ = -1;
   sockaddr_in target_{};
-  Clock::time_point start_{}, t_connected_{}, t_joined_{}, t_complete_{}, t_assigned_{}, t_done_{};
-  int joined_ = 0, complete_ = 0, done_ = 0, failed_ = 0;
+  // Per round (0: the first; 1: the one recovery re-forms).
+  Clock::time_point start_{}, t_connected_{}, t_failed_{}, t_woken_{};
+  Clock::time_point t_joined_[2]{}, t_complete_[2]{}, t_assigned_[2]{}, t_done_[2]{};
+  int joined_[2]{}, complete_[2]{}, done_[2]{};
+  int woken_ = 0, failed_ = 0;
+  int publisher_ = -1;
 };
 
 }  // namespace
@@ -363,6 +450,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--nodes")) o.nodes = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--nproc")) o.nproc = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--timeout")) o.timeout = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "--recover")) o.recover = !strcmp(argv[i + 1], "1");
     else {
       fprintf(stderr, "rdzv_sim: unknown argument %s\n", argv[i]);
       return 2;

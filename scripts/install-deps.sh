@@ -24,6 +24,10 @@ test_packages=(
   procps iproute2 util-linux
   elfutils  # eu-stack: a native worker's stack when it hangs (agent/stack_dump.h)
   tmux  # a real terminal for the --tty test (tests/integration/test_tty.py)
+  # bench/rdzv_scale.py --plot draws the recovery phases; munkres stands in
+  # for fonttools' "scipy | munkres", whose scipy pulls pythran and with it
+  # libboost1.74-dev, which conflicts with libboost1.81-dev.
+  python3-matplotlib python3-munkres
   man-db groff-base  # renders the generated man pages (tests/integration/test_docs.py)
   dpkg-dev  # dpkg-shlibdeps, for the Debian package's dependencies (scripts/package.sh)
   # A private two-node Slurm cluster for tests/integration/test_slurm.py. The
