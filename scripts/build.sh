@@ -10,13 +10,14 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 targets=()
 testing=ON
+build_type=RelWithDebInfo
 case "${1:-}" in
-  --example) targets=(--target cxxrun train); testing=OFF ;;
+  --example) targets=(--target cxxrun train); testing=OFF; build_type=Release ;;
   "") ;;
   *) echo "build: unknown argument '$1' (known: --example)" >&2; exit 2 ;;
 esac
 if [ ! -f build/CMakeCache.txt ]; then
-  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING="$testing"
+  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type" -DBUILD_TESTING="$testing"
 elif [ "$testing" = ON ] && grep -q '^BUILD_TESTING:BOOL=OFF' build/CMakeCache.txt; then
   # The tree was first built for the example alone.
   cmake -S . -B build -DBUILD_TESTING=ON
