@@ -42,15 +42,13 @@
 #include <string>
 #include <vector>
 
+#include "wire_bytes.h"
+
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
-void put_bytes(std::string& out, const std::string& s) {
-  put_u64(out, s.size());
-  out += s;
-}
+using bench_wire::put_bytes;
 
 enum class Phase : uint8_t { connecting, replying, done, failed };
 
@@ -85,9 +83,8 @@ in_addr source(int i) {
 
 // The request every client sends, its key made unique by `index`.
 std::string request(int index, const std::string& value) {
-  std::string out(1, 0);  // VALIDATE
-  const uint32_t magic = 0x3C85F7CE;
-  out.append(reinterpret_cast<const char*>(&magic), 4);
+  std::string out;
+  bench_wire::put_validate(out);
   const std::string key = "/storm/" + std::to_string(index);
   out.push_back(1);  // SET
   put_bytes(out, key);

@@ -47,6 +47,8 @@
 #include <tuple>
 #include <vector>
 
+#include "wire_bytes.h"
+
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -56,11 +58,8 @@ enum Op : uint8_t {
 };
 enum class Reply { none, bytes, i64, u8, list };
 
-void u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
-void str(std::string& out, const std::string& s) {
-  u64(out, s.size());
-  out += s;
-}
+const auto u64 = bench_wire::put_u64;
+const auto str = bench_wire::put_bytes;
 
 struct Agent {
   int fd = -1;
@@ -133,9 +132,7 @@ class Sim {
     if (connect(a.fd, reinterpret_cast<sockaddr*>(&target_), sizeof target_) != 0 && errno != EINPROGRESS)
       return fprintf(stderr, "rdzv_sim: connect: %s\n", strerror(errno)), false;
     // The first request goes once connected: VALIDATE, then check_config.
-    a.out.push_back(kValidate);
-    const uint32_t magic = 0x3C85F7CE;
-    a.out.append(reinterpret_cast<const char*>(&magic), 4);
+    bench_wire::put_validate(a.out);
     cas(a, key("config"), "", config());
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT;
@@ -338,9 +335,8 @@ class Sim {
       ++failed_;
       return;
     }
-    std::string out(1, kValidate);
-    const uint32_t magic = 0x3C85F7CE;
-    out.append(reinterpret_cast<const char*>(&magic), 4);
+    std::string out;
+    bench_wire::put_validate(out);
     out.push_back(kAppend), str(out, r0("failures")), str(out, "{\"rank\": 7, \"exitcode\": 1}\n");
     out.push_back(kCas), str(out, r0("event")), str(out, ""), str(out, "abort");
     t_failed_ = Clock::now();

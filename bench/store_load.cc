@@ -29,15 +29,13 @@
 #include <thread>
 #include <vector>
 
+#include "wire_bytes.h"
+
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
-void put_bytes(std::string& out, const std::string& s) {
-  put_u64(out, s.size());
-  out += s;
-}
+using bench_wire::put_bytes;
 
 struct Conn {
   int fd = -1;
@@ -63,9 +61,8 @@ bool open_conn(Conn& k, const sockaddr_in& addr, bool modern, int index, const s
   setsockopt(k.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (connect(k.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return false;
   if (modern) {
-    std::string hello(1, 0);  // VALIDATE
-    const uint32_t magic = 0x3C85F7CE;
-    hello.append(reinterpret_cast<const char*>(&magic), 4);
+    std::string hello;
+    bench_wire::put_validate(hello);
     if (!send_all(k.fd, hello)) return false;
   }
   const std::string key = "/bench/" + std::to_string(index);
