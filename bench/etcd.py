@@ -7,6 +7,10 @@ and a cxxrun-rdzv serve every case below; each case alternates the two backends.
   rdzv      N simulated agents (bench/rdzv_load: a thread each running our
             C10dRendezvous) meet through etcd and through cxxrun-rdzv, N = 100
             and 1,000, 8 workers each
+  recover   the same agents after their first round: one failure, then
+            every agent re-forms the job (rdzv_load --recover 1): the time to
+            the last agent woken by the abort event and to the last holding its
+            next-round assignment, N = 100 and 1,000
   abort     3 agents x 2 workers, a worker on one node exits 1: the failure ->
             the last worker on the other nodes got SIGTERM (all stopped), and
             -> the last of 6 replacement workers exec'd (bench/elastic.py)
@@ -18,9 +22,10 @@ and a cxxrun-rdzv serve every case below; each case alternates the two backends.
             job's wall time against the same job undisturbed, its exit codes
             and whether any worker was started twice (a restart)
 
-Usage: bench/etcd.py [--runs N] [--build build]   (after scripts/build.sh)
+Usage: bench/etcd.py [--runs N] [--build build] [--only rdzv|recover|abort|dead|outage]   (after scripts/build.sh)
 """
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -39,14 +44,14 @@ from etcd_cluster import EtcdCluster, unavailable  # noqa: E402
 RUN_MS = 4000
 
 
-def rdzv_load(build, args, timeout=120):
+def rdzv_load(build, args, timeout=120, key="seconds"):
     cmd = [os.path.join(build, "bench", "rdzv_load"), *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         print(f"rdzv_load {' '.join(args)} failed: {r.stderr.strip()[-500:]}", file=sys.stderr)
         return None
-    line = r.stdout.strip().splitlines()[-1]
-    return float(line.split('"seconds": ')[1].split(",")[0])
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    return result if key is None else result[key]
 
 
 def compact(cluster):
@@ -122,10 +127,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
-    ap.add_argument("--only", action="append", choices=["rdzv", "abort", "dead", "outage"])
+    ap.add_argument("--only", action="append", choices=["rdzv", "recover", "abort", "dead", "outage"])
     args = ap.parse_args()
     build = os.path.abspath(args.build)
-    only = set(args.only or ["rdzv", "abort", "dead", "outage"])
+    only = set(args.only or ["rdzv", "recover", "abort", "dead", "outage"])
     why = unavailable()
     if why:
         sys.exit(why)
@@ -148,6 +153,25 @@ def main():
                     t_etcd.append(rdzv_load(build, ["--etcd", cluster.endpoints(), "--nodes", str(n)]))
                 print(f"[bench] rdzv {n}: c10d {t_c10d} etcd {t_etcd}", file=sys.stderr)
                 rows.append(f"| rendezvous of {n:,} simulated agents | {fmt(t_c10d, digits=3)} | {fmt(t_etcd, digits=3)} |")
+        if "recover" in only:
+            # One failure -> every agent holds the next round's assignment,
+            # the real C10dRendezvous in a thread per agent (rdzv_load
+            # --recover 1); the abort push is the part until the last agent
+            # was woken.
+            for n in (100, 1000):
+                got = {"c10d": ([], []), "etcd": ([], [])}
+                for _ in range(args.runs):
+                    for name, where in (("c10d", ["--port", str(port)]), ("etcd", ["--etcd", cluster.endpoints()])):
+                        if name == "etcd":
+                            compact(cluster)
+                        r = rdzv_load(build, where + ["--nodes", str(n), "--recover", "1"], timeout=240, key=None)
+                        got[name][0].append(r["recovery_s"] if r else None)
+                        got[name][1].append(r["abort_push_s"] if r else None)
+                print(f"[bench] recover {n}: {got}", file=sys.stderr)
+                rows.append(f"| {n:,} agents: one failure -> every agent re-assigned | {fmt(got['c10d'][0], digits=3)} "
+                            f"| {fmt(got['etcd'][0], digits=3)} |")
+                rows.append(f"| {n:,} agents: of which the abort event reaching every agent | "
+                            f"{fmt(got['c10d'][1], digits=3)} | {fmt(got['etcd'][1], digits=3)} |")
         if "abort" in only:
             res = {"c10d": ([], []), "etcd": ([], [])}
             for _ in range(args.runs):

@@ -10,11 +10,19 @@
 //       each agent meets the others through etcd as --rdzv-backend=etcd-v3
 //       does (EtcdJobStore: its own connections and a lease, its alive key
 //       on it); the job's keys are removed at the end.
+//   --recover 1: then one member publishes a failure (the `abort` event),
+//       every agent WAITs for the round's event as its watcher would, and
+//       re-forms the job as C10dBackend::rejoin does (the event, the waiting
+//       count, who stepped out, the next round, a join expecting N). Adds
+//       the time from the failure to the last agent woken and to the last
+//       agent holding its next-round assignment.
 #include <sys/resource.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +50,7 @@ struct Args {
   std::vector<std::string> etcd;  // members; empty: the TCPStore at host:port
   int nodes = 1000;
   int nproc = 8;
+  bool recover = false;
 };
 
 std::vector<std::string> split(const std::string& text) {
@@ -59,6 +68,7 @@ bool parse(int argc, char** argv, Args& a) {
     else if (!strcmp(argv[i], "--etcd")) a.etcd = split(argv[i + 1]);
     else if (!strcmp(argv[i], "--nodes")) a.nodes = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--nproc")) a.nproc = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--recover")) a.recover = !strcmp(argv[i + 1], "1");
     else {
       fprintf(stderr, "rdzv_load: unknown argument %s\n", argv[i]);
       return false;
@@ -85,8 +95,47 @@ RendezvousSettings settings_for(const Args& a, const std::string& run_id, int no
   return s;
 }
 
-// One simulated agent's rendezvous: its store, then the first round.
-Assignment one_agent(const Args& a, const RendezvousSettings& s, std::unique_ptr<EtcdJobStore>& etcd) {
+// What every agent shares while it recovers: when all hold round 0, when the
+// failure was published, when the last was woken and re-assigned.
+struct Recovery {
+  std::mutex mu;
+  std::condition_variable all_in;
+  int in_round0 = 0;
+  Clock::time_point failed{}, last_woken{}, last_done{};
+};
+
+// C10dBackend::rejoin after an `abort`, less what only the agent does.
+Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& store, Recovery& r) {
+  {
+    std::unique_lock l(r.mu);
+    if (++r.in_round0 == a.nodes) r.all_in.notify_all();
+    if (!r.all_in.wait_for(l, std::chrono::seconds(120), [&] { return r.in_round0 == a.nodes; }))
+      throw std::runtime_error("not every agent finished round 0 within 120 s");
+  }
+  if (node == 0) {
+    std::lock_guard l(r.mu);
+    r.failed = Clock::now();
+    rdzv.publish_failure("{\"rank\": 0, \"exitcode\": 1}");
+  }
+  store.wait({rdzv.event_key()}, std::chrono::seconds(60));
+  {
+    std::lock_guard l(r.mu);
+    r.last_woken = std::max(r.last_woken, Clock::now());
+  }
+  const int expected = std::max(1, rdzv.members() + rdzv.num_nodes_waiting() -
+                                       (rdzv.current_event() == RoundEvent::dead ? 1 : 0));
+  (void)rdzv.stepped_out();
+  rdzv.start_next_round();
+  Assignment next = rdzv.next_rendezvous(expected);
+  std::lock_guard l(r.mu);
+  r.last_done = std::max(r.last_done, Clock::now());
+  return next;
+}
+
+// One simulated agent's rendezvous: its store, then the first round (and,
+// with --recover, the next).
+Assignment one_agent(const Args& a, int node, const RendezvousSettings& s, std::unique_ptr<EtcdJobStore>& etcd,
+                     Recovery& r) {
   auto pick = [](const std::vector<std::string>&) { return 29500; };
   auto quiet = [](const std::string&) {};
   if (a.etcd.empty()) {
@@ -95,12 +144,15 @@ Assignment one_agent(const Args& a, const RendezvousSettings& s, std::unique_ptr
     options.port = a.port;
     options.timeout = std::chrono::seconds(60);
     auto client = StoreClient::connect(options);
-    return C10dRendezvous(*client, s, pick, quiet).next_rendezvous();
+    C10dRendezvous rdzv(*client, s, pick, quiet);
+    Assignment first = rdzv.next_rendezvous();
+    return a.recover ? recover(a, node, rdzv, *client, r) : first;
   }
   etcd = std::make_unique<EtcdJobStore>(s);
   C10dRendezvous rdzv(etcd->client(), s, pick, quiet);
   rdzv.use_liveness(*etcd->liveness());
-  return rdzv.next_rendezvous();
+  Assignment first = rdzv.next_rendezvous();
+  return a.recover ? recover(a, node, rdzv, etcd->client(), r) : first;
 }
 
 }  // namespace
@@ -119,13 +171,14 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<EtcdJobStore>> etcd(args.nodes);
   std::mutex mu;
   std::atomic<int> failures{0};
+  Recovery recovery;
   const auto start = Clock::now();
   std::vector<std::thread> threads;
   threads.reserve(args.nodes);
   for (int i = 0; i < args.nodes; ++i) {
     threads.emplace_back([&, i] {
       try {
-        Assignment a = one_agent(args, settings_for(args, run_id, i), etcd[i]);
+        Assignment a = one_agent(args, i, settings_for(args, run_id, i), etcd[i], recovery);
         std::lock_guard l(mu);
         if (a.group_rank >= 0 && a.group_rank < args.nodes) ++rank_count[a.group_rank];
         if (a.world_size != args.nodes * args.nproc) ++failures;
@@ -144,7 +197,14 @@ int main(int argc, char** argv) {
   for (auto& store : etcd)
     if (store) threads.emplace_back([&store, n = args.nodes] { store->leave(true, n, {}); });
   for (auto& t : threads) t.join();
-  printf("{\"store\": \"%s\", \"nodes\": %d, \"seconds\": %.3f, \"failures\": %d}\n",
+  printf("{\"store\": \"%s\", \"nodes\": %d, \"seconds\": %.3f, \"failures\": %d",
          args.etcd.empty() ? "tcpstore" : "etcd", args.nodes, secs, failures.load());
+  if (args.recover) {
+    auto span = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+    printf(", \"recovery_s\": %.3f, \"abort_push_s\": %.3f, \"rejoin_assign_s\": %.3f",
+           span(recovery.failed, recovery.last_done), span(recovery.failed, recovery.last_woken),
+           span(recovery.last_woken, recovery.last_done));
+  }
+  printf("}\n");
   return failures == 0 ? 0 : 1;
 }
