@@ -69,6 +69,7 @@ struct HttpConnection::Impl {
   tcp::resolver resolver;
   std::optional<beast::tcp_stream> plain;
   std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
+  beast::tcp_stream* connecting = nullptr;  // the socket of a connect in progress
   beast::flat_buffer buffer;
   std::optional<http::response_parser<http::string_body>> stream;  // open_stream's answer
   std::string stream_bytes;  // its body as the parser hands it over
@@ -93,6 +94,13 @@ struct HttpConnection::Impl {
 
   void cancel_io() {
     resolver.cancel();
+    // A connect to a member that drops SYNs (a host that is down, a
+    // firewall) would otherwise finish only when the kernel gives up, about
+    // two minutes later, whatever the deadline.
+    if (connecting) {
+      error_code ignored;
+      connecting->socket().close(ignored);
+    }
     if (connected()) tcp_layer().cancel();
   }
 
@@ -145,7 +153,9 @@ struct HttpConnection::Impl {
       ec = e;
       done = true;
     });
+    connecting = &socket;
     in_time = run(done, deadline);
+    connecting = nullptr;
     throw_if_interrupted(false);
     if (!in_time) throw TransportError(Kind::unreachable, false, false, "connect timed out");
     if (ec) throw TransportError(Kind::unreachable, false, false, ec.message());

@@ -153,7 +153,12 @@ struct Watch::Impl {
         }
       } catch (const TransportError& e) {
         if (e.kind == TransportError::Kind::cancelled) return false;
-        if (e.kind == TransportError::Kind::timeout) {
+        // The caller's deadline cut the attempt short (a connect given the
+        // last millisecond of a wait's slice): its time ran out, which says
+        // nothing of the member. Counted as a failed member, it made a
+        // rendezvous over etcd fail its join with "no member reachable in
+        // 1 ms" (bench/etcd.py --only recover, 1,000 agents).
+        if (e.kind == TransportError::Kind::timeout || (!e.permanent && Clock::now() >= deadline)) {
           install(nullptr);
           return false;
         }
