@@ -8,6 +8,7 @@
 #include "etcd/transport.h"
 #include "etcd/watch.h"
 #include "fake_etcd_member.h"
+#include "listener.h"
 
 using namespace cxxrun::etcd;
 using namespace std::chrono_literals;
@@ -187,14 +188,11 @@ TEST_CASE("etcd transport: no member reachable, each named") {
 // A member whose accept queue is full: SYNs are dropped and a connect
 // hangs until its deadline. A listen backlog of 0 holds one connection.
 TEST_CASE("etcd watch: a deadline that ends its connect is a timeout, not an unreachable cluster") {
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  Listener full(0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(listen(listener, 0) == 0);
-  socklen_t len = sizeof addr;
-  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  addr.sin_port = htons(full.port);
   std::vector<int> fillers;
   for (int i = 0; i < 3; ++i) {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -202,13 +200,12 @@ TEST_CASE("etcd watch: a deadline that ends its connect is a timeout, not an unr
     fillers.push_back(fd);
   }
   Options o;
-  o.endpoints = parse_endpoints({"127.0.0.1:" + std::to_string(ntohs(addr.sin_port))}, Protocol::http);
+  o.endpoints = parse_endpoints({"127.0.0.1:" + std::to_string(full.port)}, Protocol::http);
   o.timeout = 100ms;  // a wait's last slice
   const auto start = std::chrono::steady_clock::now();
   CHECK_THROWS_AS(Watch(o, "k", Watch::Scope::key, 1), EtcdTimeout);
   CHECK(std::chrono::steady_clock::now() - start < 2s);
   for (int fd : fillers) close(fd);
-  close(listener);
 }
 
 TEST_CASE("etcd transport: which refusals are retried") {
