@@ -182,6 +182,14 @@ void EtcdLiveness::beat() {
 }
 
 std::vector<int> EtcdLiveness::dead_slots() {
+  // A stream that broke is made again with a call's time. Left to next()'s
+  // 2 ms, each check started a connect and gave it up, and on a loaded
+  // machine every one did: the DELETE came only once the watch's own timeout
+  // (read_timeout) ran out.
+  if (watch_ && watch_->endpoint().empty()) {
+    resume_from_ = watch_->revision() + 1;
+    watch_.reset();
+  }
   if (!watched_.empty() && !watch_) rewatch(call_timeout_);
   if (watch_) {
     try {
