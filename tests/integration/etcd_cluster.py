@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.request
 import uuid
 
 from harness import die_with_parent, free_port, wait_for
@@ -114,6 +115,20 @@ class EtcdCluster:
         env["ETCDCTL_API"] = "3"
         return subprocess.run(argv + list(args), env=env, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
+
+    def watchers(self, i):
+        """How many watches member i serves now (its metrics)."""
+        body = urllib.request.urlopen(f"http://{self.members[i].endpoint}/metrics", timeout=5).read().decode()
+        for line in body.splitlines():
+            if line.startswith("etcd_debugging_mvcc_watcher_total "):
+                return int(float(line.split()[1]))
+        return 0
+
+    def busiest_watch_member(self):
+        """The running member that serves the most watches: each agent starts
+        with a member of its own (rendezvous/etcd_job_store.cc)."""
+        running = [i for i, m in enumerate(self.members) if m.running()]
+        return max(running, key=self.watchers)
 
     def statuses(self):
         """{member index: status dict} of the members that answer."""

@@ -154,7 +154,7 @@ exit 0
         self.assertEqual({e["TORCHELASTIC_RESTART_COUNT"] for e in second}, {"0"}, "no restart budget used")
 
     def test_abort_reaches_every_agent_after_a_member_restart(self):
-        # The agents' watches are on the first member; it is killed and
+        # The member holding most of the agents' watches is killed and
         # started again while the job runs. A worker failure after that must
         # still reach every agent through the resumed watches: both restart
         # (attempt 1) and finish.
@@ -167,8 +167,10 @@ exit 0
         args = self.args(2, worker, uuid.uuid4().hex, extra=["--max-restarts=1"])
         procs = [start(args) for _ in range(2)]
         wait_for(lambda: len(self.envs()) == 4, timeout=30, what="all four workers to start")
-        self.cluster.kill(0)
-        self.cluster.restart_member(0)
+        busiest = self.cluster.busiest_watch_member()
+        self.assertGreater(self.cluster.watchers(busiest), 0)
+        self.cluster.kill(busiest)
+        self.cluster.restart_member(busiest)
         open(f"{self.out}/go", "w").close()
         failed_at = time.monotonic()
         wait_for(lambda: len([n for n in self.envs() if n.endswith(".1")]) == 4, timeout=30,
@@ -190,8 +192,10 @@ exit 0
             self.cluster.etcdctl("put", f"/elsewhere/{i}", "x")
         revision = max(int(st["header"]["revision"]) for st in self.cluster.statuses().values())
         self.cluster.etcdctl("compaction", str(revision))
-        self.cluster.kill(0)
-        self.cluster.restart_member(0)
+        busiest = self.cluster.busiest_watch_member()
+        self.assertGreater(self.cluster.watchers(busiest), 0)
+        self.cluster.kill(busiest)
+        self.cluster.restart_member(busiest)
         self.kill_one_and_reform(procs)
 
     def test_training_goes_on_without_quorum(self):
