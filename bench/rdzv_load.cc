@@ -16,7 +16,13 @@
 //       count, who stepped out, the next round, a join expecting N). Adds
 //       the time from the failure to the last agent woken and to the last
 //       agent holding its next-round assignment.
+//   --procs K: the agents are spread over K processes (forked first), each
+//       with its own descriptor limit: over etcd an agent holds about four
+//       connections, so 10,000 agents need more than one process may open
+//       here. --timeout S: each agent's join and read timeout (60 s).
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -29,6 +35,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -51,6 +58,8 @@ struct Args {
   int nodes = 1000;
   int nproc = 8;
   bool recover = false;
+  int procs = 1;
+  int timeout_s = 60;
 };
 
 std::vector<std::string> split(const std::string& text) {
@@ -69,13 +78,15 @@ bool parse(int argc, char** argv, Args& a) {
     else if (!strcmp(argv[i], "--nodes")) a.nodes = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--nproc")) a.nproc = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--recover")) a.recover = !strcmp(argv[i + 1], "1");
+    else if (!strcmp(argv[i], "--procs")) a.procs = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--timeout")) a.timeout_s = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "rdzv_load: unknown argument %s\n", argv[i]);
       return false;
     }
   }
-  if ((a.port <= 0 && a.etcd.empty()) || a.nodes <= 0) {
-    fprintf(stderr, "rdzv_load: --port P or --etcd MEMBERS, and --nodes N > 0, are required\n");
+  if ((a.port <= 0 && a.etcd.empty()) || a.nodes <= 0 || a.procs <= 0 || a.procs > a.nodes || a.timeout_s <= 0) {
+    fprintf(stderr, "rdzv_load: --port P or --etcd MEMBERS, --nodes N > 0, 1 <= --procs <= N and --timeout S > 0\n");
     return false;
   }
   return true;
@@ -89,70 +100,134 @@ RendezvousSettings settings_for(const Args& a, const std::string& run_id, int no
   s.local_world_size = a.nproc;
   s.entrypoint = "rdzv_load";
   s.local_addr = "10.0." + std::to_string(node / 250) + "." + std::to_string(node % 250 + 1);  // just a label
-  s.join_timeout = std::chrono::seconds(60);
-  s.read_timeout = std::chrono::seconds(60);
+  s.join_timeout = std::chrono::seconds(a.timeout_s);
+  s.read_timeout = std::chrono::seconds(a.timeout_s);
   if (!a.etcd.empty()) s.etcd.endpoints = cxxrun::etcd::parse_endpoints(a.etcd, cxxrun::etcd::Protocol::http);
   return s;
 }
 
-// What every agent shares while it recovers: when all hold round 0, when the
-// failure was published, when the last was woken and re-assigned.
-struct Recovery {
+// What every agent shares, in memory shared by every process: how many hold
+// round 0, when the failure was published, when the last agent was woken
+// and re-assigned (steady-clock nanoseconds: one clock for every process),
+// and each group rank's count. Waits on it poll, one thread per process.
+struct Shared {
+  std::atomic<int> in_round0{0};
+  std::atomic<int> failures{0};
+  std::atomic<int64_t> failed{0}, last_woken{0}, last_done{0};
+  std::atomic<int64_t> assigned{0};  // when the last process's agents all held their assignments
+  // `nodes` counters follow this struct in the mapping, one per group rank.
+  std::atomic<int>* rank_count() { return reinterpret_cast<std::atomic<int>*>(this + 1); }
+
+  static Shared* create(int nodes) {
+    const size_t bytes = sizeof(Shared) + sizeof(std::atomic<int>) * static_cast<size_t>(nodes);
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    auto* sh = new (m) Shared();
+    for (int r = 0; r < nodes; ++r) new (sh->rank_count() + r) std::atomic<int>(0);
+    return sh;
+  }
+};
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+
+void at_least(std::atomic<int64_t>& v, int64_t t) {
+  for (int64_t seen = v.load(); seen < t && !v.compare_exchange_weak(seen, t);) {
+  }
+}
+
+// This process's agents wait here until every agent of every process holds
+// round 0: one poller per process, the others on a condition variable.
+struct Round0Barrier {
   std::mutex mu;
-  std::condition_variable all_in;
-  int in_round0 = 0;
-  Clock::time_point failed{}, last_woken{}, last_done{};
+  std::condition_variable cv;
+  bool open = false;
+  bool polling = false;
+
+  void arrive_and_wait(Shared& sh, int nodes) {
+    ++sh.in_round0;
+    std::unique_lock l(mu);
+    if (!polling) {
+      polling = true;
+      l.unlock();
+      const auto until = Clock::now() + std::chrono::seconds(600);
+      while (sh.in_round0.load() < nodes && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      l.lock();
+      open = true;
+      cv.notify_all();
+    }
+    cv.wait(l, [&] { return open; });
+    if (sh.in_round0.load() < nodes) throw std::runtime_error("not every agent finished round 0 within 600 s");
+  }
 };
 
 // C10dBackend::rejoin after an `abort`, less what only the agent does.
-Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& store, Recovery& r) {
-  {
-    std::unique_lock l(r.mu);
-    if (++r.in_round0 == a.nodes) r.all_in.notify_all();
-    if (!r.all_in.wait_for(l, std::chrono::seconds(120), [&] { return r.in_round0 == a.nodes; }))
-      throw std::runtime_error("not every agent finished round 0 within 120 s");
-  }
+Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& store, Shared& sh,
+                   Round0Barrier& barrier) {
+  barrier.arrive_and_wait(sh, a.nodes);
   if (node == 0) {
-    std::lock_guard l(r.mu);
-    r.failed = Clock::now();
+    sh.failed = now_ns();
     rdzv.publish_failure("{\"rank\": 0, \"exitcode\": 1}");
   }
-  store.wait({rdzv.event_key()}, std::chrono::seconds(60));
-  {
-    std::lock_guard l(r.mu);
-    r.last_woken = std::max(r.last_woken, Clock::now());
-  }
+  store.wait({rdzv.event_key()}, std::chrono::seconds(a.timeout_s));
+  at_least(sh.last_woken, now_ns());
   const int expected = std::max(1, rdzv.members() + rdzv.num_nodes_waiting() -
                                        (rdzv.current_event() == RoundEvent::dead ? 1 : 0));
   (void)rdzv.stepped_out();
   rdzv.start_next_round();
   Assignment next = rdzv.next_rendezvous(expected);
-  std::lock_guard l(r.mu);
-  r.last_done = std::max(r.last_done, Clock::now());
+  at_least(sh.last_done, now_ns());
   return next;
 }
 
 // One simulated agent's rendezvous: its store, then the first round (and,
 // with --recover, the next).
 Assignment one_agent(const Args& a, int node, const RendezvousSettings& s, std::unique_ptr<EtcdJobStore>& etcd,
-                     Recovery& r) {
+                     Shared& sh, Round0Barrier& barrier) {
   auto pick = [](const std::vector<std::string>&) { return 29500; };
   auto quiet = [](const std::string&) {};
   if (a.etcd.empty()) {
     StoreClient::Options options;
     options.host = a.host;
     options.port = a.port;
-    options.timeout = std::chrono::seconds(60);
+    options.timeout = std::chrono::seconds(a.timeout_s);
     auto client = StoreClient::connect(options);
     C10dRendezvous rdzv(*client, s, pick, quiet);
     Assignment first = rdzv.next_rendezvous();
-    return a.recover ? recover(a, node, rdzv, *client, r) : first;
+    return a.recover ? recover(a, node, rdzv, *client, sh, barrier) : first;
   }
   etcd = std::make_unique<EtcdJobStore>(s);
   C10dRendezvous rdzv(etcd->client(), s, pick, quiet);
   rdzv.use_liveness(*etcd->liveness());
   Assignment first = rdzv.next_rendezvous();
-  return a.recover ? recover(a, node, rdzv, etcd->client(), r) : first;
+  return a.recover ? recover(a, node, rdzv, etcd->client(), sh, barrier) : first;
+}
+
+// Agents [first, last) of the job, a thread each, in this process.
+void run_agents(const Args& args, const std::string& run_id, int first, int last, Shared& sh) {
+  std::vector<std::unique_ptr<EtcdJobStore>> etcd(static_cast<size_t>(last - first));
+  Round0Barrier barrier;
+  std::vector<std::thread> threads;
+  threads.reserve(etcd.size());
+  for (int i = first; i < last; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        Assignment a = one_agent(args, i, settings_for(args, run_id, i), etcd[i - first], sh, barrier);
+        if (a.group_rank >= 0 && a.group_rank < args.nodes) ++sh.rank_count()[a.group_rank];
+        if (a.world_size != args.nodes * args.nproc) ++sh.failures;
+      } catch (const std::exception& e) {
+        if (sh.failures++ == 0) fprintf(stderr, "rdzv_load: node %d: %s\n", i, e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  at_least(sh.assigned, now_ns());
+  // Not timed: every agent leaves, as the last member of a finished job
+  // would, so etcd keeps no keys or leases of the run.
+  threads.clear();
+  for (auto& store : etcd)
+    if (store) threads.emplace_back([&store, n = args.nodes] { store->leave(true, n, {}); });
+  for (auto& t : threads) t.join();
 }
 
 }  // namespace
@@ -167,44 +242,49 @@ int main(int argc, char** argv) {
     setrlimit(RLIMIT_NOFILE, &limit);
   }
   const std::string run_id = "load" + std::to_string(getpid());
-  std::vector<int> rank_count(args.nodes, 0);
-  std::vector<std::unique_ptr<EtcdJobStore>> etcd(args.nodes);
-  std::mutex mu;
-  std::atomic<int> failures{0};
-  Recovery recovery;
-  const auto start = Clock::now();
-  std::vector<std::thread> threads;
-  threads.reserve(args.nodes);
-  for (int i = 0; i < args.nodes; ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        Assignment a = one_agent(args, i, settings_for(args, run_id, i), etcd[i], recovery);
-        std::lock_guard l(mu);
-        if (a.group_rank >= 0 && a.group_rank < args.nodes) ++rank_count[a.group_rank];
-        if (a.world_size != args.nodes * args.nproc) ++failures;
-      } catch (const std::exception& e) {
-        if (failures++ == 0) fprintf(stderr, "rdzv_load: node %d: %s\n", i, e.what());
-      }
-    });
+  Shared* sh = Shared::create(args.nodes);
+  if (!sh) {
+    perror("rdzv_load: mmap");
+    return 1;
   }
-  for (auto& t : threads) t.join();
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  for (int c : rank_count)
-    if (c != 1) ++failures;
-  // Not timed: every agent leaves, as the last member of a finished job
-  // would, so etcd keeps no keys or leases of the run.
-  threads.clear();
-  for (auto& store : etcd)
-    if (store) threads.emplace_back([&store, n = args.nodes] { store->leave(true, n, {}); });
-  for (auto& t : threads) t.join();
+  const int64_t start = now_ns();
+  std::vector<pid_t> children;
+  for (int p = 0; p < args.procs; ++p) {
+    const int first = static_cast<int>(static_cast<int64_t>(args.nodes) * p / args.procs);
+    const int last = static_cast<int>(static_cast<int64_t>(args.nodes) * (p + 1) / args.procs);
+    if (args.procs == 1) {
+      run_agents(args, run_id, first, last, *sh);
+      break;
+    }
+    const pid_t child = fork();  // before any thread of this process
+    if (child == 0) {
+      run_agents(args, run_id, first, last, *sh);
+      fflush(stderr);
+      _exit(0);
+    }
+    if (child < 0) {
+      perror("rdzv_load: fork");
+      ++sh->failures;
+      break;
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++sh->failures;
+  }
+  const double secs = static_cast<double>(sh->assigned - start) / 1e9;
+  int failures = sh->failures;
+  for (int r = 0; r < args.nodes; ++r)
+    if (sh->rank_count()[r] != 1) ++failures;
   printf("{\"store\": \"%s\", \"nodes\": %d, \"seconds\": %.3f, \"failures\": %d",
-         args.etcd.empty() ? "tcpstore" : "etcd", args.nodes, secs, failures.load());
+         args.etcd.empty() ? "tcpstore" : "etcd", args.nodes, secs, failures);
   if (args.recover) {
-    auto span = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+    auto span = [](int64_t a, int64_t b) { return static_cast<double>(b - a) / 1e9; };
     printf(", \"recovery_s\": %.3f, \"abort_push_s\": %.3f, \"rejoin_assign_s\": %.3f",
-           span(recovery.failed, recovery.last_done), span(recovery.failed, recovery.last_woken),
-           span(recovery.last_woken, recovery.last_done));
+           span(sh->failed, sh->last_done), span(sh->failed, sh->last_woken), span(sh->last_woken, sh->last_done));
   }
+  if (args.procs > 1) printf(", \"procs\": %d", args.procs);
   printf("}\n");
   return failures == 0 ? 0 : 1;
 }
