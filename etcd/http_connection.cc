@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "etcd/tls.h"
 
@@ -133,19 +134,26 @@ struct HttpConnection::Impl {
     throw_if_interrupted(false);
     bool done = false;
     error_code ec;
-    tcp::resolver::results_type addresses;
-    resolver.async_resolve(endpoint.host, std::to_string(endpoint.port),
-                           [&](error_code e, tcp::resolver::results_type r) {
-                             ec = e;
-                             addresses = std::move(r);
-                             done = true;
-                           });
-    bool in_time = run(done, deadline);
-    throw_if_interrupted(false);
-    if (!in_time) throw TransportError(Kind::unreachable, false, false, "resolving the host timed out");
-    if (ec)  // no such host is permanent; a failing resolver may recover
-      throw TransportError(Kind::unreachable, false, ec == asio::error::host_not_found,
-                           "cannot resolve host: " + ec.message());
+    std::vector<tcp::endpoint> addresses;
+    // A member given by its address needs no lookup. Asio's resolver runs
+    // each io_context's lookups on a thread of its own: a thread per
+    // connection, 5,000 of them for 3,000 simulated agents over etcd.
+    if (const auto address = asio::ip::make_address(endpoint.host, ec); !ec) {
+      addresses.emplace_back(address, endpoint.port);
+    } else {
+      resolver.async_resolve(endpoint.host, std::to_string(endpoint.port),
+                             [&](error_code e, const tcp::resolver::results_type& r) {
+                               ec = e;
+                               for (const auto& entry : r) addresses.push_back(entry.endpoint());
+                               done = true;
+                             });
+      const bool in_time = run(done, deadline);
+      throw_if_interrupted(false);
+      if (!in_time) throw TransportError(Kind::unreachable, false, false, "resolving the host timed out");
+      if (ec)  // no such host is permanent; a failing resolver may recover
+        throw TransportError(Kind::unreachable, false, ec == asio::error::host_not_found,
+                             "cannot resolve host: " + ec.message());
+    }
 
     beast::tcp_stream socket(ioc);
     done = false;
@@ -154,7 +162,7 @@ struct HttpConnection::Impl {
       done = true;
     });
     connecting = &socket;
-    in_time = run(done, deadline);
+    const bool in_time = run(done, deadline);
     connecting = nullptr;
     throw_if_interrupted(false);
     if (!in_time) throw TransportError(Kind::unreachable, false, false, "connect timed out");

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "rendezvous/round_completion.h"
 #include "rendezvous/round_records.h"
@@ -29,6 +30,11 @@ std::string hostname() {
 
 // The config key of a job that is over.
 constexpr const char* kClosed = "closed";
+
+// A liveness snapshot longer than this is written once, under the round's
+// alive_snapshot key, and each assignment carries kSnapshotElsewhere.
+constexpr size_t kInlineSnapshot = 256;
+constexpr const char* kSnapshotElsewhere = "@";
 
 }  // namespace
 
@@ -293,9 +299,18 @@ void C10dRendezvous::publish_assignments(int round, int members) {
     base += all[slot].nproc;
     ranks += (rank ? "," : "") + std::to_string(slot);
   }
-  // Taken once here, so no member reads every member's liveness itself.
-  const std::string alive = liveness_ ? liveness_->snapshot(round_key(round, "alive/"), members) : "";
-  for (auto& v : values) v += "|" + alive;
+  // Taken once here, so no member reads every member's liveness itself. A
+  // short one (no member gone: a revision) goes in every assignment; a long
+  // one is written once, ahead of them, and they point to it. Copied into
+  // each of N assignments, a list of the members gone made the round's
+  // writes N times its size (3,000 agents over etcd, most leases expired:
+  // "request is too large").
+  std::string alive = liveness_ ? liveness_->snapshot(round_key(round, "alive/"), members) : "";
+  if (alive.size() > kInlineSnapshot) {
+    assign_keys.insert(assign_keys.begin(), round_key(round, "alive_snapshot"));
+    values.insert(values.begin(), std::exchange(alive, kSnapshotElsewhere));
+  }
+  for (size_t i = values.size() - members; i < values.size(); ++i) values[i] += "|" + alive;
   assign_keys.push_back(round_key(round, "ranks"));
   values.push_back(ranks);
   store_.multi_set(assign_keys, values);
@@ -328,7 +343,11 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   rank_of_slot_.clear();
   seen_alive_.clear();
   beats_counted_ = 0;
-  if (liveness_) liveness_->joined(round_key(round, "alive/"), members, mine.substr(c + 1));
+  if (liveness_) {
+    std::string alive = mine.substr(c + 1);
+    if (alive == kSnapshotElsewhere) alive = store_.get(round_key(round, "alive_snapshot"), wait_for);
+    liveness_->joined(round_key(round, "alive/"), members, alive);
+  }
   log_("node " + me_.addr + " joined round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
        "' as rank " + std::to_string(out.group_rank) + " in a world of size " + std::to_string(members) + " (" +
        std::to_string(out.world_size) + " workers, master " + where + ")");

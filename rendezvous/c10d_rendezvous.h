@@ -90,7 +90,8 @@ class MemberLiveness {
   // Who of slots 0..members-1 is alive now, as one line of text: the round's
   // assigner takes it once, when every member has written its descriptor
   // (so its alive key too), and hands it to every member with its
-  // assignment. No '|' in it.
+  // assignment (a long one once, under the round's alive_snapshot key). No
+  // '|' in it, and never "@".
   virtual std::string snapshot(const std::string& alive_prefix, int members) = 0;
   // This node is a member of that round, which has `members` (slots
   // 0..members-1); `snapshot` is the assigner's, empty if none came.

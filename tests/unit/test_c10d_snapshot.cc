@@ -1,0 +1,77 @@
+// How the assigner's liveness snapshot reaches every member of a round
+// (C10dRendezvous::publish_assignments and assign), with a MemberLiveness
+// that only records what it is handed.
+#include <catch2/catch.hpp>
+#include <future>
+#include <mutex>
+
+#include "fake_store.h"
+#include "rendezvous/c10d_rendezvous.h"
+
+using namespace cxxrun::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct RecordingLiveness : MemberLiveness {
+  explicit RecordingLiveness(std::string snapshot) : taken(std::move(snapshot)) {}
+  void joining(const std::string&, int) override {}
+  std::string snapshot(const std::string&, int) override { return taken; }
+  void joined(const std::string&, int, const std::string& snapshot) override { handed = snapshot; }
+  void beat() override {}
+  std::vector<int> dead_slots() override { return {}; }
+  int count_alive(const std::string&, int members) override { return members; }
+  std::string taken;
+  std::string handed;
+};
+
+RendezvousSettings settings(int nodes) {
+  RendezvousSettings s;
+  s.run_id = "job";
+  s.endpoint = "fake:0";
+  s.min_nodes = s.max_nodes = nodes;
+  s.entrypoint = "train";
+  s.join_timeout = 10s;
+  return s;
+}
+
+// Every member of a round of `nodes` is handed `snapshot`; returns the
+// longest assignment value written.
+size_t round_with_snapshot(int nodes, const std::string& snapshot) {
+  FakeStore store;
+  std::vector<std::unique_ptr<FakeStore::Client>> clients;
+  std::vector<std::unique_ptr<RecordingLiveness>> liveness;
+  std::vector<std::unique_ptr<C10dRendezvous>> rdzv;
+  for (int i = 0; i < nodes; ++i) {
+    clients.push_back(std::make_unique<FakeStore::Client>(store, "10.0.0." + std::to_string(i + 1)));
+    liveness.push_back(std::make_unique<RecordingLiveness>(snapshot));
+    rdzv.push_back(std::make_unique<C10dRendezvous>(
+        *clients.back(), settings(nodes), [](const std::vector<std::string>&) { return 1000; },
+        [](const std::string&) {}));
+    rdzv.back()->use_liveness(*liveness.back());
+  }
+  std::vector<std::future<Assignment>> joins;
+  for (auto& r : rdzv) joins.push_back(std::async(std::launch::async, [&r] { return r->next_rendezvous(); }));
+  for (auto& j : joins) j.get();
+  for (const auto& l : liveness) CHECK(l->handed == snapshot);
+  size_t longest = 0;
+  FakeStore::Client reader(store, "10.0.0.100");
+  for (int slot = 0; slot < nodes; ++slot)
+    longest = std::max(longest, reader.get("cxxrun/rdzv/job/r0/assign/" + std::to_string(slot), 1s).size());
+  return longest;
+}
+
+}  // namespace
+
+TEST_CASE("rendezvous: a short liveness snapshot goes with every assignment") {
+  CHECK(round_with_snapshot(4, "12345") < 64);
+}
+
+// Copied into each of N assignments, a list of the members gone made the
+// round's writes N times its size: over etcd, with 3,000 agents and most
+// leases expired, "request is too large" and no round.
+TEST_CASE("rendezvous: a long liveness snapshot is written once, not into every assignment") {
+  std::string snapshot = "777:";
+  for (int slot = 0; slot < 2000; ++slot) snapshot += (slot ? "," : "") + std::to_string(slot);
+  CHECK(round_with_snapshot(4, snapshot) < 64);
+}
