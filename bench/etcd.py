@@ -10,7 +10,9 @@ and a cxxrun-rdzv serve every case below; each case alternates the two backends.
   recover   the same agents after their first round: one failure, then
             every agent re-forms the job (rdzv_load --recover 1): the time to
             the last agent woken by the abort event and to the last holding its
-            next-round assignment, N = 100 and 1,000
+            next-round assignment, N = 100 and 1,000 (or each --recover-nodes
+            N); a process per 1,000 agents (rdzv_load --procs), as each agent
+            holds about a dozen descriptors over etcd
   abort     3 agents x 2 workers, a worker on one node exits 1: the failure ->
             the last worker on the other nodes got SIGTERM (all stopped), and
             -> the last of 6 replacement workers exec'd (bench/elastic.py)
@@ -22,7 +24,8 @@ and a cxxrun-rdzv serve every case below; each case alternates the two backends.
             job's wall time against the same job undisturbed, its exit codes
             and whether any worker was started twice (a restart)
 
-Usage: bench/etcd.py [--runs N] [--build build] [--only rdzv|recover|abort|dead|outage]   (after scripts/build.sh)
+Usage: bench/etcd.py [--runs N] [--build build] [--only rdzv|recover|abort|dead|outage] [--recover-nodes N ...]
+       (after scripts/build.sh)
 """
 import argparse
 import json
@@ -128,6 +131,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--only", action="append", choices=["rdzv", "recover", "abort", "dead", "outage"])
+    ap.add_argument("--recover-nodes", type=int, action="append", help="agents of a recover case (100 and 1000)")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     only = set(args.only or ["rdzv", "recover", "abort", "dead", "outage"])
@@ -158,13 +162,15 @@ def main():
             # the real C10dRendezvous in a thread per agent (rdzv_load
             # --recover 1); the abort push is the part until the last agent
             # was woken.
-            for n in (100, 1000):
+            for n in args.recover_nodes or (100, 1000):
                 got = {"c10d": ([], []), "etcd": ([], [])}
+                scale = ["--procs", str(max(1, -(-n // 1000))), "--timeout", str(max(60, n // 10))]
                 for _ in range(args.runs):
                     for name, where in (("c10d", ["--port", str(port)]), ("etcd", ["--etcd", cluster.endpoints()])):
                         if name == "etcd":
                             compact(cluster)
-                        r = rdzv_load(build, where + ["--nodes", str(n), "--recover", "1"], timeout=240, key=None)
+                        r = rdzv_load(build, where + ["--nodes", str(n), "--recover", "1"] + scale,
+                                      timeout=max(240, n // 5), key=None)
                         got[name][0].append(r["recovery_s"] if r else None)
                         got[name][1].append(r["abort_push_s"] if r else None)
                 print(f"[bench] recover {n}: {got}", file=sys.stderr)
