@@ -57,6 +57,19 @@ def rdzv_load(build, args, timeout=120, key="seconds"):
     return result if key is None else result[key]
 
 
+def member_cpu(cluster):
+    """Each etcd member's CPU seconds so far (user + system)."""
+    out = []
+    for m in cluster.members:
+        try:
+            with open(f"/proc/{m.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        except (OSError, AttributeError):
+            out.append(0.0)
+    return out
+
+
 def compact(cluster):
     """Each run meets a cluster in the state an operator keeps it in: the
     history before now dropped (--auto-compaction-retention does that) and
@@ -132,6 +145,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--only", action="append", choices=["rdzv", "recover", "abort", "dead", "outage"])
     ap.add_argument("--recover-nodes", type=int, action="append", help="agents of a recover case (100 and 1000)")
+    ap.add_argument("--baseline", help="recover: also run etcd with this build's rdzv_load (an earlier commit's), "
+                                       "alternating")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     only = set(args.only or ["rdzv", "recover", "abort", "dead", "outage"])
@@ -163,21 +178,38 @@ def main():
             # --recover 1); the abort push is the part until the last agent
             # was woken.
             for n in args.recover_nodes or (100, 1000):
-                got = {"c10d": ([], []), "etcd": ([], [])}
+                got = {"c10d": ([], []), "etcd": ([], []), "baseline": ([], [])}
+                cpu = {"etcd": ([], []), "baseline": ([], [])}  # the busiest member's CPU seconds, all members'
                 scale = ["--procs", str(max(1, -(-n // 1000))), "--timeout", str(max(60, n // 10))]
+                kinds = [("c10d", build, ["--port", str(port)]), ("etcd", build, ["--etcd", cluster.endpoints()])]
+                if args.baseline:
+                    kinds.append(("baseline", os.path.abspath(args.baseline), ["--etcd", cluster.endpoints()]))
                 for _ in range(args.runs):
-                    for name, where in (("c10d", ["--port", str(port)]), ("etcd", ["--etcd", cluster.endpoints()])):
-                        if name == "etcd":
+                    for name, where, flags in kinds:
+                        if name != "c10d":
                             compact(cluster)
-                        r = rdzv_load(build, where + ["--nodes", str(n), "--recover", "1"] + scale,
+                        extra = scale if name != "baseline" else []  # an earlier rdzv_load has no --procs
+                        before = member_cpu(cluster)
+                        r = rdzv_load(where, flags + ["--nodes", str(n), "--recover", "1"] + extra,
                                       timeout=max(240, n // 5), key=None)
+                        spent = [b - a for a, b in zip(before, member_cpu(cluster))]
                         got[name][0].append(r["recovery_s"] if r else None)
                         got[name][1].append(r["abort_push_s"] if r else None)
+                        if name != "c10d":
+                            cpu[name][0].append(max(spent))
+                            cpu[name][1].append(sum(spent))
                 print(f"[bench] recover {n}: {got}", file=sys.stderr)
+                base = lambda i: f" | {fmt(got['baseline'][i], digits=3)}" if args.baseline else ""  # noqa: E731
                 rows.append(f"| {n:,} agents: one failure -> every agent re-assigned | {fmt(got['c10d'][0], digits=3)} "
-                            f"| {fmt(got['etcd'][0], digits=3)} |")
+                            f"| {fmt(got['etcd'][0], digits=3)}{base(0)} |")
                 rows.append(f"| {n:,} agents: of which the abort event reaching every agent | "
-                            f"{fmt(got['c10d'][1], digits=3)} | {fmt(got['etcd'][1], digits=3)} |")
+                            f"{fmt(got['c10d'][1], digits=3)} | {fmt(got['etcd'][1], digits=3)}{base(1)} |")
+                print(f"[bench] recover {n}: etcd members' CPU seconds (busiest, all): {cpu}", file=sys.stderr)
+                cpu_base = lambda i: f" | {fmt(cpu['baseline'][i], digits=1)}" if args.baseline else ""  # noqa: E731
+                rows.append(f"| {n:,} agents: CPU seconds of the busiest etcd member, first round and recovery | "
+                            f"| {fmt(cpu['etcd'][0], digits=1)}{cpu_base(0)} |")
+                rows.append(f"| {n:,} agents: CPU seconds of all three etcd members | "
+                            f"| {fmt(cpu['etcd'][1], digits=1)}{cpu_base(1)} |")
         if "abort" in only:
             res = {"c10d": ([], []), "etcd": ([], [])}
             for _ in range(args.runs):

@@ -3,34 +3,19 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <functional>
 
 #include "etcd/client.h"
 #include "etcd/errors.h"
 
 namespace cxxrun::rendezvous {
 
-RendezvousSettings starting_member_of_this_node(RendezvousSettings s) {
-  auto& members = s.etcd.endpoints;
-  if (members.size() < 2) return s;
-  char host[256] = "";
-  gethostname(host, sizeof host - 1);
-  const std::string who = (s.local_addr.empty() ? std::string(host) : s.local_addr) + "/" + std::to_string(getpid());
-  std::rotate(members.begin(), members.begin() + static_cast<long>(std::hash<std::string>{}(who) % members.size()),
-              members.end());
-  return s;
-}
-
 EtcdJobStore::EtcdJobStore(const RendezvousSettings& settings)
-    : settings_(starting_member_of_this_node(settings)),
-      store_(settings_.etcd, settings_.read_timeout),
-      liveness_(settings_, settings_.etcd.prefix + "/") {
+    : settings_(settings),
+      store_(settings.etcd, settings.read_timeout),
+      liveness_(settings, settings.etcd.prefix + "/") {
   reach();
-  spdlog::info("rendezvous through etcd at {} (prefix {}); this node asks {} first", settings.endpoint,
-               settings.etcd.prefix, settings_.etcd.endpoints.empty() ? "none" : settings_.etcd.endpoints.front().text());
+  spdlog::info("rendezvous through etcd at {} (prefix {})", settings.endpoint, settings.etcd.prefix);
 }
 
 // One read, tried until join_timeout as the c10d store's connect is: etcd

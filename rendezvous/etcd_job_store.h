@@ -15,15 +15,6 @@
 
 namespace cxxrun::rendezvous {
 
-// `settings` with its etcd members rotated so that this node starts with a
-// member of its own, picked by who the node is (its address or host name,
-// and pid), and fails over round the list from there. When every node
-// began with the first member listed, that one member served the whole job
-// (a thousand agents' recovery: 20 s of its CPU, under 1 s on each of the
-// others) and held every connection against its descriptor limit. A node's
-// connections (store, watches, lease) all go to the same member.
-RendezvousSettings starting_member_of_this_node(RendezvousSettings settings);
-
 class EtcdJobStore : public StateStore {
  public:
   // Checks that some member answers, trying until join_timeout with a line

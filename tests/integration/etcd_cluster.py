@@ -125,8 +125,8 @@ class EtcdCluster:
         return 0
 
     def busiest_watch_member(self):
-        """The running member that serves the most watches: each agent starts
-        with a member of its own (rendezvous/etcd_job_store.cc)."""
+        """The running member that serves the most watches (the agents ask the
+        first member listed first; the test does not depend on it)."""
         running = [i for i, m in enumerate(self.members) if m.running()]
         return max(running, key=self.watchers)
 

@@ -4,13 +4,11 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <thread>
 
 #include "etcd/base64.h"
 #include "etcd/endpoints.h"
 #include "fake_etcd_member.h"
-#include "rendezvous/etcd_job_store.h"
 #include "rendezvous/etcd_liveness.h"
 
 using namespace cxxrun;
@@ -67,27 +65,3 @@ TEST_CASE("etcd liveness: a broken watch is made again with a call's time, not a
   CHECK(dead == std::vector<int>{1});
 }
 
-// Every node began with the first member listed: one member served the
-// whole job while the others idled.
-TEST_CASE("etcd rendezvous: nodes spread over the members, each keeping the order round the list") {
-  rendezvous::RendezvousSettings s;
-  s.etcd.endpoints = etcd::parse_endpoints({"10.9.0.1:2379", "10.9.0.2:2379", "10.9.0.3:2379"}, etcd::Protocol::http);
-  std::map<std::string, int> first;
-  for (int node = 0; node < 300; ++node) {
-    s.local_addr = "10.0." + std::to_string(node / 250) + "." + std::to_string(node % 250 + 1);
-    const auto mine = rendezvous::starting_member_of_this_node(s).etcd.endpoints;
-    REQUIRE(mine.size() == 3);
-    ++first[mine[0].text()];
-    // The same node picks the same member each time.
-    CHECK(rendezvous::starting_member_of_this_node(s).etcd.endpoints[0].text() == mine[0].text());
-    // Failover goes on round the list from there.
-    for (size_t i = 0; i < 3; ++i)
-      for (size_t j = 0; j < 3; ++j)
-        if (mine[i].text() == s.etcd.endpoints[j].text()) CHECK(mine[(i + 1) % 3].text() == s.etcd.endpoints[(j + 1) % 3].text());
-  }
-  CHECK(first.size() == 3);
-  // About 100 each; under 60 is five standard deviations off (the pid is in the hash).
-  for (const auto& [member, nodes] : first) CHECK(nodes >= 60);
-  s.etcd.endpoints.resize(1);
-  CHECK(rendezvous::starting_member_of_this_node(s).etcd.endpoints.size() == 1);
-}
