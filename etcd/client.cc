@@ -39,6 +39,11 @@ GetResult Client::range(const std::string& key, Duration timeout) {
                   wire::parse_get);
 }
 
+GetResult Client::range_at(const std::string& key, int64_t revision, Duration timeout) {
+  return exchange(*transport_, "range", "/v3/kv/range", wire::range_at_request(key, revision), Repeat::always,
+                  timeout, wire::parse_get);
+}
+
 RangeResult Client::range_prefix(const std::string& prefix, Duration timeout) {
   Op op = Op::get_prefix(prefix);
   return exchange(*transport_, "range", "/v3/kv/range", wire::range_request(op.key, op.range_end), Repeat::always,

@@ -45,6 +45,8 @@ class Client {
 
   // One key: its KeyValue if it exists, and the store's revision.
   GetResult range(const std::string& key, Duration timeout = kDefault);
+  // The key as it was at `revision`; EtcdRequestError once etcd compacted it.
+  GetResult range_at(const std::string& key, int64_t revision, Duration timeout = kDefault);
   // Every key starting with `prefix` ("" for every key), sorted by key.
   RangeResult range_prefix(const std::string& prefix, Duration timeout = kDefault);
   // The keys in [key, range_end): how many, or which (values left out), so

@@ -142,6 +142,12 @@ std::string range_request(const std::string& key, const std::string& range_end, 
   return request.dump();
 }
 
+std::string range_at_request(const std::string& key, int64_t revision) {
+  json request = keyed(key, "");
+  request["revision"] = std::to_string(revision);
+  return request.dump();
+}
+
 std::string put_request(const std::string& key, const std::string& value, int64_t lease) {
   return op_json(Op::put(key, value, lease))["request_put"].dump();
 }

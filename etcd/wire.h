@@ -30,6 +30,9 @@ std::string range_request(const std::string& key, const std::string& range_end);
 // and no values (keys_only).
 enum class RangeShape { count_only, keys_only };
 std::string range_request(const std::string& key, const std::string& range_end, RangeShape shape);
+// One key as it was at `revision` (etcd keeps history back to its last
+// compaction).
+std::string range_at_request(const std::string& key, int64_t revision);
 std::string put_request(const std::string& key, const std::string& value, int64_t lease);
 std::string delete_request(const std::string& key, const std::string& range_end);
 std::string txn_request(const std::vector<Compare>& compares, const std::vector<Op>& success,

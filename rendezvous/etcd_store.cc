@@ -1,8 +1,13 @@
 #include "rendezvous/etcd_store.h"
 
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <random>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "etcd/client.h"
 #include "etcd/endpoints.h"
@@ -29,6 +34,12 @@ std::string members(const EtcdSettings& s) {
   return out;
 }
 
+std::string adder_name() {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + "-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}());
+}
+
 }  // namespace
 
 etcd::Options etcd_options(const EtcdSettings& settings, milliseconds timeout) {
@@ -45,7 +56,7 @@ etcd::Options etcd_options(const EtcdSettings& settings, milliseconds timeout) {
 }
 
 EtcdStore::EtcdStore(const EtcdSettings& settings, Duration timeout)
-    : settings_(settings), prefix_(settings.prefix + "/"), timeout_(timeout) {
+    : settings_(settings), prefix_(settings.prefix + "/"), timeout_(timeout), adder_(adder_name()) {
   try {
     client_ = std::make_unique<etcd::Client>(etcd_options(settings_, timeout_));
   } catch (const etcd::EtcdError& e) {
@@ -93,11 +104,44 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   }
   if (delta != 1) throw std::invalid_argument("etcd store: add counts by 0 or 1 only, not " + std::to_string(delta));
   // The read after the write in one transaction sees it: the version it
-  // returns is this add's own count.
-  auto r = guarded("add", key, [&] { return client_->txn({}, {etcd::Op::put(k, ""), etcd::Op::get(k)}); });
-  if (r.responses.size() < 2 || r.responses[1].kvs.empty())
-    throw store::StoreError("etcd add " + key + ": the transaction did not read the key back");
-  return r.responses[1].kvs.front().version;
+  // returns is this add's own count. The marker makes sending it again safe.
+  const std::string marker = k + "/adds/" + adder_ + "-" + std::to_string(++adds_);
+  using etcd::Compare;
+  const Compare first = Compare::create_revision_is(marker, Compare::Result::equal, 0);
+  const std::vector<etcd::Op> count = {etcd::Op::put(k, ""), etcd::Op::get(k), etcd::Op::put(marker, "")};
+  const auto deadline = Clock::now() + timeout_;
+  milliseconds pause(20);  // doubling to half a second: etcd is overloaded
+  for (;;) {
+    etcd::TxnResult r;
+    try {
+      r = client_->txn({first}, count, {etcd::Op::get(marker)}, remaining(deadline));
+    } catch (const etcd::EtcdIndeterminate& e) {
+      // Overloaded etcd times its own proposals out ("request timed out"):
+      // at 10,000 agents joining at once, that failed their joins.
+      if (Clock::now() >= deadline)
+        throw store::StoreTimeout("etcd add " + key + " at " + members(settings_) + ": " + e.what());
+      spdlog::debug("etcd add {}: {}; sending it again", key, e.what());
+      std::this_thread::sleep_until(std::min(deadline, Clock::now() + pause));
+      pause = std::min(pause * 2, milliseconds(500));
+      continue;
+    } catch (const etcd::EtcdTimeout& e) {
+      throw store::StoreTimeout("etcd add " + key + " at " + members(settings_) + ": " + e.what());
+    } catch (const etcd::EtcdError& e) {
+      throw store::StoreError("etcd add " + key + " at " + members(settings_) + ": " + e.what());
+    }
+    if (r.succeeded) {
+      if (r.responses.size() < 2 || r.responses[1].kvs.empty())
+        throw store::StoreError("etcd add " + key + ": the transaction did not read the key back");
+      return r.responses[1].kvs.front().version;
+    }
+    // An earlier send of this add applied: the count as of its revision.
+    if (r.responses.empty() || r.responses.front().kvs.empty())
+      throw store::StoreError("etcd add " + key + ": the marker of an applied add is gone");
+    const int64_t applied = r.responses.front().kvs.front().create_revision;
+    auto then = guarded("add", key, [&] { return client_->range_at(k, applied, remaining(deadline)); });
+    if (!then.kv) throw store::StoreError("etcd add " + key + ": the counter was absent at its own add");
+    return then.kv->version;
+  }
 }
 
 std::string EtcdStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {

@@ -12,10 +12,16 @@
 //   get                 a range; an absent key is waited for as below, and
 //                       its value comes with the watch's event
 //   get_if_set          a range
-//   add(k, 1)           a txn of [put k, range k]: the key's version is the
-//                       count, so concurrent adds never retry; add(k, 0)
-//                       reads it. Other deltas are refused: the algorithm
-//                       counts by one, and the version cannot count by more
+//   add(k, 1)           a txn of [put k, range k, put k's marker of this
+//                       add] if the marker is absent: the key's version is
+//                       the count, so concurrent adds never retry. An add
+//                       etcd may or may not have applied (it answered
+//                       "request timed out") is sent again: if the first
+//                       applied, the marker is there and the count is read
+//                       as of its revision, so an add counts once however
+//                       often it is sent. add(k, 0) reads the count. Other
+//                       deltas are refused: the algorithm counts by one,
+//                       and the version cannot count by more
 //   append              a compare-and-swap loop on mod_revision
 //   wait                a range, then a watch from the revision after it, so
 //                       a key written in between is never missed; until the
@@ -109,6 +115,10 @@ class EtcdStore : public store::StoreClient {
   std::unique_ptr<etcd::Watch> watch_;
   std::string watched_;
   mutable std::string local_address_;
+  // Names this store's adds apart from every other's: host, pid, a random
+  // number; and a count of them.
+  const std::string adder_;
+  int64_t adds_ = 0;
 };
 
 }  // namespace cxxrun::rendezvous
