@@ -199,17 +199,16 @@ def main():
                             cpu[name][0].append(max(spent))
                             cpu[name][1].append(sum(spent))
                 print(f"[bench] recover {n}: {got}", file=sys.stderr)
-                base = lambda i: f" | {fmt(got['baseline'][i], digits=3)}" if args.baseline else ""  # noqa: E731
-                rows.append(f"| {n:,} agents: one failure -> every agent re-assigned | {fmt(got['c10d'][0], digits=3)} "
-                            f"| {fmt(got['etcd'][0], digits=3)}{base(0)} |")
-                rows.append(f"| {n:,} agents: of which the abort event reaching every agent | "
-                            f"{fmt(got['c10d'][1], digits=3)} | {fmt(got['etcd'][1], digits=3)}{base(1)} |")
                 print(f"[bench] recover {n}: etcd members' CPU seconds (busiest, all): {cpu}", file=sys.stderr)
-                cpu_base = lambda i: f" | {fmt(cpu['baseline'][i], digits=1)}" if args.baseline else ""  # noqa: E731
-                rows.append(f"| {n:,} agents: CPU seconds of the busiest etcd member, first round and recovery | "
-                            f"| {fmt(cpu['etcd'][0], digits=1)}{cpu_base(0)} |")
-                rows.append(f"| {n:,} agents: CPU seconds of all three etcd members | "
-                            f"| {fmt(cpu['etcd'][1], digits=1)}{cpu_base(1)} |")
+                for label, c10d, etcd, baseline, digits in (
+                        ("one failure -> every agent re-assigned", got["c10d"][0], got["etcd"][0], got["baseline"][0], 3),
+                        ("of which the abort event reaching every agent", got["c10d"][1], got["etcd"][1],
+                         got["baseline"][1], 3),
+                        ("CPU seconds of the busiest etcd member, first round and recovery", None, cpu["etcd"][0],
+                         cpu["baseline"][0], 1),
+                        ("CPU seconds of all three etcd members", None, cpu["etcd"][1], cpu["baseline"][1], 1)):
+                    row = f"| {n:,} agents: {label} | {fmt(c10d, digits=digits) if c10d else ''} | {fmt(etcd, digits=digits)}"
+                    rows.append(row + (f" | {fmt(baseline, digits=digits)} |" if args.baseline else " |"))
         if "abort" in only:
             res = {"c10d": ([], []), "etcd": ([], [])}
             for _ in range(args.runs):
