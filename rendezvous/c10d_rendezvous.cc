@@ -288,17 +288,6 @@ void C10dRendezvous::publish_assignments(int round, int members) {
     return std::tie(all[a].order, all[a].addr, all[a].host, all[a].pid, a) <
            std::tie(all[b].order, all[b].addr, all[b].host, all[b].pid, b);
   });
-  int world = 0;
-  for (const Member& m : all) world += m.nproc;
-  std::vector<std::string> assign_keys, values;
-  std::string ranks;
-  for (int rank = 0, base = 0; rank < members; ++rank) {
-    const int slot = order[rank];
-    assign_keys.push_back(round_key(round, "assign/" + std::to_string(slot)));
-    values.push_back(std::to_string(rank) + "|" + std::to_string(base) + "|" + std::to_string(world));
-    base += all[slot].nproc;
-    ranks += (rank ? "," : "") + std::to_string(slot);
-  }
   // Taken once here, so no member reads every member's liveness itself. A
   // short one (no member gone: a revision) goes in every assignment; a long
   // one is written once, ahead of them, and they point to it. Copied into
@@ -306,11 +295,21 @@ void C10dRendezvous::publish_assignments(int round, int members) {
   // writes N times its size (3,000 agents over etcd, most leases expired:
   // "request is too large").
   std::string alive = liveness_ ? liveness_->snapshot(round_key(round, "alive/"), members) : "";
+  std::vector<std::string> assign_keys, values;
   if (alive.size() > kInlineSnapshot) {
-    assign_keys.insert(assign_keys.begin(), round_key(round, "alive_snapshot"));
-    values.insert(values.begin(), std::exchange(alive, kSnapshotElsewhere));
+    assign_keys.push_back(round_key(round, "alive_snapshot"));
+    values.push_back(std::exchange(alive, kSnapshotElsewhere));
   }
-  for (size_t i = values.size() - members; i < values.size(); ++i) values[i] += "|" + alive;
+  int world = 0;
+  for (const Member& m : all) world += m.nproc;
+  std::string ranks;
+  for (int rank = 0, base = 0; rank < members; ++rank) {
+    const int slot = order[rank];
+    assign_keys.push_back(round_key(round, "assign/" + std::to_string(slot)));
+    values.push_back(describe(AssignmentRecord{rank, base, world, alive}));
+    base += all[slot].nproc;
+    ranks += (rank ? "," : "") + std::to_string(slot);
+  }
   assign_keys.push_back(round_key(round, "ranks"));
   values.push_back(ranks);
   store_.multi_set(assign_keys, values);
@@ -321,15 +320,13 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   const int members = done.members;
   if (done.assigner == slot) publish_assignments(round, members);
   const auto wait_for = std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
-  const std::string mine = store_.get(round_key(round, "assign/" + me), wait_for);
-  const auto a = mine.find('|'), b = mine.find('|', a + 1), c = mine.find('|', b + 1);
-  if (c == std::string::npos) throw RendezvousError("malformed assignment in the rendezvous store: '" + mine + "'");
+  const AssignmentRecord mine = parse_assignment(store_.get(round_key(round, "assign/" + me), wait_for));
   Assignment out;
   out.round = round;
   out.group_world_size = members;
-  out.group_rank = to_int(mine.substr(0, a), "assignment");
-  out.base_rank = to_int(mine.substr(a + 1, b - a - 1), "assignment");
-  out.world_size = to_int(mine.substr(b + 1, c - b - 1), "assignment");
+  out.group_rank = mine.group_rank;
+  out.base_rank = mine.base_rank;
+  out.world_size = mine.world_size;
   const std::string master = round_key(round, "master");
   if (out.group_rank == 0)
     store_.set(master, me_.addr + ":" + std::to_string(pick_port_(member_addrs(round, members))));
@@ -344,7 +341,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   seen_alive_.clear();
   beats_counted_ = 0;
   if (liveness_) {
-    std::string alive = mine.substr(c + 1);
+    std::string alive = mine.alive;
     if (alive == kSnapshotElsewhere) alive = store_.get(round_key(round, "alive_snapshot"), wait_for);
     liveness_->joined(round_key(round, "alive/"), members, alive);
   }

@@ -28,6 +28,19 @@ Member parse_member(const std::string& text) {
   return m;
 }
 
+std::string describe(const AssignmentRecord& a) {
+  return std::to_string(a.group_rank) + "|" + std::to_string(a.base_rank) + "|" + std::to_string(a.world_size) + "|" +
+         a.alive;
+}
+
+AssignmentRecord parse_assignment(const std::string& text) {
+  const auto a = text.find('|'), b = text.find('|', a + 1), c = text.find('|', b + 1);
+  if (a == std::string::npos || b == std::string::npos || c == std::string::npos)
+    throw RendezvousError("malformed assignment in the rendezvous store: '" + text + "'");
+  return {to_int(text.substr(0, a), "assignment"), to_int(text.substr(a + 1, b - a - 1), "assignment"),
+          to_int(text.substr(b + 1, c - b - 1), "assignment"), text.substr(c + 1)};
+}
+
 int to_int(const std::string& text, const std::string& what) {
   try {
     return std::stoi(text);

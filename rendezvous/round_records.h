@@ -1,6 +1,6 @@
 // The c10d rendezvous's records as they are written in the store: a
-// member's descriptor ("addr|host|pid|nproc|order") and the numbers its keys
-// hold. Text from the store is another node's writing: anything malformed
+// member's descriptor ("addr|host|pid|nproc|order|group"), a member's
+// assignment, and the numbers its keys hold. Text from the store is another node's writing: anything malformed
 // is a RendezvousError naming the text, never a crash.
 #pragma once
 
@@ -12,6 +12,19 @@ namespace cxxrun::rendezvous {
 
 std::string describe(const Member& m);
 Member parse_member(const std::string& text);
+// A member's place in a round, as the round's assigner writes it
+// ("rank|base|world|alive"): its group rank, its first global rank, the
+// world size, and the liveness snapshot (MemberLiveness::snapshot; "" when
+// there is none; it may hold '|'-free text only).
+struct AssignmentRecord {
+  int group_rank = 0;
+  int base_rank = 0;
+  int world_size = 0;
+  std::string alive;
+};
+std::string describe(const AssignmentRecord& a);
+AssignmentRecord parse_assignment(const std::string& text);
+
 // `what` names the value in the error ("round number", "assignment").
 int to_int(const std::string& text, const std::string& what);
 

@@ -7,6 +7,7 @@
 
 #include "fake_store.h"
 #include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/round_records.h"
 
 using namespace cxxrun::rendezvous;
 using namespace std::chrono_literals;
@@ -74,4 +75,16 @@ TEST_CASE("rendezvous: a long liveness snapshot is written once, not into every 
   std::string snapshot = "777:";
   for (int slot = 0; slot < 2000; ++slot) snapshot += (slot ? "," : "") + std::to_string(slot);
   CHECK(round_with_snapshot(4, snapshot) < 64);
+}
+
+TEST_CASE("rendezvous: an assignment record reads back as written, and a malformed one is one clear error") {
+  const AssignmentRecord a{3, 24, 64, "912:1,5"};
+  const AssignmentRecord b = parse_assignment(describe(a));
+  CHECK(b.group_rank == 3);
+  CHECK(b.base_rank == 24);
+  CHECK(b.world_size == 64);
+  CHECK(b.alive == "912:1,5");
+  CHECK(parse_assignment("0|0|8|").alive.empty());
+  CHECK_THROWS_WITH(parse_assignment("0|0"), "malformed assignment in the rendezvous store: '0|0'");
+  CHECK_THROWS_AS(parse_assignment("x|0|8|"), RendezvousError);
 }
