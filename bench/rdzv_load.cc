@@ -20,6 +20,8 @@
 //       with its own descriptor limit: over etcd an agent holds about four
 //       connections, so 10,000 agents need more than one process may open
 //       here. --timeout S: each agent's join and read timeout (60 s).
+//   RDZV_LOAD_LOG=debug (or info, ...): the agents' log lines, on stdout;
+//       only warnings without it.
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>

@@ -34,10 +34,11 @@ std::string members(const EtcdSettings& s) {
   return out;
 }
 
+// 64 random bits and the pid: no two adders of a job share a name.
 std::string adder_name() {
-  char host[256] = "";
-  gethostname(host, sizeof host - 1);
-  return std::string(host) + "-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}());
+  std::random_device random;
+  const uint64_t bits = (static_cast<uint64_t>(random()) << 32) | random();
+  return std::to_string(getpid()) + "-" + std::to_string(bits);
 }
 
 }  // namespace
@@ -112,23 +113,23 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   const auto deadline = Clock::now() + timeout_;
   milliseconds pause(20);  // doubling to half a second: etcd is overloaded
   for (;;) {
-    etcd::TxnResult r;
-    try {
-      r = client_->txn({first}, count, {etcd::Op::get(marker)}, remaining(deadline));
-    } catch (const etcd::EtcdIndeterminate& e) {
-      // Overloaded etcd times its own proposals out ("request timed out"):
-      // at 10,000 agents joining at once, that failed their joins.
-      if (Clock::now() >= deadline)
-        throw store::StoreTimeout("etcd add " + key + " at " + members(settings_) + ": " + e.what());
-      spdlog::debug("etcd add {}: {}; sending it again", key, e.what());
+    const auto sent = guarded("add", key, [&]() -> std::optional<etcd::TxnResult> {
+      try {
+        return client_->txn({first}, count, {etcd::Op::get(marker)}, remaining(deadline));
+      } catch (const etcd::EtcdIndeterminate& e) {
+        // Overloaded etcd times its own proposals out ("request timed out"):
+        // at 10,000 agents joining at once, that failed their joins.
+        if (Clock::now() >= deadline) throw etcd::EtcdTimeout(e.what());
+        spdlog::debug("etcd add {}: {}; sending it again", key, e.what());
+        return std::nullopt;
+      }
+    });
+    if (!sent) {
       std::this_thread::sleep_until(std::min(deadline, Clock::now() + pause));
       pause = std::min(pause * 2, milliseconds(500));
       continue;
-    } catch (const etcd::EtcdTimeout& e) {
-      throw store::StoreTimeout("etcd add " + key + " at " + members(settings_) + ": " + e.what());
-    } catch (const etcd::EtcdError& e) {
-      throw store::StoreError("etcd add " + key + " at " + members(settings_) + ": " + e.what());
     }
+    const etcd::TxnResult& r = *sent;
     if (r.succeeded) {
       if (r.responses.size() < 2 || r.responses[1].kvs.empty())
         throw store::StoreError("etcd add " + key + ": the transaction did not read the key back");

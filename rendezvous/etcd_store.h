@@ -115,8 +115,8 @@ class EtcdStore : public store::StoreClient {
   std::unique_ptr<etcd::Watch> watch_;
   std::string watched_;
   mutable std::string local_address_;
-  // Names this store's adds apart from every other's: host, pid, a random
-  // number; and a count of them.
+  // Names this store's adds apart from every other's (the pid and a random
+  // number), and a count of them.
   const std::string adder_;
   int64_t adds_ = 0;
 };

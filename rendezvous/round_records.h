@@ -1,7 +1,8 @@
 // The c10d rendezvous's records as they are written in the store: a
 // member's descriptor ("addr|host|pid|nproc|order|group"), a member's
-// assignment, and the numbers its keys hold. Text from the store is another node's writing: anything malformed
-// is a RendezvousError naming the text, never a crash.
+// assignment, and the numbers its keys hold. Text from the store is another
+// node's writing: anything malformed is a RendezvousError naming the text,
+// never a crash.
 #pragma once
 
 #include <string>

@@ -3,7 +3,6 @@
 // that only records what it is handed.
 #include <catch2/catch.hpp>
 #include <future>
-#include <mutex>
 
 #include "fake_store.h"
 #include "rendezvous/c10d_rendezvous.h"
