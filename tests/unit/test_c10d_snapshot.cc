@@ -2,13 +2,14 @@
 // (C10dRendezvous::publish_assignments and assign), with a MemberLiveness
 // that only records what it is handed.
 #include <catch2/catch.hpp>
-#include <future>
 
+#include "c10d_nodes.h"
 #include "fake_store.h"
 #include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/round_records.h"
 
 using namespace cxxrun::rendezvous;
+using namespace c10d_nodes;
 using namespace std::chrono_literals;
 
 namespace {
@@ -25,34 +26,18 @@ struct RecordingLiveness : MemberLiveness {
   std::string handed;
 };
 
-RendezvousSettings settings(int nodes) {
-  RendezvousSettings s;
-  s.run_id = "job";
-  s.endpoint = "fake:0";
-  s.min_nodes = s.max_nodes = nodes;
-  s.entrypoint = "train";
-  s.join_timeout = 10s;
-  return s;
-}
-
 // Every member of a round of `nodes` is handed `snapshot`; returns the
 // longest assignment value written.
 size_t round_with_snapshot(int nodes, const std::string& snapshot) {
   FakeStore store;
-  std::vector<std::unique_ptr<FakeStore::Client>> clients;
+  std::vector<std::unique_ptr<Node>> members;
   std::vector<std::unique_ptr<RecordingLiveness>> liveness;
-  std::vector<std::unique_ptr<C10dRendezvous>> rdzv;
   for (int i = 0; i < nodes; ++i) {
-    clients.push_back(std::make_unique<FakeStore::Client>(store, "10.0.0." + std::to_string(i + 1)));
+    members.push_back(std::make_unique<Node>(store, "10.0.0." + std::to_string(i + 1), settings(nodes, nodes)));
     liveness.push_back(std::make_unique<RecordingLiveness>(snapshot));
-    rdzv.push_back(std::make_unique<C10dRendezvous>(
-        *clients.back(), settings(nodes), [](const std::vector<std::string>&) { return 1000; },
-        [](const std::string&) {}));
-    rdzv.back()->use_liveness(*liveness.back());
+    members.back()->rdzv.use_liveness(*liveness.back());
   }
-  std::vector<std::future<Assignment>> joins;
-  for (auto& r : rdzv) joins.push_back(std::async(std::launch::async, [&r] { return r->next_rendezvous(); }));
-  for (auto& j : joins) j.get();
+  join_all(members);
   for (const auto& l : liveness) CHECK(l->handed == snapshot);
   size_t longest = 0;
   FakeStore::Client reader(store, "10.0.0.100");
