@@ -48,24 +48,17 @@ std::string C10dRendezvous::round_key(int round, const std::string& suffix) cons
 }
 
 void C10dRendezvous::check_config() {
-  const std::string mine = std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes) + "|" + s_.entrypoint;
-  const std::string theirs = store_.compare_set(key("config"), "", mine);
-  if (theirs == mine) return;
+  const JobConfig mine{std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes), s_.entrypoint};
+  const std::string theirs = store_.compare_set(key("config"), "", describe(mine));
+  if (theirs == describe(mine)) return;
   if (theirs == kClosed)
     throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
                           " is closed: that job already finished; start a new job with another --rdzv-id");
-  const auto bar = theirs.find('|');
-  const std::string their_nnodes = theirs.substr(0, bar);
-  const std::string their_entry = bar == std::string::npos ? "" : theirs.substr(bar + 1);
-  if (their_nnodes != std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes)) {
-    const auto colon = their_nnodes.find(':');
-    const std::string shown = colon != std::string::npos && their_nnodes.substr(0, colon) == their_nnodes.substr(colon + 1)
-                                  ? their_nnodes.substr(0, colon)
-                                  : their_nnodes;
+  const JobConfig their = parse_config(theirs);
+  if (their.nnodes != mine.nnodes)
     throw RendezvousError("--nnodes=" + nnodes_text(s_.min_nodes, s_.max_nodes) + " disagrees with --nnodes=" +
-                          shown + " of the nodes already in rendezvous '" + s_.run_id + "'");
-  }
-  throw RendezvousError("rendezvous id '" + s_.run_id + "' is in use by another job (it runs " + their_entry +
+                          shown_nnodes(their.nnodes) + " of the nodes already in rendezvous '" + s_.run_id + "'");
+  throw RendezvousError("rendezvous id '" + s_.run_id + "' is in use by another job (it runs " + their.entrypoint +
                         ", this node runs " + s_.entrypoint + "); pick another --rdzv-id");
 }
 
@@ -302,16 +295,14 @@ void C10dRendezvous::publish_assignments(int round, int members) {
   }
   int world = 0;
   for (const Member& m : all) world += m.nproc;
-  std::string ranks;
   for (int rank = 0, base = 0; rank < members; ++rank) {
     const int slot = order[rank];
     assign_keys.push_back(round_key(round, "assign/" + std::to_string(slot)));
     values.push_back(describe(AssignmentRecord{rank, base, world, alive}));
     base += all[slot].nproc;
-    ranks += (rank ? "," : "") + std::to_string(slot);
   }
   assign_keys.push_back(round_key(round, "ranks"));
-  values.push_back(ranks);
+  values.push_back(describe_ranks(order));
   store_.multi_set(assign_keys, values);
 }
 
@@ -367,15 +358,7 @@ const std::vector<int>& C10dRendezvous::rank_of_slot() {
     if (!written)
       throw store::StoreError("the rendezvous store at " + s_.endpoint + " no longer knows round " +
                               std::to_string(round_) + " of this job: it was restarted and its state is gone");
-    const std::string& ranks = *written;
-    rank_of_slot_.assign(members_, 0);
-    int rank = 0;
-    for (size_t pos = 0; pos <= ranks.size() && rank < members_; ++rank) {
-      size_t comma = ranks.find(',', pos);
-      if (comma == std::string::npos) comma = ranks.size();
-      rank_of_slot_.at(to_int(ranks.substr(pos, comma - pos), "rank list")) = rank;
-      pos = comma + 1;
-    }
+    rank_of_slot_ = parse_ranks(*written, members_);
   }
   return rank_of_slot_;
 }

@@ -41,6 +41,37 @@ AssignmentRecord parse_assignment(const std::string& text) {
           to_int(text.substr(b + 1, c - b - 1), "assignment"), text.substr(c + 1)};
 }
 
+std::string describe(const JobConfig& c) { return c.nnodes + "|" + c.entrypoint; }
+
+JobConfig parse_config(const std::string& text) {
+  const auto bar = text.find('|');
+  return {text.substr(0, bar), bar == std::string::npos ? "" : text.substr(bar + 1)};
+}
+
+std::string shown_nnodes(const std::string& min_max) {
+  const auto colon = min_max.find(':');
+  return colon != std::string::npos && min_max.substr(0, colon) == min_max.substr(colon + 1) ? min_max.substr(0, colon)
+                                                                                              : min_max;
+}
+
+std::string describe_ranks(const std::vector<int>& slot_of_rank) {
+  std::string out;
+  for (size_t rank = 0; rank < slot_of_rank.size(); ++rank) out += (rank ? "," : "") + std::to_string(slot_of_rank[rank]);
+  return out;
+}
+
+std::vector<int> parse_ranks(const std::string& text, int members) {
+  std::vector<int> rank_of_slot(members, 0);
+  int rank = 0;
+  for (size_t pos = 0; pos <= text.size() && rank < members; ++rank) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    rank_of_slot.at(to_int(text.substr(pos, comma - pos), "rank list")) = rank;
+    pos = comma + 1;
+  }
+  return rank_of_slot;
+}
+
 int to_int(const std::string& text, const std::string& what) {
   try {
     return std::stoi(text);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "rendezvous/c10d_rendezvous.h"
 
@@ -25,6 +26,23 @@ struct AssignmentRecord {
 };
 std::string describe(const AssignmentRecord& a);
 AssignmentRecord parse_assignment(const std::string& text);
+
+// The job's config record ("min:max|entrypoint"), written by its first
+// node; every later one must write the same.
+struct JobConfig {
+  std::string nnodes;  // "min:max", as written
+  std::string entrypoint;
+};
+std::string describe(const JobConfig& c);
+JobConfig parse_config(const std::string& text);
+// A written "min:max" as --nnodes says it: "4:4" is "4".
+std::string shown_nnodes(const std::string& min_max);
+
+// A round's group ranks in order, as the slot of each ("3,0,2,1": rank 0 is
+// the member in slot 3), and read back as each slot's rank, for a round of
+// `members`.
+std::string describe_ranks(const std::vector<int>& slot_of_rank);
+std::vector<int> parse_ranks(const std::string& text, int members);
 
 // `what` names the value in the error ("round number", "assignment").
 int to_int(const std::string& text, const std::string& what);
