@@ -269,10 +269,28 @@ void C10dRendezvous::open_round_after(int round) {
 
 // Run by one elected member: one read of every descriptor, one write of
 // every assignment.
+// A node that waited for its assignment longer than its lease's TTL lost
+// its alive key: the round formed with it counted dead (1,000 agents over
+// etcd, where the assigner takes seconds), and each key's DELETE was pushed
+// to every member's watch.
+template <typename Wait>
+auto C10dRendezvous::beating(Clock::time_point deadline, Wait&& wait) {
+  for (;;) {
+    const auto now = Clock::now();
+    const auto step = liveness_ ? std::min(deadline, now + s_.keep_alive_interval) : deadline;
+    try {
+      return wait(std::max(milliseconds(1), duration_cast<milliseconds>(step - now)));
+    } catch (const store::StoreTimeout&) {
+      if (step >= deadline) throw;
+      beat_while_waiting();
+    }
+  }
+}
+
 void C10dRendezvous::publish_assignments(int round, int members) {
   std::vector<std::string> keys;
   for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
-  store_.wait(keys, s_.read_timeout);
+  beating(Clock::now() + s_.read_timeout, [&](milliseconds t) { store_.wait(keys, t); });
   std::vector<Member> all;
   for (const auto& text : store_.multi_get(keys)) all.push_back(parse_member(text));
   std::vector<int> order(members);
@@ -310,8 +328,10 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   const std::string me = std::to_string(slot);
   const int members = done.members;
   if (done.assigner == slot) publish_assignments(round, members);
-  const auto wait_for = std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
-  const AssignmentRecord mine = parse_assignment(store_.get(round_key(round, "assign/" + me), wait_for));
+  auto get = [&](const std::string& key) {
+    return beating(deadline, [&](milliseconds t) { return store_.get(key, t); });
+  };
+  const AssignmentRecord mine = parse_assignment(get(round_key(round, "assign/" + me)));
   Assignment out;
   out.round = round;
   out.group_world_size = members;
@@ -321,7 +341,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   const std::string master = round_key(round, "master");
   if (out.group_rank == 0)
     store_.set(master, me_.addr + ":" + std::to_string(pick_port_(member_addrs(round, members))));
-  const std::string where = store_.get(master, wait_for);
+  const std::string where = get(master);
   const auto colon = where.rfind(':');
   out.master_addr = where.substr(0, colon);
   out.master_port = to_int(where.substr(colon + 1), "master port");
@@ -333,7 +353,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   beats_counted_ = 0;
   if (liveness_) {
     std::string alive = mine.alive;
-    if (alive == kSnapshotElsewhere) alive = store_.get(round_key(round, "alive_snapshot"), wait_for);
+    if (alive == kSnapshotElsewhere) alive = get(round_key(round, "alive_snapshot"));
     liveness_->joined(round_key(round, "alive/"), members, alive);
   }
   log_("node " + me_.addr + " joined round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
@@ -468,7 +488,9 @@ std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
 
 void C10dRendezvous::start_next_round() {
   store_.compare_set(key("round"), std::to_string(round_), std::to_string(round_ + 1));
-  store_.set(round_key(round_, "next"), std::to_string(round_ + 1));
+  // Every member says the same; only the first one writes (over etcd, a
+  // write of each of N nodes is N proposals through Raft).
+  store_.compare_set(round_key(round_, "next"), "", std::to_string(round_ + 1));
 }
 
 void C10dRendezvous::close(bool succeeded) {

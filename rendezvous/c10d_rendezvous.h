@@ -225,6 +225,10 @@ class C10dRendezvous {
   std::vector<std::string> member_addrs(int round, int members);
   void progress(const std::string& what);
   void beat_while_waiting();
+  // `wait(timeout)` (a store get or wait) until `deadline`; with a lease
+  // (liveness_) in slices of one keep-alive interval, a beat between them.
+  template <typename Wait>
+  auto beating(Clock::time_point deadline, Wait&& wait);
 
   store::StoreClient& store_;
   store::StoreClient* beats_ = &store_;

@@ -46,7 +46,7 @@ auto as_store_errors(const char* what, F&& call) {
 
 }  // namespace
 
-EtcdLiveness::EtcdLiveness(const RendezvousSettings& settings, std::string key_prefix)
+EtcdLiveness::EtcdLiveness(const RendezvousSettings& settings, etcd::Client& client, std::string key_prefix)
     : etcd_(settings.etcd),
       key_prefix_(std::move(key_prefix)),
       ttl_seconds_(ttl_of(settings)),
@@ -55,12 +55,12 @@ EtcdLiveness::EtcdLiveness(const RendezvousSettings& settings, std::string key_p
       // Joining is a step of the rendezvous, with its deadline: a thousand
       // nodes joining at once may keep etcd busy longer than a beat may take.
       join_timeout_(settings.read_timeout),
-      client_(std::make_unique<etcd::Client>(etcd_options(etcd_, call_timeout_))) {}
+      client_(client) {}
 
 EtcdLiveness::~EtcdLiveness() = default;
 
 void EtcdLiveness::grant(milliseconds timeout) {
-  lease_ = client_->lease_grant(ttl_seconds_, timeout).id;
+  lease_ = client_.lease_grant(ttl_seconds_, timeout).id;
 }
 
 std::string EtcdLiveness::slot_key(const std::string& round_prefix, int slot) const {
@@ -71,15 +71,15 @@ std::string EtcdLiveness::slot_key(const std::string& round_prefix, int slot) co
 
 void EtcdLiveness::joining(const std::string& alive_prefix, int slot) {
   as_store_errors("cannot hold a lease on etcd", [&] {
-    if (lease_ == 0 || client_->lease_keep_alive(lease_, join_timeout_) == 0) grant(join_timeout_);
+    if (lease_ == 0 || client_.lease_keep_alive(lease_, join_timeout_) == 0) grant(join_timeout_);
     alive_key_ = slot_key(key_prefix_ + alive_prefix, slot);
-    client_->put(alive_key_, "", lease_, join_timeout_);
+    client_.put(alive_key_, "", lease_, join_timeout_);
   });
 }
 
 etcd::CountResult EtcdLiveness::count_slots(const std::string& prefix, int members, milliseconds timeout) {
   return as_store_errors("cannot read the members' leases", [&] {
-    return client_->count(slot_key(prefix, 0), slot_key(prefix, members), timeout);
+    return client_.count(slot_key(prefix, 0), slot_key(prefix, members), timeout);
   });
 }
 
@@ -89,7 +89,7 @@ std::pair<int64_t, std::set<int>> EtcdLiveness::read_dead(const std::string& pre
   std::set<int> dead;
   if (counted.count >= members) return {counted.revision, dead};
   const auto present = as_store_errors("cannot read the members' leases", [&] {
-    return client_->range_keys(slot_key(prefix, 0), slot_key(prefix, members), timeout);
+    return client_.range_keys(slot_key(prefix, 0), slot_key(prefix, members), timeout);
   });
   std::set<int> alive;
   for (const auto& kv : present.kvs) alive.insert(slot_of(kv.key, prefix));
@@ -170,14 +170,14 @@ void EtcdLiveness::resync(milliseconds timeout) {
 
 void EtcdLiveness::beat() {
   if (lease_ == 0) return;
-  if (as_store_errors("lease keep-alive", [&] { return client_->lease_keep_alive(lease_); }) > 0) return;
+  if (as_store_errors("lease keep-alive", [&] { return client_.lease_keep_alive(lease_, call_timeout_); }) > 0) return;
   // The lease expired (this node or etcd stalled past its TTL): the others
   // may already count this node dead and re-form; it stays in the job it
   // is told of, under a new lease.
   spdlog::warn("this node's lease on etcd expired; taking a new one");
   as_store_errors("cannot renew this node's lease", [&] {
     grant(call_timeout_);
-    if (!alive_key_.empty()) client_->put(alive_key_, "", lease_);
+    if (!alive_key_.empty()) client_.put(alive_key_, "", lease_, call_timeout_);
   });
 }
 
@@ -218,14 +218,18 @@ int EtcdLiveness::count_alive(const std::string& alive_prefix, int members) {
   return static_cast<int>(count_slots(key_prefix_ + alive_prefix, members, call_timeout_).count);
 }
 
+void EtcdLiveness::stop_watching() {
+  watch_.reset();
+  watched_.clear();
+}
+
 void EtcdLiveness::release() {
   // Closed first: the revokes of a whole job leaving at once are not
   // pushed to every member that is leaving too.
-  watch_.reset();
-  watched_.clear();
+  stop_watching();
   if (lease_ == 0) return;
   try {
-    client_->lease_revoke(lease_);
+    client_.lease_revoke(lease_, call_timeout_);
   } catch (const etcd::EtcdError& e) {
     spdlog::debug("cannot revoke this node's lease: {}", e.what());
   }

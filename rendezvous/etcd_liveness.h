@@ -9,7 +9,11 @@
 // another member from the last revision seen (etcd/watch.h), so no DELETE
 // is lost when a member fails.
 //
-// Called from the rendezvous's one thread; its own connections.
+// Called from the rendezvous's one thread. Its unary calls go over the
+// algorithm's own client (EtcdStore's), which that thread already uses: a
+// connection of its own would be one more descriptor per node on the etcd
+// member, and 10,000 nodes at four or five each are more than one member
+// may hold open by default. Its watch is its own stream.
 #pragma once
 
 #include <chrono>
@@ -33,7 +37,8 @@ namespace cxxrun::rendezvous {
 class EtcdLiveness : public MemberLiveness {
  public:
   // `key_prefix` turns the algorithm's keys into etcd's (EtcdStore::etcd_key).
-  EtcdLiveness(const RendezvousSettings& settings, std::string key_prefix);
+  // `client` is borrowed, used from the same thread, and outlives this.
+  EtcdLiveness(const RendezvousSettings& settings, etcd::Client& client, std::string key_prefix);
   ~EtcdLiveness() override;
 
   void joining(const std::string& alive_prefix, int slot) override;
@@ -45,6 +50,9 @@ class EtcdLiveness : public MemberLiveness {
   std::vector<int> dead_slots() override;
   int count_alive(const std::string& alive_prefix, int members) override;
 
+  // Closes the watch on the others' leases: a node that is leaving has no
+  // use for their DELETEs.
+  void stop_watching();
   // Revokes the lease: the others see this node go at once, not a TTL
   // later. Best effort, bounded by one call's deadline.
   void release();
@@ -71,7 +79,7 @@ class EtcdLiveness : public MemberLiveness {
   const int64_t ttl_seconds_;
   const std::chrono::milliseconds call_timeout_;  // a beat's
   const std::chrono::milliseconds join_timeout_;  // a step of the rendezvous: read_timeout
-  std::unique_ptr<etcd::Client> client_;
+  etcd::Client& client_;
   int64_t lease_ = 0;
   std::string alive_key_;  // etcd's key, on the lease
   std::string watched_;    // etcd's prefix of the round's alive keys

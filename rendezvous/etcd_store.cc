@@ -148,13 +148,15 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
 std::string EtcdStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
   using etcd::Compare;
   const std::string k = etcd_key(key);
-  if (expected.empty()) {
-    // Only the first of many writers finds the key absent. etcd runs a
-    // transaction that can write through Raft even when its compare fails;
-    // a read answers the others without a proposal.
-    auto got = guarded("compare_set", key, [&] { return client_->range(k); });
-    if (got.kv) return got.kv->value;
-  }
+  // Only the first of many writers finds the key as expected (absent, or
+  // the round they all move on from). etcd runs a transaction through Raft
+  // even when its compare fails: a read answers the others without a
+  // proposal, and a read costs a member a fraction of a write.
+  auto got = guarded("compare_set", key, [&] { return client_->range(k); });
+  if (got.kv && (expected.empty() || got.kv->value != expected)) return got.kv->value;
+  // torch's quirk (store/client.h): an absent key with a non-empty expected
+  // value answers `expected`.
+  if (!got.kv && !expected.empty()) return expected;
   const Compare holds = expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
                                          : Compare::value_is(k, Compare::Result::equal, expected);
   auto r = guarded("compare_set", key,

@@ -3,6 +3,9 @@
 // that only records what it is handed.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <thread>
+
 #include "c10d_nodes.h"
 #include "fake_store.h"
 #include "rendezvous/c10d_rendezvous.h"
@@ -71,4 +74,43 @@ TEST_CASE("rendezvous: an assignment record reads back as written, and a malform
   CHECK(parse_assignment("0|0|8|").alive.empty());
   CHECK_THROWS_WITH(parse_assignment("0|0"), "malformed assignment in the rendezvous store: '0|0'");
   CHECK_THROWS_AS(parse_assignment("x|0|8|"), RendezvousError);
+}
+
+// The assigner takes seconds with 1,000 nodes over etcd. A member waiting
+// for its assignment without renewing its lease lost its alive key after
+// the TTL: the snapshot counted it dead, and each DELETE went to every
+// member's watch.
+TEST_CASE("rendezvous: a member waiting for its assignment renews its lease while the assigner works") {
+  struct SlowAssigner : MemberLiveness {
+    std::atomic<bool>* assigning;
+    std::atomic<int> beats_meanwhile{0};
+    explicit SlowAssigner(std::atomic<bool>* flag) : assigning(flag) {}
+    void joining(const std::string&, int) override {}
+    std::string snapshot(const std::string&, int) override {
+      *assigning = true;
+      std::this_thread::sleep_for(700ms);  // several keep-alive intervals
+      *assigning = false;
+      return "5";
+    }
+    void joined(const std::string&, int, const std::string&) override {}
+    void beat() override {
+      if (*assigning) ++beats_meanwhile;
+    }
+    std::vector<int> dead_slots() override { return {}; }
+    int count_alive(const std::string&, int members) override { return members; }
+  };
+  std::atomic<bool> assigning{false};
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> members;
+  std::vector<std::unique_ptr<SlowAssigner>> liveness;
+  for (int i = 0; i < 2; ++i) {
+    auto s = settings(2, 2);
+    s.keep_alive_interval = 100ms;
+    members.push_back(std::make_unique<Node>(store, "10.0.0." + std::to_string(i + 1), s));
+    liveness.push_back(std::make_unique<SlowAssigner>(&assigning));
+    members.back()->rdzv.use_liveness(*liveness.back());
+  }
+  join_all(members);
+  // The member that did not assign beat about every 100 ms of the 700.
+  CHECK(liveness[0]->beats_meanwhile + liveness[1]->beats_meanwhile >= 3);
 }

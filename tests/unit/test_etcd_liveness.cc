@@ -7,9 +7,11 @@
 #include <thread>
 
 #include "etcd/base64.h"
+#include "etcd/client.h"
 #include "etcd/endpoints.h"
 #include "fake_etcd_member.h"
 #include "rendezvous/etcd_liveness.h"
+#include "rendezvous/etcd_store.h"
 
 using namespace cxxrun;
 using namespace std::chrono_literals;
@@ -55,7 +57,9 @@ TEST_CASE("etcd liveness: a broken watch is made again with a call's time, not a
     return stream({created, R"({"result":{"header":{"revision":"7"},"events":[{"type":"DELETE","kv":{"key":")" +
                                 etcd::base64_encode(key) + R"(","mod_revision":"7"}}]}})"});
   });
-  rendezvous::EtcdLiveness liveness(settings_for(member), "/p");
+  const auto settings = settings_for(member);
+  etcd::Client client(rendezvous::etcd_options(settings.etcd, 1s));
+  rendezvous::EtcdLiveness liveness(settings, client, "/p");
   liveness.joined("/alive/", 3, "5");
   std::vector<int> dead;
   for (int i = 0; i < 100 && dead.empty(); ++i) {  // at most about 1 s of checks: 10 ms apart

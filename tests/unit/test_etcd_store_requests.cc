@@ -1,0 +1,124 @@
+// What the etcd rendezvous asks of etcd, against a fake member that counts
+// requests and connections: every node makes these at once when a job
+// re-forms, so a write where a read answers is N proposals through Raft,
+// and a connection per component is N descriptors on the member.
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "etcd/base64.h"
+#include "etcd/endpoints.h"
+#include "fake_etcd_member.h"
+#include "rendezvous/etcd_job_store.h"
+#include "rendezvous/etcd_liveness.h"
+#include "rendezvous/etcd_store.h"
+
+using namespace cxxrun;
+using namespace std::chrono_literals;
+using Member = FakeEtcdMember;
+
+namespace {
+
+const std::string kHeader = R"("header":{"cluster_id":"1","member_id":"222","revision":"12"})";
+
+std::string range_answer(const std::string& key, const std::string& value) {
+  if (value.empty()) return Member::ok("{" + kHeader + R"(,"count":"0"})");
+  return Member::ok("{" + kHeader + R"(,"kvs":[{"key":")" + etcd::base64_encode(key) +
+                    R"(","create_revision":"3","mod_revision":"5","version":"2","value":")" +
+                    etcd::base64_encode(value) + R"("}],"count":"1"})");
+}
+
+const std::string kTxnSucceeded = Member::ok("{" + kHeader + R"(,"succeeded":true,"responses":[{"response_put":{}}]})");
+
+rendezvous::RendezvousSettings settings_for(const Member& m) {
+  rendezvous::RendezvousSettings s;
+  s.etcd.endpoints = etcd::parse_endpoints({m.endpoint()}, etcd::Protocol::http);
+  s.etcd.prefix = "/p";
+  s.keep_alive_interval = 1s;
+  s.read_timeout = 5s;
+  return s;
+}
+
+}  // namespace
+
+// A thousand nodes move the round on from 3 to 4 at once; one of them
+// writes. Before, each sent a transaction, and etcd takes a transaction
+// through Raft even when its compare fails.
+TEST_CASE("etcd store: compare_set answers from a read when the key is not as expected") {
+  std::string stored;
+  Member member([&](const Member::Request& r) -> std::string {
+    if (r.target == "/v3/kv/range") return range_answer("/p/round", stored);
+    if (r.target == "/v3/kv/txn") return kTxnSucceeded;
+    return Member::answer(404, "Not Found");
+  });
+  rendezvous::EtcdStore store(settings_for(member).etcd, 5s);
+  SECTION("another node moved it on: its value, no write") {
+    stored = "4";
+    CHECK(store.compare_set("round", "3", "4") == "4");
+    CHECK(member.count("/v3/kv/txn") == 0);
+  }
+  SECTION("absent with a value expected: torch's answer, no write") {
+    CHECK(store.compare_set("round", "3", "4") == "3");
+    CHECK(member.count("/v3/kv/txn") == 0);
+  }
+  SECTION("already written by another first writer: no write") {
+    stored = "0";
+    CHECK(store.compare_set("round", "", "0") == "0");
+    CHECK(member.count("/v3/kv/txn") == 0);
+  }
+  SECTION("as expected: the transaction decides") {
+    stored = "3";
+    CHECK(store.compare_set("round", "3", "4") == "4");
+    CHECK(member.count("/v3/kv/txn") == 1);
+  }
+}
+
+// The member serves one connection at a time: a second one of this node's
+// would wait for the first to close, and the lease's calls would time out.
+TEST_CASE("etcd store: the lease's calls share the store's connection") {
+  Member member([&](const Member::Request& r) -> std::string {
+    if (r.target == "/v3/lease/grant") return Member::ok("{" + kHeader + R"(,"ID":"77","TTL":"3"})");
+    if (r.target == "/v3/lease/keepalive") return Member::ok(R"({"result":{)" + kHeader + R"(,"ID":"77","TTL":"3"}})");
+    if (r.target == "/v3/kv/put") return Member::ok("{" + kHeader + "}");
+    if (r.target == "/v3/kv/range") return range_answer("/p/x", "v");
+    if (r.target == "/v3/lease/revoke") return Member::ok("{" + kHeader + "}");
+    return Member::answer(404, "Not Found");
+  });
+  const auto settings = settings_for(member);
+  rendezvous::EtcdStore store(settings.etcd, 5s);
+  rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
+  CHECK(store.get("x") == "v");
+  liveness.joining("/r0/alive/", 0);
+  liveness.beat();
+  CHECK(store.get("x") == "v");
+  liveness.release();
+  CHECK(member.count("/v3/lease/grant") == 1);
+  CHECK(member.count("/v3/lease/keepalive") == 1);
+  CHECK(member.count("/v3/lease/revoke") == 1);
+  CHECK(member.connections() == 1);
+}
+
+// Every member of a job that ended well leaves at about the same time. Each
+// revoke was a DELETE pushed to every member not yet leaving: a job of 200
+// nodes sent 12,600 events at its end (etcd's metrics), N^2/2.
+TEST_CASE("etcd store: a node leaving a job that ended well revokes no lease; a failed one does") {
+  Member member([&](const Member::Request& r) -> std::string {
+    if (r.target == "/v3/lease/grant") return Member::ok("{" + kHeader + R"(,"ID":"77","TTL":"3"})");
+    if (r.target == "/v3/kv/put") return Member::ok("{" + kHeader + "}");
+    if (r.target == "/v3/kv/range") return range_answer("/p/x", "");
+    if (r.target == "/v3/lease/revoke") return Member::ok("{" + kHeader + "}");
+    return Member::answer(404, "Not Found");
+  });
+  auto settings = settings_for(member);
+  settings.run_id = "job";
+  settings.join_timeout = 5s;
+  bool succeeded = true;
+  SECTION("succeeded") {}
+  SECTION("failed") { succeeded = false; }
+  {
+    rendezvous::EtcdJobStore store(settings);
+    store.liveness()->joining("cxxrun/rdzv/job/r0/alive/", 0);
+    store.leave(succeeded, 0, {});
+  }
+  CHECK(member.count("/v3/lease/grant") == 1);
+  CHECK(member.count("/v3/lease/revoke") == (succeeded ? 0 : 1));
+}
