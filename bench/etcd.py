@@ -145,6 +145,13 @@ def main():
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--only", action="append", choices=["rdzv", "recover", "abort", "dead", "outage"])
     ap.add_argument("--recover-nodes", type=int, action="append", help="agents of a recover case (100 and 1000)")
+    ap.add_argument("--keep-alive", type=float, default=5.0,
+                    help="recover: the agents' keep_alive_interval in seconds (5, torch's default; cxxrun's is 1). "
+                         "N agents renew N/interval leases a second, and on two cores beside etcd 1,000 agents at "
+                         "1 s overload it: leases lapse and every DELETE goes to every watch")
+    ap.add_argument("--spread", action="store_true",
+                    help="recover: agent i lists the etcd members from the (i mod 3)-th on (rdzv_load --spread 1), "
+                         "so that 10,000 agents' connections fit three members' descriptor limits")
     ap.add_argument("--baseline", help="recover: also run etcd with this build's rdzv_load (an earlier commit's), "
                                        "alternating")
     args = ap.parse_args()
@@ -177,10 +184,13 @@ def main():
             # the real C10dRendezvous in a thread per agent (rdzv_load
             # --recover 1); the abort push is the part until the last agent
             # was woken.
+            rows.append(f"recover: the agents renew their leases every {args.keep_alive:g} s"
+                        + ("; agent i asks member i mod 3 first" if args.spread else ""))
             for n in args.recover_nodes or (100, 1000):
                 got = {"c10d": ([], []), "etcd": ([], []), "baseline": ([], [])}
                 cpu = {"etcd": ([], []), "baseline": ([], [])}  # the busiest member's CPU seconds, all members'
                 scale = ["--procs", str(max(1, -(-n // 1000))), "--timeout", str(max(60, n // 10))]
+                load = ["--keep-alive", str(args.keep_alive)] + (["--spread", "1"] if args.spread else [])
                 kinds = [("c10d", build, ["--port", str(port)]), ("etcd", build, ["--etcd", cluster.endpoints()])]
                 if args.baseline:
                     kinds.append(("baseline", os.path.abspath(args.baseline), ["--etcd", cluster.endpoints()]))
@@ -188,7 +198,7 @@ def main():
                     for name, where, flags in kinds:
                         if name != "c10d":
                             compact(cluster)
-                        extra = scale if name != "baseline" else []  # an earlier rdzv_load has no --procs
+                        extra = scale + load if name != "baseline" else load  # an earlier one has no --procs
                         before = member_cpu(cluster)
                         r = rdzv_load(where, flags + ["--nodes", str(n), "--recover", "1"] + extra,
                                       timeout=max(240, n // 5), key=None)

@@ -17,9 +17,15 @@
 //       the time from the failure to the last agent woken and to the last
 //       agent holding its next-round assignment.
 //   --procs K: the agents are spread over K processes (forked first), each
-//       with its own descriptor limit: over etcd an agent holds about four
+//       with its own descriptor limit: over etcd an agent holds about three
 //       connections, so 10,000 agents need more than one process may open
 //       here. --timeout S: each agent's join and read timeout (60 s).
+//   --spread 1: agent i lists the etcd members from the (i mod M)-th on (as
+//       a launch script may give each node its own order), so each member
+//       holds a third of the connections: the first member alone cannot
+//       hold 10,000 agents' within one process's descriptor limit here.
+//   --keep-alive S: the agents' keep_alive_interval (1 s by default); a
+//       site with 10,000 nodes on etcd renews their leases less often.
 //   RDZV_LOAD_LOG=debug (or info, ...): the agents' log lines, on stdout;
 //       only warnings without it.
 #include <sys/mman.h>
@@ -35,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -62,6 +69,8 @@ struct Args {
   bool recover = false;
   int procs = 1;
   int timeout_s = 60;
+  bool spread = false;    // agent i lists the members from the (i mod M)-th on
+  int keep_alive_ms = 0;  // 0: the agent's default interval
 };
 
 std::vector<std::string> split(const std::string& text) {
@@ -82,13 +91,17 @@ bool parse(int argc, char** argv, Args& a) {
     else if (!strcmp(argv[i], "--recover")) a.recover = !strcmp(argv[i + 1], "1");
     else if (!strcmp(argv[i], "--procs")) a.procs = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--timeout")) a.timeout_s = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--spread")) a.spread = !strcmp(argv[i + 1], "1");
+    else if (!strcmp(argv[i], "--keep-alive")) a.keep_alive_ms = static_cast<int>(atof(argv[i + 1]) * 1000);
     else {
       fprintf(stderr, "rdzv_load: unknown argument %s\n", argv[i]);
       return false;
     }
   }
-  if ((a.port <= 0 && a.etcd.empty()) || a.nodes <= 0 || a.procs <= 0 || a.procs > a.nodes || a.timeout_s <= 0) {
-    fprintf(stderr, "rdzv_load: --port P or --etcd MEMBERS, --nodes N > 0, 1 <= --procs <= N and --timeout S > 0\n");
+  if ((a.port <= 0 && a.etcd.empty()) || a.nodes <= 0 || a.procs <= 0 || a.procs > a.nodes || a.timeout_s <= 0 ||
+      a.keep_alive_ms < 0) {
+    fprintf(stderr, "rdzv_load: --port P or --etcd MEMBERS, --nodes N > 0, 1 <= --procs <= N, --timeout S > 0 "
+                    "and --keep-alive S >= 0\n");
     return false;
   }
   return true;
@@ -104,7 +117,12 @@ RendezvousSettings settings_for(const Args& a, const std::string& run_id, int no
   s.local_addr = "10.0." + std::to_string(node / 250) + "." + std::to_string(node % 250 + 1);  // just a label
   s.join_timeout = std::chrono::seconds(a.timeout_s);
   s.read_timeout = std::chrono::seconds(a.timeout_s);
-  if (!a.etcd.empty()) s.etcd.endpoints = cxxrun::etcd::parse_endpoints(a.etcd, cxxrun::etcd::Protocol::http);
+  if (a.keep_alive_ms > 0) s.keep_alive_interval = std::chrono::milliseconds(a.keep_alive_ms);
+  if (!a.etcd.empty()) {
+    std::vector<std::string> members = a.etcd;
+    if (a.spread) std::rotate(members.begin(), members.begin() + node % members.size(), members.end());
+    s.etcd.endpoints = cxxrun::etcd::parse_endpoints(members, cxxrun::etcd::Protocol::http);
+  }
   return s;
 }
 
@@ -138,35 +156,58 @@ void at_least(std::atomic<int64_t>& v, int64_t t) {
 }
 
 // This process's agents wait here until every agent of every process holds
-// round 0: one poller per process, the others on a condition variable.
+// round 0: one poller per process, the others on a condition variable. Each
+// renews its lease every keep-alive interval while it waits, as an agent
+// does while its workers run: a lease left to lapse here deleted every
+// alive key of round 0 during the recovery, N DELETEs to each of N watches.
 struct Round0Barrier {
   std::mutex mu;
   std::condition_variable cv;
   bool open = false;
   bool polling = false;
 
-  void arrive_and_wait(Shared& sh, int nodes) {
+  void arrive_and_wait(Shared& sh, int nodes, const std::function<void()>& beat, std::chrono::milliseconds every) {
     ++sh.in_round0;
     std::unique_lock l(mu);
     if (!polling) {
       polling = true;
       l.unlock();
       const auto until = Clock::now() + std::chrono::seconds(600);
-      while (sh.in_round0.load() < nodes && Clock::now() < until)
+      for (auto next_beat = Clock::now() + every; sh.in_round0.load() < nodes && Clock::now() < until;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (beat && Clock::now() >= next_beat) {
+          beat();
+          next_beat = Clock::now() + every;
+        }
+      }
       l.lock();
       open = true;
       cv.notify_all();
     }
-    cv.wait(l, [&] { return open; });
+    while (!cv.wait_for(l, every, [&] { return open; })) {
+      if (!beat) continue;
+      l.unlock();
+      beat();
+      l.lock();
+    }
     if (sh.in_round0.load() < nodes) throw std::runtime_error("not every agent finished round 0 within 600 s");
   }
 };
 
 // C10dBackend::rejoin after an `abort`, less what only the agent does.
 Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& store, Shared& sh,
-                   Round0Barrier& barrier) {
-  barrier.arrive_and_wait(sh, a.nodes);
+                   Round0Barrier& barrier, bool leased, std::chrono::milliseconds every) {
+  // Over c10d nothing lapses: the keep-alive counters are only read.
+  std::function<void()> beat;
+  // A beat that fails is logged and retried, as the agent's are.
+  if (leased) beat = [&rdzv] {
+    try {
+      rdzv.keep_alive();
+    } catch (const std::exception& e) {
+      spdlog::warn("keep-alive: {}", e.what());
+    }
+  };
+  barrier.arrive_and_wait(sh, a.nodes, beat, every);
   if (node == 0) {
     sh.failed = now_ns();
     rdzv.publish_failure("{\"rank\": 0, \"exitcode\": 1}");
@@ -196,13 +237,13 @@ Assignment one_agent(const Args& a, int node, const RendezvousSettings& s, std::
     auto client = StoreClient::connect(options);
     C10dRendezvous rdzv(*client, s, pick, quiet);
     Assignment first = rdzv.next_rendezvous();
-    return a.recover ? recover(a, node, rdzv, *client, sh, barrier) : first;
+    return a.recover ? recover(a, node, rdzv, *client, sh, barrier, false, s.keep_alive_interval) : first;
   }
   etcd = std::make_unique<EtcdJobStore>(s);
   C10dRendezvous rdzv(etcd->client(), s, pick, quiet);
   rdzv.use_liveness(*etcd->liveness());
   Assignment first = rdzv.next_rendezvous();
-  return a.recover ? recover(a, node, rdzv, etcd->client(), sh, barrier) : first;
+  return a.recover ? recover(a, node, rdzv, etcd->client(), sh, barrier, true, s.keep_alive_interval) : first;
 }
 
 // Agents [first, last) of the job, a thread each, in this process.
