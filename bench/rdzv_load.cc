@@ -212,7 +212,17 @@ Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& s
     sh.failed = now_ns();
     rdzv.publish_failure("{\"rank\": 0, \"exitcode\": 1}");
   }
-  store.wait({rdzv.event_key()}, std::chrono::seconds(a.timeout_s));
+  // The agent's round watcher waits on a thread of its own while the
+  // agent goes on renewing its lease.
+  for (const auto until = Clock::now() + std::chrono::seconds(a.timeout_s);;) {
+    try {
+      store.wait({rdzv.event_key()}, every);
+      break;
+    } catch (const cxxrun::store::StoreTimeout&) {
+      if (Clock::now() >= until) throw;
+      if (beat) beat();
+    }
+  }
   at_least(sh.last_woken, now_ns());
   const int expected = std::max(1, rdzv.members() + rdzv.num_nodes_waiting() -
                                        (rdzv.current_event() == RoundEvent::dead ? 1 : 0));

@@ -39,7 +39,11 @@ constexpr const char* kSnapshotElsewhere = "@";
 }  // namespace
 
 C10dRendezvous::C10dRendezvous(store::StoreClient& store, RendezvousSettings settings, PickPort pick_port, Log log)
-    : store_(store), s_(std::move(settings)), pick_port_(std::move(pick_port)), log_(std::move(log)) {}
+    : store_(store),
+      lease_(settings.keep_alive_interval, [this](const std::string& line) { progress(line); }),
+      s_(std::move(settings)),
+      pick_port_(std::move(pick_port)),
+      log_(std::move(log)) {}
 
 std::string C10dRendezvous::key(const std::string& suffix) const { return "cxxrun/rdzv/" + s_.run_id + "/" + suffix; }
 
@@ -67,6 +71,7 @@ Assignment C10dRendezvous::next_rendezvous() { return join(0); }
 Assignment C10dRendezvous::next_rendezvous(int expected) { return join(expected); }
 
 Assignment C10dRendezvous::join(int expected) {
+  lease_.beat_if_due();
   const auto deadline = Clock::now() + s_.join_timeout;
   expected_ = expected;
   check_config();
@@ -78,10 +83,14 @@ Assignment C10dRendezvous::join(int expected) {
 }
 
 bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignment& out) {
+  lease_.beat_if_due();
   me_ = Member{s_.local_addr.empty() ? store_.local_address() : s_.local_addr, hostname(),
                static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder), s_.node_group};
   const int slot = static_cast<int>(store_.add(round_key(round, "count"), 1)) - 1;
-  if (liveness_) liveness_->joining(round_key(round, "alive/"), slot);
+  if (liveness_) {
+    liveness_->joining(round_key(round, "alive/"), slot);
+    lease_.renewed();
+  }
   store_.set(round_key(round, "node/" + std::to_string(slot)), describe(me_));
   // The max-th joiner completes the round before anyone wakes, so the
   // others wake to a complete round instead of racing to complete it.
@@ -125,6 +134,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
   // above min by then.
   bool waited_out = false;  // the last wait ended at progress_interval, not at a milestone
   for (bool first = true;; first = false) {
+    lease_.beat_if_due();
     if (!first || joined > s_.min_nodes)
       if (auto text = store_.get_if_set(complete)) return parse_completion(*text);
     // A job that ended while this node waited (its last member stopped,
@@ -153,7 +163,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
     // interval, with a beat between them.
     waited_out = false;
     for (auto at = now;; at = Clock::now()) {
-      const auto step = liveness_ ? std::min(next.until, at + s_.keep_alive_interval) : next.until;
+      const auto step = lease_.slice_end(at, next.until);
       const auto slice = std::max(milliseconds(1), duration_cast<milliseconds>(step - at));
       try {
         // Whoever makes the round full completes it: waiting for the max-th
@@ -164,7 +174,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
       } catch (const store::StoreTimeout&) {
         waited_out = step >= next.until;
         if (waited_out) break;
-        beat_while_waiting();
+        lease_.beat();
       }
     }
     progress("waiting for rendezvous job=" + s_.run_id + " at " + s_.endpoint + ": " + std::to_string(seen.count) +
@@ -269,30 +279,13 @@ void C10dRendezvous::open_round_after(int round) {
 
 // Run by one elected member: one read of every descriptor, one write of
 // every assignment.
-// A node that waited for its assignment longer than its lease's TTL lost
-// its alive key: the round formed with it counted dead (1,000 agents over
-// etcd, where the assigner takes seconds), and each key's DELETE was pushed
-// to every member's watch.
-template <typename Wait>
-auto C10dRendezvous::beating(Clock::time_point deadline, Wait&& wait) {
-  for (;;) {
-    const auto now = Clock::now();
-    const auto step = liveness_ ? std::min(deadline, now + s_.keep_alive_interval) : deadline;
-    try {
-      return wait(std::max(milliseconds(1), duration_cast<milliseconds>(step - now)));
-    } catch (const store::StoreTimeout&) {
-      if (step >= deadline) throw;
-      beat_while_waiting();
-    }
-  }
-}
-
 void C10dRendezvous::publish_assignments(int round, int members) {
   std::vector<std::string> keys;
   for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
-  beating(Clock::now() + s_.read_timeout, [&](milliseconds t) { store_.wait(keys, t); });
+  lease_.wait(Clock::now() + s_.read_timeout, [&](milliseconds t) { store_.wait(keys, t); });
   std::vector<Member> all;
   for (const auto& text : store_.multi_get(keys)) all.push_back(parse_member(text));
+  lease_.beat_if_due();
   std::vector<int> order(members);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int a, int b) {
@@ -329,9 +322,10 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   const int members = done.members;
   if (done.assigner == slot) publish_assignments(round, members);
   auto get = [&](const std::string& key) {
-    return beating(deadline, [&](milliseconds t) { return store_.get(key, t); });
+    return lease_.wait(deadline, [&](milliseconds t) { return store_.get(key, t); });
   };
   const AssignmentRecord mine = parse_assignment(get(round_key(round, "assign/" + me)));
+  lease_.beat_if_due();
   Assignment out;
   out.round = round;
   out.group_world_size = members;
@@ -390,22 +384,16 @@ void C10dRendezvous::progress(const std::string& what) {
   log_(what);
 }
 
-void C10dRendezvous::beat_while_waiting() {
-  try {
-    liveness_->beat();
-  } catch (const store::StoreError& e) {
-    // The wait itself reports a store that is gone.
-    progress(std::string("keep-alive while waiting for the other nodes failed: ") + e.what());
-  }
-}
-
 // Only this node adds to its counter, so an ADD that answers no more than
 // the last one did means the store forgot the job: a store restarted empty
 // on the same port (its host died, and a restarted node hosts a new one).
 // Beats to it would succeed forever and keys the round wrote would never
 // come; a failed beat makes it what it is, a lost store.
 void C10dRendezvous::keep_alive() {
-  if (liveness_) return liveness_->beat();
+  if (liveness_) {
+    liveness_->beat();
+    return lease_.renewed();
+  }
   if (round_ < 0) return;
   const std::string forgotten = "the rendezvous store at " + s_.endpoint +
                                 " no longer knows this job: it was restarted and its state is gone";
@@ -487,6 +475,7 @@ std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
 }
 
 void C10dRendezvous::start_next_round() {
+  lease_.beat_if_due();
   store_.compare_set(key("round"), std::to_string(round_), std::to_string(round_ + 1));
   // Every member says the same; only the first one writes (over etcd, a
   // write of each of N nodes is N proposals through Raft).

@@ -56,6 +56,7 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/lease_keeper.h"
 #include "rendezvous/rendezvous.h"
 #include "store/client.h"
 
@@ -153,7 +154,10 @@ class C10dRendezvous {
   // main store. Must outlive this object.
   void use_for_keep_alives(store::StoreClient& beats) { beats_ = &beats; }
   // Liveness by `liveness` instead of beat counters. Must outlive this object.
-  void use_liveness(MemberLiveness& liveness) { liveness_ = &liveness; }
+  void use_liveness(MemberLiveness& liveness) {
+    liveness_ = &liveness;
+    lease_.use(liveness_);
+  }
   // One keep-alive beat for the current round.
   void keep_alive();
   // Group ranks of members whose keep-alive counter has not moved for about
@@ -224,15 +228,11 @@ class C10dRendezvous {
   const std::vector<int>& rank_of_slot();
   std::vector<std::string> member_addrs(int round, int members);
   void progress(const std::string& what);
-  void beat_while_waiting();
-  // `wait(timeout)` (a store get or wait) until `deadline`; with a lease
-  // (liveness_) in slices of one keep-alive interval, a beat between them.
-  template <typename Wait>
-  auto beating(Clock::time_point deadline, Wait&& wait);
 
   store::StoreClient& store_;
   store::StoreClient* beats_ = &store_;
   MemberLiveness* liveness_ = nullptr;
+  LeaseKeeper lease_;
   RendezvousSettings s_;
   PickPort pick_port_;
   Log log_;

@@ -59,8 +59,11 @@ EtcdLiveness::EtcdLiveness(const RendezvousSettings& settings, etcd::Client& cli
 
 EtcdLiveness::~EtcdLiveness() = default;
 
+// A grant etcd may or may not have made is asked again: a lease made twice
+// holds no key and lapses after its TTL.
 void EtcdLiveness::grant(milliseconds timeout) {
-  lease_ = client_.lease_grant(ttl_seconds_, timeout).id;
+  resend_while_indeterminate(std::chrono::steady_clock::now() + timeout,
+                             [&](milliseconds t) { lease_ = client_.lease_grant(ttl_seconds_, t).id; });
 }
 
 std::string EtcdLiveness::slot_key(const std::string& round_prefix, int slot) const {
@@ -70,10 +73,14 @@ std::string EtcdLiveness::slot_key(const std::string& round_prefix, int slot) co
 }
 
 void EtcdLiveness::joining(const std::string& alive_prefix, int slot) {
+  // The last round's members are no news to a node joining the next: a
+  // lease lapsing among thousands re-joining is not pushed to this one.
+  stop_watching();
   as_store_errors("cannot hold a lease on etcd", [&] {
     if (lease_ == 0 || client_.lease_keep_alive(lease_, join_timeout_) == 0) grant(join_timeout_);
     alive_key_ = slot_key(key_prefix_ + alive_prefix, slot);
-    client_.put(alive_key_, "", lease_, join_timeout_);
+    resend_while_indeterminate(std::chrono::steady_clock::now() + join_timeout_,
+                               [&](milliseconds t) { client_.put(alive_key_, "", lease_, t); });
   });
 }
 
@@ -221,6 +228,7 @@ int EtcdLiveness::count_alive(const std::string& alive_prefix, int members) {
 void EtcdLiveness::stop_watching() {
   watch_.reset();
   watched_.clear();
+  dead_.clear();
 }
 
 void EtcdLiveness::release() {

@@ -56,6 +56,20 @@ etcd::Options etcd_options(const EtcdSettings& settings, milliseconds timeout) {
   return o;
 }
 
+void resend_while_indeterminate(Clock::time_point deadline, const std::function<void(milliseconds)>& write) {
+  milliseconds pause(20);
+  for (;;) {
+    try {
+      return write(remaining(deadline));
+    } catch (const etcd::EtcdIndeterminate& e) {
+      if (Clock::now() >= deadline) throw etcd::EtcdTimeout(e.what());
+      spdlog::debug("etcd: {}; sending it again", e.what());
+    }
+    std::this_thread::sleep_until(std::min(deadline, Clock::now() + pause));
+    pause = std::min(pause * 2, milliseconds(500));
+  }
+}
+
 EtcdStore::EtcdStore(const EtcdSettings& settings, Duration timeout)
     : settings_(settings), prefix_(settings.prefix + "/"), timeout_(timeout), adder_(adder_name()) {
   try {
@@ -79,7 +93,9 @@ auto EtcdStore::guarded(const char* what, const std::string& key, F&& call) {
 }
 
 void EtcdStore::set(const std::string& key, const std::string& value) {
-  guarded("set", key, [&] { return client_->put(etcd_key(key), value); });
+  guarded("set", key, [&] {
+    resend_while_indeterminate(Clock::now() + timeout_, [&](milliseconds t) { client_->put(etcd_key(key), value, 0, t); });
+  });
 }
 
 std::string EtcdStore::get(const std::string& key) { return get(key, timeout_); }
@@ -111,38 +127,24 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   const Compare first = Compare::create_revision_is(marker, Compare::Result::equal, 0);
   const std::vector<etcd::Op> count = {etcd::Op::put(k, ""), etcd::Op::get(k), etcd::Op::put(marker, "")};
   const auto deadline = Clock::now() + timeout_;
-  milliseconds pause(20);  // doubling to half a second: etcd is overloaded
-  for (;;) {
-    const auto sent = guarded("add", key, [&]() -> std::optional<etcd::TxnResult> {
-      try {
-        return client_->txn({first}, count, {etcd::Op::get(marker)}, remaining(deadline));
-      } catch (const etcd::EtcdIndeterminate& e) {
-        // Overloaded etcd times its own proposals out ("request timed out"):
-        // at 10,000 agents joining at once, that failed their joins.
-        if (Clock::now() >= deadline) throw etcd::EtcdTimeout(e.what());
-        spdlog::debug("etcd add {}: {}; sending it again", key, e.what());
-        return std::nullopt;
-      }
+  etcd::TxnResult r;
+  guarded("add", key, [&] {
+    resend_while_indeterminate(deadline, [&](milliseconds t) {
+      r = client_->txn({first}, count, {etcd::Op::get(marker)}, t);
     });
-    if (!sent) {
-      std::this_thread::sleep_until(std::min(deadline, Clock::now() + pause));
-      pause = std::min(pause * 2, milliseconds(500));
-      continue;
-    }
-    const etcd::TxnResult& r = *sent;
-    if (r.succeeded) {
-      if (r.responses.size() < 2 || r.responses[1].kvs.empty())
-        throw store::StoreError("etcd add " + key + ": the transaction did not read the key back");
-      return r.responses[1].kvs.front().version;
-    }
-    // An earlier send of this add applied: the count as of its revision.
-    if (r.responses.empty() || r.responses.front().kvs.empty())
-      throw store::StoreError("etcd add " + key + ": the marker of an applied add is gone");
-    const int64_t applied = r.responses.front().kvs.front().create_revision;
-    auto then = guarded("add", key, [&] { return client_->range_at(k, applied, remaining(deadline)); });
-    if (!then.kv) throw store::StoreError("etcd add " + key + ": the counter was absent at its own add");
-    return then.kv->version;
+  });
+  if (r.succeeded) {
+    if (r.responses.size() < 2 || r.responses[1].kvs.empty())
+      throw store::StoreError("etcd add " + key + ": the transaction did not read the key back");
+    return r.responses[1].kvs.front().version;
   }
+  // An earlier send of this add applied: the count as of its revision.
+  if (r.responses.empty() || r.responses.front().kvs.empty())
+    throw store::StoreError("etcd add " + key + ": the marker of an applied add is gone");
+  const int64_t applied = r.responses.front().kvs.front().create_revision;
+  auto then = guarded("add", key, [&] { return client_->range_at(k, applied, remaining(deadline)); });
+  if (!then.kv) throw store::StoreError("etcd add " + key + ": the counter was absent at its own add");
+  return then.kv->version;
 }
 
 std::string EtcdStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
@@ -159,8 +161,14 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
   if (!got.kv && !expected.empty()) return expected;
   const Compare holds = expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
                                          : Compare::value_is(k, Compare::Result::equal, expected);
-  auto r = guarded("compare_set", key,
-                   [&] { return client_->txn({holds}, {etcd::Op::put(k, desired)}, {etcd::Op::get(k)}); });
+  // Sent again if etcd may or may not have applied it: a second send finds
+  // the value it wrote and reads it back, which is what the first answers.
+  etcd::TxnResult r;
+  guarded("compare_set", key, [&] {
+    resend_while_indeterminate(Clock::now() + timeout_, [&](milliseconds t) {
+      r = client_->txn({holds}, {etcd::Op::put(k, desired)}, {etcd::Op::get(k)}, t);
+    });
+  });
   if (r.succeeded) return desired;
   // torch's quirk (store/client.h): an absent key with a non-empty expected
   // value answers `expected`.
@@ -314,7 +322,9 @@ void EtcdStore::multi_set(const std::vector<std::string>& keys, const std::vecto
     std::vector<etcd::Op> ops;
     for (size_t i = at; i < std::min(keys.size(), at + kMaxTxnOps); ++i)
       ops.push_back(etcd::Op::put(etcd_key(keys[i]), values[i]));
-    guarded("multi_set", keys[at], [&] { return client_->txn({}, ops); });
+    guarded("multi_set", keys[at], [&] {
+      resend_while_indeterminate(Clock::now() + timeout_, [&](milliseconds t) { client_->txn({}, ops, {}, t); });
+    });
   }
 }
 

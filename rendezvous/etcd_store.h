@@ -40,6 +40,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,15 @@ namespace cxxrun::rendezvous {
 // etcd's client options from the settings: members, TLS, and `timeout` as
 // each call's deadline.
 etcd::Options etcd_options(const EtcdSettings& settings, std::chrono::milliseconds timeout);
+
+// Runs `write(timeout)`, a write whose second application changes nothing
+// (a put of this node's own key, a transaction guarded by a marker), again
+// while etcd answers that it may or may not have applied it: an overloaded
+// etcd times its own proposals out ("request timed out"), and 10,000 agents
+// joining at once failed their joins on it. Pauses from 20 ms, doubling to
+// half a second; etcd::EtcdTimeout at `deadline`.
+void resend_while_indeterminate(std::chrono::steady_clock::time_point deadline,
+                                const std::function<void(std::chrono::milliseconds timeout)>& write);
 
 class EtcdStore : public store::StoreClient {
  public:

@@ -122,3 +122,27 @@ TEST_CASE("etcd store: a node leaving a job that ended well revokes no lease; a 
   CHECK(member.count("/v3/lease/grant") == 1);
   CHECK(member.count("/v3/lease/revoke") == (succeeded ? 0 : 1));
 }
+
+// At 10,000 agents joining at once, etcd timed its own proposals out and
+// each join that met it failed: "it may or may not have been applied". A
+// put of this node's own key is the same put twice.
+TEST_CASE("etcd store: a put etcd may have applied is sent again, not a failed join") {
+  const std::string timed_out = Member::answer(
+      503, R"({"error":"etcdserver: request timed out","message":"etcdserver: request timed out","code":14})");
+  int puts = 0, grants = 0;
+  Member member([&](const Member::Request& r) -> std::string {
+    if (r.target == "/v3/kv/put") return puts++ % 2 == 0 ? timed_out : Member::ok("{" + kHeader + "}");
+    if (r.target == "/v3/lease/grant")
+      return grants++ == 0 ? timed_out : Member::ok("{" + kHeader + R"(,"ID":"77","TTL":"3"})");
+    if (r.target == "/v3/kv/range") return range_answer("/p/x", "");
+    return Member::answer(404, "Not Found");
+  });
+  const auto settings = settings_for(member);
+  rendezvous::EtcdStore store(settings.etcd, 5s);
+  store.set("r0/node/3", "descriptor");
+  CHECK(puts == 2);
+  rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
+  liveness.joining("/r0/alive/", 3);
+  CHECK(grants == 2);
+  CHECK(puts == 4);
+}
