@@ -57,6 +57,13 @@ def rdzv_load(build, args, timeout=120, key="seconds"):
     return result if key is None else result[key]
 
 
+def knows_procs(build):
+    """Whether this build's rdzv_load spreads its agents over processes
+    (--procs): an earlier one does not."""
+    r = subprocess.run([os.path.join(build, "bench", "rdzv_load")], capture_output=True, text=True)
+    return "--procs" in r.stderr
+
+
 def member_cpu(cluster):
     """Each etcd member's CPU seconds so far (user + system)."""
     out = []
@@ -198,7 +205,7 @@ def main():
                     for name, where, flags in kinds:
                         if name != "c10d":
                             compact(cluster)
-                        extra = scale + load if name != "baseline" else load  # an earlier one has no --procs
+                        extra = scale + load if name != "baseline" or knows_procs(where) else load
                         before = member_cpu(cluster)
                         r = rdzv_load(where, flags + ["--nodes", str(n), "--recover", "1"] + extra,
                                       timeout=max(240, n // 5), key=None)
