@@ -25,6 +25,7 @@ and a cxxrun-rdzv serve every case below; each case alternates the two backends.
             and whether any worker was started twice (a restart)
 
 Usage: bench/etcd.py [--runs N] [--build build] [--only rdzv|recover|abort|dead|outage] [--recover-nodes N ...]
+                    [--keep-alive S] [--spread] [--plot recovery-etcd.png] [--baseline BUILD]
        (after scripts/build.sh)
 """
 import argparse
@@ -139,6 +140,39 @@ def outage_run(build, stamp, rdzv, kill):
         shutil.rmtree(out, ignore_errors=True)
 
 
+def median(values):
+    v = [x for x in values if x is not None]
+    return statistics.median(v) if v else None
+
+
+def draw_recovery(drawn, path, keep_alive):
+    """Each backend's recovery against N, its two phases stacked: the abort
+    event reaching every agent, then the re-join and assignment."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    sizes = sorted(drawn)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
+    for ax, name, title in ((axes[0], "c10d", "c10d (cxxrun-rdzv)"), (axes[1], "etcd", "etcd-v3 (3 members)")):
+        labels = [f"{n:,}" for n in sizes]
+        push = [(drawn[n][name][0] or 0.0) for n in sizes]
+        total = [(drawn[n][name][1] or 0.0) for n in sizes]
+        rejoin = [max(0.0, t - p) for t, p in zip(total, push)]
+        ax.bar(labels, push, label="abort event reaches every agent")
+        ax.bar(labels, rejoin, bottom=push, label="re-join and assignment")
+        for x, t in zip(labels, total):
+            ax.annotate(f"{t:.2f} s", (x, t), ha="center", va="bottom", fontsize=9)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("simulated agents")
+        ax.set_ylabel("seconds (median)")
+        ax.legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"One failure -> every agent holds its next assignment (leases renewed every {keep_alive:g} s)",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}", file=sys.stderr)
+
+
 def fmt(values, unit="s", scale=1.0, digits=2):
     v = [x * scale for x in values if x is not None]
     if not v:
@@ -159,6 +193,7 @@ def main():
     ap.add_argument("--spread", action="store_true",
                     help="recover: agent i lists the etcd members from the (i mod 3)-th on (rdzv_load --spread 1), "
                          "so that 10,000 agents' connections fit three members' descriptor limits")
+    ap.add_argument("--plot", help="recover: where to draw each backend's phases against N (PNG, python3-matplotlib)")
     ap.add_argument("--baseline", help="recover: also run etcd with this build's rdzv_load (an earlier commit's), "
                                        "alternating")
     args = ap.parse_args()
@@ -193,6 +228,7 @@ def main():
             # was woken.
             rows.append(f"recover: the agents renew their leases every {args.keep_alive:g} s"
                         + ("; agent i asks member i mod 3 first" if args.spread else ""))
+            drawn = {}  # n -> {backend: (median abort push, median recovery)}
             for n in args.recover_nodes or (100, 1000):
                 got = {"c10d": ([], []), "etcd": ([], []), "baseline": ([], [])}
                 cpu = {"etcd": ([], []), "baseline": ([], [])}  # the busiest member's CPU seconds, all members'
@@ -216,6 +252,7 @@ def main():
                             cpu[name][0].append(max(spent))
                             cpu[name][1].append(sum(spent))
                 print(f"[bench] recover {n}: {got}", file=sys.stderr)
+                drawn[n] = {name: (median(got[name][1]), median(got[name][0])) for name in ("c10d", "etcd")}
                 print(f"[bench] recover {n}: etcd members' CPU seconds (busiest, all): {cpu}", file=sys.stderr)
                 for label, c10d, etcd, baseline, digits in (
                         ("one failure -> every agent re-assigned", got["c10d"][0], got["etcd"][0], got["baseline"][0], 3),
@@ -226,6 +263,8 @@ def main():
                         ("CPU seconds of all three etcd members", None, cpu["etcd"][1], cpu["baseline"][1], 1)):
                     row = f"| {n:,} agents: {label} | {fmt(c10d, digits=digits) if c10d else ''} | {fmt(etcd, digits=digits)}"
                     rows.append(row + (f" | {fmt(baseline, digits=digits)} |" if args.baseline else " |"))
+            if args.plot:
+                draw_recovery(drawn, args.plot, args.keep_alive)
         if "abort" in only:
             res = {"c10d": ([], []), "etcd": ([], [])}
             for _ in range(args.runs):

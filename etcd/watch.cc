@@ -301,6 +301,8 @@ std::optional<std::vector<WatchEvent>> Watch::next(std::chrono::milliseconds tim
   return impl_->next(Clock::now() + timeout);
 }
 
+void Watch::set_timeout(std::chrono::milliseconds timeout) { impl_->transport.options().timeout = timeout; }
+
 void Watch::cancel() {
   impl_->cancelled = true;
   std::lock_guard lock(impl_->mutex);

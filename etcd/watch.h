@@ -46,6 +46,13 @@ class Watch {
   std::optional<std::vector<WatchEvent>> next(Clock::time_point deadline);
   std::optional<std::vector<WatchEvent>> next(std::chrono::milliseconds timeout);
 
+  // How long a broken stream is made again before next() throws; the
+  // creation's options.timeout until set. A watch kept across a caller's
+  // short waits (the store's slices between two keep-alives) needs the
+  // caller's whole patience here, not the first wait's remainder: etcd
+  // without a leader for longer than that ended a 10,000-agent rendezvous.
+  void set_timeout(std::chrono::milliseconds timeout);
+
   // Any thread. Idempotent.
   void cancel();
   bool cancelled() const;

@@ -250,6 +250,10 @@ std::optional<std::string> EtcdStore::read_or_watch(const char* what, const std:
     return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), k, etcd::Watch::Scope::key,
                                          got.revision + 1);
   });
+  // Kept across this thread's waits on the key: a stream broken by an
+  // election is made again for as long as the store waits, not for what
+  // was left of the first wait.
+  watch_->set_timeout(timeout_);
   watched_ = key;
   return std::nullopt;
 }
