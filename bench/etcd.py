@@ -160,8 +160,9 @@ def draw_recovery(drawn, path, keep_alive):
         rejoin = [max(0.0, t - p) for t, p in zip(total, push)]
         ax.bar(labels, push, label="abort event reaches every agent")
         ax.bar(labels, rejoin, bottom=push, label="re-join and assignment")
-        for x, t in zip(labels, total):
-            ax.annotate(f"{t:.2f} s", (x, t), ha="center", va="bottom", fontsize=9)
+        for x, n, t in zip(labels, sizes, total):
+            failed = drawn[n][name][1] is None  # no run finished: say so, not 0 s
+            ax.annotate("failed" if failed else f"{t:.2f} s", (x, t), ha="center", va="bottom", fontsize=9)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("simulated agents")
         ax.set_ylabel("seconds (median)")

@@ -505,7 +505,13 @@ RoundEvent C10dRendezvous::current_event() {
 void C10dRendezvous::publish_failure(const std::string& record) {
   if (record.find('\n') != std::string::npos)
     throw std::invalid_argument("a failure record must be one line");
-  store_.append(round_key(round_, "failures"), record + "\n");
+  try {
+    store_.append(round_key(round_, "failures"), record + "\n");
+  } catch (const store::StoreError&) {
+    // The other nodes must stop whether or not the record got in.
+    publish_event(RoundEvent::abort);
+    throw;
+  }
   publish_event(RoundEvent::abort);
 }
 

@@ -304,8 +304,23 @@ void EtcdStore::append(const std::string& key, const std::string& value) {
     const Compare unchanged = got.kv ? Compare::mod_revision_is(k, Compare::Result::equal, got.kv->mod_revision)
                                      : Compare::create_revision_is(k, Compare::Result::equal, 0);
     const std::string next = (got.kv ? got.kv->value : "") + value;
-    if (guarded("append", key, [&] { return client_->txn({unchanged}, {etcd::Op::put(k, next)}); }).succeeded)
-      return;
+    const auto sent = guarded("append", key, [&]() -> std::optional<bool> {
+      try {
+        return client_->txn({unchanged}, {etcd::Op::put(k, next)}, {}, remaining(deadline)).succeeded;
+      } catch (const etcd::EtcdIndeterminate& e) {
+        return std::nullopt;  // read below whether it applied
+      }
+    });
+    if (sent.value_or(false)) return;
+    // An overloaded etcd answered "request timed out" (a node's failure
+    // record, at 10,000 agents: the job was never told to stop). Applied,
+    // the key holds exactly what this append wrote; sent again blindly,
+    // the record would be there twice.
+    if (!sent) {
+      auto now = guarded("append", key, [&] { return client_->range(k, remaining(deadline)); });
+      if (now.kv && now.kv->value == next) return;
+      std::this_thread::sleep_until(std::min(deadline, Clock::now() + milliseconds(50)));
+    }
   }
   throw store::StoreTimeout("etcd append " + key + ": every attempt raced another writer");
 }
