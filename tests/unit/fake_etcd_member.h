@@ -4,6 +4,8 @@
 // client bug fails a test instead of hanging it.
 #pragma once
 
+#include <cstdio>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -35,6 +37,16 @@ class FakeEtcdMember {
            std::to_string(json.size()) + "\r\n\r\n" + json;
   }
   static std::string ok(const std::string& json) { return answer(200, json); }
+  // A watch's stream as the gateway sends it: chunked, and left open.
+  static std::string stream(const std::vector<std::string>& messages) {
+    std::string out = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    for (const auto& m : messages) {
+      char size[16];
+      snprintf(size, sizeof size, "%zx", m.size());
+      out += size + std::string("\r\n") + m + "\r\n";
+    }
+    return out;
+  }
 
   explicit FakeEtcdMember(Script script) : script_(std::move(script)) {
     listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

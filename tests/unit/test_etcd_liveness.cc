@@ -27,16 +27,6 @@ rendezvous::RendezvousSettings settings_for(const Member& m) {
   return s;
 }
 
-// A watch's stream as the gateway sends it: chunked, and open.
-std::string stream(const std::vector<std::string>& messages) {
-  std::string out = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
-  for (const auto& m : messages) {
-    char size[16];
-    snprintf(size, sizeof size, "%zx", m.size());
-    out += size + std::string("\r\n") + m + "\r\n";
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -52,9 +42,9 @@ TEST_CASE("etcd liveness: a broken watch is made again with a call's time, not a
   Member member([&](const Member::Request& r) -> std::string {
     if (r.target != "/v3/watch") return Member::answer(404, "Not Found");
     const std::string created = R"({"result":{"header":{"revision":"5"},"created":true}})";
-    if (watches++ == 0) return Member::kCloseAfter + stream({created});  // the first member "fails"
+    if (watches++ == 0) return Member::kCloseAfter + Member::stream({created});  // the first member "fails"
     std::this_thread::sleep_for(50ms);
-    return stream({created, R"({"result":{"header":{"revision":"7"},"events":[{"type":"DELETE","kv":{"key":")" +
+    return Member::stream({created, R"({"result":{"header":{"revision":"7"},"events":[{"type":"DELETE","kv":{"key":")" +
                                 etcd::base64_encode(key) + R"(","mod_revision":"7"}}]}})"});
   });
   const auto settings = settings_for(member);

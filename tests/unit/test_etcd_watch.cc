@@ -2,7 +2,6 @@
 // stream is made again.
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdio>
 #include <thread>
 
 #include "etcd/base64.h"
@@ -16,20 +15,6 @@ using namespace cxxrun;
 using namespace std::chrono_literals;
 using Member = FakeEtcdMember;
 
-namespace {
-
-std::string stream(const std::vector<std::string>& messages) {
-  std::string out = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
-  for (const auto& m : messages) {
-    char size[16];
-    snprintf(size, sizeof size, "%zx", m.size());
-    out += size + std::string("\r\n") + m + "\r\n";
-  }
-  return out;
-}
-
-}  // namespace
-
 // 10,000 agents re-joining through one etcd: an election left the cluster
 // without a leader for longer than what was left of a wait's first slice,
 // and every agent whose kept watch broke then failed its join.
@@ -40,10 +25,10 @@ TEST_CASE("etcd watch: a broken stream is made again for the time set, not the c
   int watches = 0;
   Member member([&](const Member::Request& r) -> std::string {
     if (r.target != "/v3/watch") return Member::answer(404, "Not Found");
-    if (watches++ == 0) return Member::kCloseAfter + stream({created});
+    if (watches++ == 0) return Member::kCloseAfter + Member::stream({created});
     if (std::chrono::steady_clock::now() < broke + 600ms)  // an election: no leader for 600 ms
       return Member::answer(503, R"({"error":"etcdserver: no leader","message":"etcdserver: no leader","code":14})");
-    return stream({created, R"({"result":{"header":{"revision":"7"},"events":[{"kv":{"key":")" +
+    return Member::stream({created, R"({"result":{"header":{"revision":"7"},"events":[{"kv":{"key":")" +
                                 etcd::base64_encode(key) + R"(","value":")" + etcd::base64_encode("2|1") +
                                 R"(","mod_revision":"7"}}]}})"});
   });
