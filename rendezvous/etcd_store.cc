@@ -170,8 +170,7 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
     });
   });
   if (r.succeeded) return desired;
-  // torch's quirk (store/client.h): an absent key with a non-empty expected
-  // value answers `expected`.
+  // Deleted since the read: torch's quirk again.
   if (r.responses.empty() || r.responses.front().kvs.empty()) return expected;
   return r.responses.front().kvs.front().value;
 }

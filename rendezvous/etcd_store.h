@@ -5,10 +5,11 @@
 // How each primitive maps onto etcd, one request unless said:
 //   set, multi_set      put; a txn of puts (128 per txn, etcd's limit)
 //   get, check, multi_get  range; a txn of ranges (128 per txn)
-//   compare_set         a txn: compare the value (absent: create_revision 0),
-//                       put on success, read back on failure; against an
-//                       absent key, a range first, so every writer but the
-//                       first reads instead of proposing a write
+//   compare_set         a range first; only if the key is as expected
+//                       (absent, or the expected value) a txn: compare the
+//                       value (absent: create_revision 0), put on success,
+//                       read back on failure. Every writer but the first
+//                       reads instead of proposing a write
 //   get                 a range; an absent key is waited for as below, and
 //                       its value comes with the watch's event
 //   get_if_set          a range
@@ -22,7 +23,8 @@
 //                       often it is sent. add(k, 0) reads the count. Other
 //                       deltas are refused: the algorithm counts by one,
 //                       and the version cannot count by more
-//   append              a compare-and-swap loop on mod_revision
+//   append              a compare-and-swap loop on mod_revision; an append
+//                       etcd may or may not have applied is read back
 //   wait                a range, then a watch from the revision after it, so
 //                       a key written in between is never missed; until the
 //                       key is written the watch stays open for the next
@@ -30,6 +32,9 @@
 //                       watcher's slices cost no request). Several keys are
 //                       read in txns of 128, and the absent ones waited for
 //                       with one watch on their common prefix
+// A put, a txn of puts, a compare_set's txn and an add etcd may or may not
+// have applied ("request timed out") are sent again until the store's
+// timeout (resend_while_indeterminate below).
 // Keys are `etcd_prefix` + "/" + the algorithm's key. A counter's value is
 // empty: read it with add(k, 0), never get().
 //
