@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/cgroup.h"
+#include "agent/script_imports.h"
 #include "agent/spawn.h"
 #include "agent/worker_env_writer.h"
 #include "agent/zygote.h"
@@ -90,11 +91,23 @@ Forkserver::Forkserver(const Config& config, std::string job_token, JobCgroup* c
     : config_(config), token_(std::move(job_token)), cgroup_(cgroup) {
   const ForkserverOptions& o = config.forkserver;
   if (o.python.empty()) return;
+  if (o.learn && !o.preload_given && !o.script.empty()) {
+    const std::optional<std::string> source = read_script(o.script);
+    for (const ScriptImport& i : source ? top_level_imports(*source) : std::vector<ScriptImport>{}) {
+      if (i.module != "torch" && i.module.rfind("torch.", 0) != 0) continue;
+      const std::vector<std::string> preload = preload_for({"torch"});
+      spdlog::info("forkserver: {} imports {} at its top level (line {}); its workers fork from a forkserver with "
+                   "{} preloaded, imported once for the node (--start-method=spawn: never)",
+                   o.script, i.module, i.line, joined(preload));
+      start(preload, false, false);
+      return;
+    }
+  }
   if (o.learn) {
     learning_ = true;
     return;
   }
-  start(o.preload, o.preload_given);
+  start(o.preload, o.preload_given, false);
 }
 
 Forkserver::~Forkserver() = default;
@@ -115,7 +128,7 @@ void Forkserver::learn(const std::vector<pid_t>& workers, std::chrono::milliseco
   spdlog::info("forkserver: the workers import {} ({} ms after they started); starting a forkserver with {} "
                "preloaded, so that restarts fork warm workers (--start-method=spawn: never)",
                given ? "what --preload names" : joined(packages), after.count(), joined(preload));
-  start(preload, given);
+  start(preload, given, true);
 }
 
 bool Forkserver::settle(const std::vector<pid_t>& workers) {
@@ -139,7 +152,7 @@ bool Forkserver::settle(const std::vector<pid_t>& workers) {
 
 // Started in the job's cgroup, so that containment finds it; a zygote that
 // cannot start is no reason to fail the job.
-void Forkserver::start(const std::vector<std::string>& preload, bool given) {
+void Forkserver::start(const std::vector<std::string>& preload, bool given, bool idle) {
   EnvMap env = current_environment();
   for (const auto& [k, v] : config_.extra_env) env[k] = v;
   // The guardian's token finds it too; no attempt's token matches it.
@@ -150,7 +163,7 @@ void Forkserver::start(const std::vector<std::string>& preload, bool given) {
   CgroupTarget target;
   try {
     if (cgroup_) target = cgroup_->open_child("forkserver");
-    zygote_ = std::make_unique<Zygote>(options, to_envp(env), target.dir >= 0 ? &target : nullptr);
+    zygote_ = std::make_unique<Zygote>(options, to_envp(env), target.dir >= 0 ? &target : nullptr, idle);
   } catch (const std::exception& e) {
     spdlog::warn("forkserver: {}; workers start by exec", e.what());
     zygote_.reset();

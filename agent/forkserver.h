@@ -6,17 +6,24 @@
 // --start-method=forkserver: the zygote starts with the agent and imports its
 // preload list while the rendezvous runs; the first attempt waits for it.
 //
-// The default for a Python program (ForkserverOptions::learn): the first
-// attempt starts by exec at once, exactly as spawn, so a first launch is
-// never slower. While its workers run, the agent looks at what they have
-// mapped (/proc/<pid>/maps: the native parts of the packages they imported,
-// torch's libtorch, numpy's core) and, the first time it sees some, starts
-// the zygote with those packages preloaded: warm by the first restart. A
-// program that imports nothing native never gets one (it would gain nothing
-// a fork could give). Where a warm fork is not safe (a preload that started
-// a thread, CUDA initialised, an interpreter the zygote cannot serve) the
-// zygote refuses or is gone, and workers start by exec with one line saying
-// why (agent/worker_group.cc).
+// The default for a Python program (ForkserverOptions::learn):
+// - A script that imports torch at its top level (agent/script_imports.h)
+//   will import it in every worker: the zygote starts at once and imports it
+//   a single time for the node, and the first attempt forks from it, as
+//   under forkserver. Its first launch is faster than spawn's where there is
+//   more than one worker (one import instead of one each), and it is warm
+//   however early the first failure comes.
+// - Any other: the first attempt starts by exec at once, exactly as spawn,
+//   so a first launch is never slower. While its workers run, the agent
+//   looks at what they have mapped (/proc/<pid>/maps: the native parts of
+//   the packages they imported, torch's libtorch, numpy's core) and, the
+//   first time it sees some, starts the zygote with those packages preloaded
+//   at idle priority: warm by the first restart. A program that imports
+//   nothing native never gets one (it would gain nothing a fork could give).
+// Where a warm fork is not safe (a preload that started a thread, CUDA
+// initialised, an interpreter the zygote cannot serve) the zygote refuses or
+// is gone, and workers start by exec with one line saying why
+// (agent/worker_group.cc).
 //
 // Thread rule: the agent's loop (constructed before it runs).
 #pragma once
@@ -62,8 +69,8 @@ class Forkserver {
   Zygote* zygote() const { return zygote_.get(); }
   // Whether learn() may still start one.
   bool learning() const { return learning_; }
-  // Whether the zygote is one learn() started (the user did not ask for it:
-  // the first fork it refuses ends it, in one line).
+  // Whether the zygote is one the default start method started (the user
+  // did not ask for it: the first fork it refuses ends it, in one line).
   bool learned() const { return config_.forkserver.learn; }
   // Looks at what `workers` (one attempt's, running) have mapped; starts the
   // zygote with their packages preloaded once there are some. `after`: how
@@ -77,7 +84,7 @@ class Forkserver {
   bool settle(const std::vector<pid_t>& workers);
 
  private:
-  void start(const std::vector<std::string>& preload, bool given);
+  void start(const std::vector<std::string>& preload, bool given, bool idle);
 
   const Config& config_;
   const std::string token_;

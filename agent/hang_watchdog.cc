@@ -120,7 +120,7 @@ void HangWatchdog::check_file_timers() {
   if (expired.empty()) return;
   // Only processes of this attempt: a stale pid may have been reused. One
   // /proc walk serves every expiry of this tick.
-  const auto mine = find_processes_with_env(group_.attempt_token());
+  const auto mine = group_.attempt_pids();
   for (const TimerExpiry& e : expired) {
     if (std::find(mine.begin(), mine.end(), e.pid) == mine.end()) continue;
     // The timer's own verdict (file_timer.h judges torch's protocol), in the

@@ -422,20 +422,22 @@ void WorkerGroup::arm_drain_limit() {
   });
 }
 
+std::vector<pid_t> WorkerGroup::attempt_pids() const {
+  if (cgroup_) return cgroup_->attempt_pids();
+  std::vector<pid_t> pids = find_descendants(getpid(), {guardian_, warm_.zygote_pid()});
+  // A process that left the agent's tree (its parent was not reparented to
+  // us) still carries the token, if it was exec'd.
+  for (pid_t pid : find_processes_with_env(attempt_token()))
+    if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
+  return pids;
+}
+
 int WorkerGroup::signal_strays(int sig) {
-  std::vector<pid_t> pids;
-  if (cgroup_) {
-    pids = cgroup_->attempt_pids();
-    // One write kills them all, including any forked since the read.
-    if (sig == SIGKILL) return cgroup_->kill_attempt(), static_cast<int>(pids.size());
-  } else {
-    pids = find_descendants(getpid(), {guardian_, warm_.zygote_pid()});
-  }
+  const std::vector<pid_t> pids = attempt_pids();
+  // One write kills them all, including any forked since the read.
+  if (cgroup_ && sig == SIGKILL) return cgroup_->kill_attempt(), static_cast<int>(pids.size());
   int n = 0;
   for (pid_t pid : pids) n += kill(pid, sig) == 0;
-  // Without a cgroup, a process that left the agent's tree (its parent was
-  // not reparented to us) still carries the token.
-  if (!cgroup_) n += signal_processes_with_env(attempt_token(), sig);
   return n;
 }
 

@@ -98,10 +98,12 @@ class WorkerGroup final : public Workers {
   const std::vector<std::unique_ptr<Worker>>& workers() const override { return workers_; }
   // This attempt's failures; ordered root cause first once it stopped.
   const std::vector<Failure>& failures() const override { return failures_; }
-  // "CXXRUN_JOB_TOKEN=<job>:<attempt>": in every process of this attempt.
-  std::string attempt_token() const override;
+  std::vector<pid_t> attempt_pids() const override;
 
  private:
+  // "CXXRUN_JOB_TOKEN=<job>:<attempt>": in the environment of every process
+  // of this attempt that was exec'd.
+  std::string attempt_token() const;
   void start_workers();
   bool start_worker(int local_rank);
   std::unique_ptr<FilteredLog> filtered_log(const std::vector<std::string>& filters, const char* name);

@@ -88,8 +88,12 @@ class Workers {
   virtual const std::vector<std::unique_ptr<Worker>>& workers() const = 0;
   // This attempt's failures; ordered root cause first once it stopped.
   virtual const std::vector<Failure>& failures() const = 0;
-  // "CXXRUN_JOB_TOKEN=<job>:<attempt>": in every process of this attempt.
-  virtual std::string attempt_token() const = 0;
+  // Every live process of this attempt: its workers and all they started,
+  // wherever they went (the attempt's cgroup; without one, the agent's
+  // descendants and whatever carries the attempt's token). Not the token
+  // alone: /proc shows a worker forked from the forkserver with the
+  // zygote's environment.
+  virtual std::vector<pid_t> attempt_pids() const = 0;
   // The node's logger, named by its group rank in the current round.
   virtual const std::shared_ptr<spdlog::logger>& log() const = 0;
 };

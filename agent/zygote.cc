@@ -80,7 +80,8 @@ int agent_stdin() {
 
 }  // namespace
 
-Zygote::Zygote(const ForkserverOptions& o, const std::vector<std::string>& envp, const CgroupTarget* cgroup)
+Zygote::Zygote(const ForkserverOptions& o, const std::vector<std::string>& envp, const CgroupTarget* cgroup,
+               bool idle)
     : started_(Clock::now()) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
@@ -106,13 +107,13 @@ Zygote::Zygote(const ForkserverOptions& o, const std::vector<std::string>& envp,
   SpawnRequest r;
   r.stdin_fd = source[0];
   r.argv = {o.python, "-u", "-c", kBootstrap, std::to_string(getpid()), o.preload_given ? "1" : "0",
-            join(o.preload), o.learn ? "1" : "0"};
+            join(o.preload), idle ? "1" : "0"};
   r.envp = envp;
   r.stdout_fd = STDOUT_FILENO;
   r.stderr_fd = STDERR_FILENO;
   r.cgroup = cgroup;
   r.pass_fd = pair[1];
-  r.idle = o.learn;
+  r.idle = idle;
   try {
     pid_ = spawn_process(r);
   } catch (...) {

@@ -30,8 +30,11 @@ class Zygote {
   static constexpr std::chrono::seconds kPreloadDeadline{60};
 
   // Starts the interpreter with `envp` (the agent's, with nothing of any one
-  // worker) in `cgroup` (nullptr: the agent's). Throws std::runtime_error.
-  Zygote(const ForkserverOptions& options, const std::vector<std::string>& envp, const CgroupTarget* cgroup);
+  // worker) in `cgroup` (nullptr: the agent's). `idle`: it preloads at idle
+  // priority, beside running workers, and has no first attempt to serve
+  // (agent/zygote.py). Throws std::runtime_error.
+  Zygote(const ForkserverOptions& options, const std::vector<std::string>& envp, const CgroupTarget* cgroup,
+         bool idle);
   // Closes the socket, which ends the zygote, and kills it if still there.
   ~Zygote();
   Zygote(const Zygote&) = delete;

@@ -52,6 +52,7 @@ def _preload(modules, explicit):
 # then been idle a moment (an attempt's requests come back to back), so a
 # restart finds it loaded without delaying the first start, however long
 # the rendezvous takes; a learning agent's zygote, right after its preload.
+# Always at idle priority: the workers it forked are starting meanwhile.
 _IDLE_PRELOAD = {"torch": ["torch.distributed.fsdp", "torch._dynamo"]}
 _IDLE_SECONDS = 0.2
 
@@ -154,7 +155,7 @@ def _serve(sock, agent, later, idle):
     forked = idle
     while True:
         if forked and later and not requests.buf and not select.select([sock], [], [], _IDLE_SECONDS)[0]:
-            _preload_idle([later.pop(0)], False, idle)
+            _preload_idle([later.pop(0)], False, True)
             gc.freeze()
             continue
         request, fds = requests.next()

@@ -108,13 +108,15 @@ def gloo_job(kind, build, scratch):
     return (first, wall) if rc == 0 else (None, None)
 
 
-def crash_job(kind, build, scratch, step=5, epochs=3):
+def crash_job(kind, build, scratch, step=5, epochs=3, nproc=4):
+    # Step 5 of 4 workers is the second epoch's first (512 samples, batches of 32).
+    step = step if nproc == 4 else step * 4 // nproc
     ckpt = os.path.join(scratch, f"ckpt_{kind}.pt")
     if os.path.exists(ckpt):
         os.remove(ckpt)
     rc, lines, wall = timed_lines(
-        launcher(kind, build, 4, ["--max-restarts=1"], os.path.join(JOBS, "ddp_train.py"),
-                 ["--checkpoint", ckpt, "--epochs", str(epochs), "--crash-rank", "2", "--crash-step", str(step)]),
+        launcher(kind, build, nproc, ["--max-restarts=1"], os.path.join(JOBS, "ddp_train.py"),
+                 ["--checkpoint", ckpt, "--epochs", str(epochs), "--crash-rank", str(min(2, nproc - 1)), "--crash-step", str(step)]),
         dict(os.environ, PYTHON_EXEC=PYTHON, TMPDIR=scratch))
     crash = next((t for t, s, l in lines if f"crashes at step {step}" in l), None)
     if kind == "default" and crash is not None:

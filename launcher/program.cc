@@ -114,12 +114,16 @@ void require_executable(const std::string& program, const Env& env) {
 Program with_args(std::vector<std::string> head, const ProgramRequest& request, std::string name) {
   head.insert(head.end(), request.launcher_args.begin(), request.launcher_args.end());
   head.insert(head.end(), request.args.begin(), request.args.end());
-  return {std::move(head), std::move(name)};
+  Program p;
+  p.command = std::move(head);
+  p.entrypoint_name = std::move(name);
+  return p;
 }
 
 Program python_program(std::vector<std::string> head, const ProgramRequest& request, std::string name) {
   Program p = with_args(std::move(head), request, std::move(name));
   p.python = true;
+  if (!request.module) p.script = request.program;
   return p;
 }
 

@@ -28,6 +28,7 @@ struct Program {
   std::string entrypoint_name;
   // command is [python, -u, ...]: a script, -m module or --run-path.
   bool python = false;
+  std::string script;  // the Python source file it runs, as given; "" for -m
 };
 
 // Checks that the program can run (a file that exists and is executable or

@@ -56,7 +56,7 @@ void apply_start_method(const RawOptions& raw, const Program& program, agent::Co
                                      program.entrypoint_name));
     return;
   }
-  c.forkserver = {program.command.front(), preloaded, preload != nullptr, !chosen};
+  c.forkserver = {program.command.front(), preloaded, preload != nullptr, !chosen, program.script};
 }
 
 }  // namespace cxxrun::launcher

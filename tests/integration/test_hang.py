@@ -125,15 +125,18 @@ timer.configure(timer.FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
 with timer.expires(after=1):
     time.sleep(120)
 """)
-        rc, out, err = run(["--nproc-per-node=1", script],
-                           env=clean_env(PYTHON_EXEC=TORCH_PYTHON, TORCHELASTIC_ENABLE_FILE_TIMER="1"),
-                           timeout=120)
-        # The expiry is in the summary, with the rank, and the job exits
-        # with the hang code, not a bare SIGKILL's 137.
-        self.assertEqual(rc, 240, err)
-        self.assertIn("worker hung: scope", err)
-        self.assertIn("rank      : 0 (local_rank: 0)", err)
-        self.assertIn("cause     : killed-by-cxxrun: torch's file timer: scope", err)
-        self.assertIn("of local rank 0 expired (the worker's request: SIGKILL)", err)
-        # Its stack at the expiry is the traceback.
-        self.assertIn("in <module>", err[err.index("traceback :"):])
+        # Exec'd, and forked from the forkserver (whose workers /proc shows
+        # with the zygote's environment, without the attempt's token).
+        for method in ("spawn", "forkserver"):
+            rc, out, err = run([f"--start-method={method}", "--nproc-per-node=1", script],
+                               env=clean_env(PYTHON_EXEC=TORCH_PYTHON, TORCHELASTIC_ENABLE_FILE_TIMER="1"),
+                               timeout=120)
+            # The expiry is in the summary, with the rank, and the job exits
+            # with the hang code, not a bare SIGKILL's 137.
+            self.assertEqual(rc, 240, err)
+            self.assertIn("worker hung: scope", err)
+            self.assertIn("rank      : 0 (local_rank: 0)", err)
+            self.assertIn("cause     : killed-by-cxxrun: torch's file timer: scope", err)
+            self.assertIn("of local rank 0 expired (the worker's request: SIGKILL)", err)
+            # Its stack at the expiry is the traceback.
+            self.assertIn("in <module>", err[err.index("traceback :"):])

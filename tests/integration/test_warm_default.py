@@ -1,9 +1,11 @@
 """Warm restarts without a flag (agent/forkserver.h): with no --start-method,
-a Python program's first attempt starts by exec, as spawn; the agent sees
-what its workers import (native code they mapped) and starts a forkserver
-with it, so the first restart forks warm workers. A program that imports
-nothing native never gets one, an explicit --start-method is obeyed, and an
-unsafe zygote means exec with one line.
+a script that imports torch at its top level forks every worker from a
+forkserver that imported it once, the first attempt's too. Any other Python
+program's first attempt starts by exec, as spawn; the agent sees what its
+workers import (native code they mapped) and starts a forkserver with it, so
+the first restart forks warm workers. A program that imports nothing native
+never gets one, an explicit --start-method is obeyed, and an unsafe zygote
+means exec with one line.
 
 A fake package with native code (a copy of libz, loaded by ctypes) stands in
 for torch, to stay fast; one test uses torch itself where it is installed."""
@@ -53,6 +55,18 @@ class WarmDefault(TempDirTest):
                              f"with open({self.dir + '/imports'!r}, 'a') as f:\n"
                              "    f.write(f'{os.getpid()}\\n')\n")
         self.write(os.path.join(package, "__init__.py"), self.package_body)
+
+    def fake_torch(self, extra=""):
+        """A `torch` first on the path, with the fake native code."""
+        package = os.path.join(self.site, "torch")
+        os.makedirs(package, exist_ok=True)
+        shutil.copy(os.path.join(self.site, "fakenative", "libfake.so"), package)
+        self.write(os.path.join(package, "__init__.py"), self.package_body + extra)
+        self.write(os.path.join(package, "nn.py"), "")
+
+    def imported(self):
+        with open(os.path.join(self.dir, "imports")) as f:
+            return len(f.read().split())
 
     def write(self, path, body):
         with open(path, "w") as f:
@@ -111,11 +125,47 @@ class WarmDefault(TempDirTest):
         self.assertEqual(self.attempts(out), ["attempt 0 forked False"] * 2 + ["attempt 1 forked False"] * 2 +
                          ["attempt 2 forked False"] * 2)
 
+    def test_a_script_that_imports_torch_at_its_top_level_forks_its_first_attempt(self):
+        self.fake_torch()
+        rc, out, err = self.job([self.worker(imports="import torch.nn as nn  # the model")])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("w.py imports torch.nn at its top level (line 3); its workers fork from a forkserver with "
+                      "torch, torch.distributed preloaded", err)
+        self.assertNotIn("the workers import", err)  # nothing left to learn
+        self.assertNotIn("by exec", err)
+        self.assertEqual(self.attempts(out), ["attempt 0 forked True"] * 2 + ["attempt 1 forked True"] * 2)
+        self.assertEqual(self.imported(), 1)  # once for the node: by the zygote
+
+    def test_an_import_of_torch_that_may_not_run_is_learned_instead(self):
+        self.fake_torch()
+        worker = self.worker(imports="try:\n    import torch\nexcept ImportError:\n    pass")
+        rc, out, err = self.job([worker])
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("at its top level", err)
+        self.assertEqual(err.count("forkserver: the workers import torch"), 1, err)
+        self.assertEqual(self.attempts(out), ["attempt 0 forked False"] * 2 + ["attempt 1 forked True"] * 2)
+
+    def test_a_torch_that_starts_a_thread_makes_every_attempt_exec_with_one_line(self):
+        self.fake_torch("import threading, time\n"
+                        "threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n")
+        rc, out, err = self.job([self.worker(imports="import torch")])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(err.count("the forkserver failed: the forkserver has 2 threads; attempt 0 starts by exec"),
+                         1, err)
+        self.assertEqual(err.count("the forkserver has 2 threads"), 1, err)  # not again at attempt 1
+        self.assertEqual(self.attempts(out), ["attempt 0 forked False"] * 2 + ["attempt 1 forked False"] * 2)
+
     def test_a_torch_program_restarts_warm(self):
         if not torch_importable("torch.distributed"):
             self.skipTest(f"{TORCH_PYTHON} cannot import torch.distributed")
         rc, out, err = self.job([self.worker(imports="import torch.distributed")], timeout=120)
         self.assertEqual(rc, 0, err)
-        self.assertIn("forkserver: the workers import", err)
+        self.assertIn("imports torch.distributed at its top level", err)
         self.assertIn("preloading torch,torch.distributed", err)
+        self.assertEqual(self.attempts(out), ["attempt 0 forked True"] * 2 + ["attempt 1 forked True"] * 2)
+        # Imported inside a function: learned from the first attempt.
+        rc, out, err = self.job([self.worker(imports="def main():\n    import torch.distributed\nmain()")],
+                                timeout=120)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("forkserver: the workers import", err)
         self.assertEqual(self.attempts(out), ["attempt 0 forked False"] * 2 + ["attempt 1 forked True"] * 2)

@@ -313,6 +313,9 @@ TEST_CASE("start method: forkserver warms Python workers only, with the preload 
   CHECK(learned.python == fake_python);
   CHECK(learned.learn);
   CHECK_FALSE(learned.preload_given);
+  CHECK(learned.script == script);  // read for its top-level imports
+  CHECK(run({"--run-path", script}, env).config.forkserver.script == script);
+  CHECK(run({"-m", "pkg.train"}, env).config.forkserver.script.empty());
   // An explicit one is obeyed: spawn and fork start every worker by exec.
   CHECK(run({"--start-method=spawn", script}, env).config.forkserver.python.empty());
   CHECK(run({"--start-method=fork", script}, env).config.forkserver.python.empty());

@@ -101,7 +101,7 @@ class FakeWorkers final : public Workers {
   bool paused() const override { return false; }
   const std::vector<std::unique_ptr<Worker>>& workers() const override { return workers_; }
   const std::vector<Failure>& failures() const override { return failures_; }
-  std::string attempt_token() const override { return "CXXRUN_JOB_TOKEN=fake"; }
+  std::vector<pid_t> attempt_pids() const override { return {}; }
   const std::shared_ptr<spdlog::logger>& log() const override { return log_; }
 
  private:
