@@ -203,7 +203,7 @@ void C10dRendezvous::wait_for_next_round(int round, int members) {
                                : "round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
                                      "' completed without this node; waiting for the next round");
   const std::string next = round_key(round, "next");
-  SeenBeats seen;
+  BeatCounters::Seen seen;
   for (;;) {
     try {
       const std::string value = store_.get(next, s_.keep_alive_interval);
@@ -247,26 +247,13 @@ void C10dRendezvous::give_way(int round, int members) {
   std::this_thread::sleep_for(near ? kSpareGivesWay : kFarSpareGivesWay);
 }
 
-bool C10dRendezvous::moved(SeenBeats& seen, int slot, long long beats, Clock::time_point now) {
-  auto [it, fresh] = seen.try_emplace(slot, beats, now);
-  if (fresh || it->second.first == beats) return false;
-  it->second = {beats, now};
-  return true;
-}
-
 // Every member's keep-alive stopped: over etcd, no lease is left; over a
 // TCPStore, no beat counter moved for interval * max_attempt, as this node
-// saw them. The first counter seen moving ends the check (members alive).
-bool C10dRendezvous::all_members_gone(int round, int members, SeenBeats& seen) {
+// saw them.
+bool C10dRendezvous::all_members_gone(int round, int members, BeatCounters::Seen& seen) {
   if (liveness_) return liveness_->count_alive(round_key(round, "alive/"), members) == 0;
-  const auto now = Clock::now();
-  const auto limit = s_.keep_alive_interval * s_.keep_alive_max_attempt;
-  bool gone = true;
-  for (int i = 0; i < members; ++i) {
-    if (moved(seen, i, store_.add(round_key(round, "alive/" + std::to_string(i)), 0), now)) return false;
-    if (now - seen.at(i).second < limit) gone = false;
-  }
-  return gone;
+  return BeatCounters::all_still(store_, round_key(round, "alive/"), members, seen,
+                                 s_.keep_alive_interval * s_.keep_alive_max_attempt);
 }
 
 // A member still alive, wrongly thought gone, learns of the new round by the
@@ -343,8 +330,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   slot_ = slot;
   members_ = members;
   rank_of_slot_.clear();
-  seen_alive_.clear();
-  beats_counted_ = 0;
+  counters_.joined(round_key(round, "alive/"), slot);
   if (liveness_) {
     std::string alive = mine.alive;
     if (alive == kSnapshotElsewhere) alive = get(round_key(round, "alive_snapshot"));
@@ -384,27 +370,18 @@ void C10dRendezvous::progress(const std::string& what) {
   log_(what);
 }
 
-// Only this node adds to its counter, so an ADD that answers no more than
-// the last one did means the store forgot the job: a store restarted empty
-// on the same port (its host died, and a restarted node hosts a new one).
-// Beats to it would succeed forever and keys the round wrote would never
-// come; a failed beat makes it what it is, a lost store.
+// A store that forgot the job (restarted empty on the same port: its host
+// died, and a restarted node hosts a new one) would take beats forever while
+// the keys the round wrote never come; a failed beat makes it what it is, a
+// lost store.
 void C10dRendezvous::keep_alive() {
   if (liveness_) {
     liveness_->beat();
     return lease_.renewed();
   }
   if (round_ < 0) return;
-  const std::string forgotten = "the rendezvous store at " + s_.endpoint +
-                                " no longer knows this job: it was restarted and its state is gone";
-  // Once seen, it stays so: the counter counts up again from nothing.
-  if (beats_counted_ < 0) throw store::StoreError(forgotten);
-  const int64_t counted = beats_->add(round_key(round_, "alive/" + std::to_string(slot_)), 1);
-  if (counted <= beats_counted_) {
-    beats_counted_ = -1;
-    throw store::StoreError(forgotten);
-  }
-  beats_counted_ = counted;
+  counters_.beat(*beats_, "the rendezvous store at " + s_.endpoint +
+                              " no longer knows this job: it was restarted and its state is gone");
 }
 
 // Group rank 0 watches every member; every other member watches only rank 0,
@@ -425,8 +402,7 @@ std::vector<int> C10dRendezvous::dead_members() {
   const bool leader = ranks.at(slot_) == 0;
   for (int i = 0; i < members_; ++i) {
     if (i == slot_ || (!leader && ranks.at(i) != 0)) continue;
-    moved(seen_alive_, i, beats_->add(round_key(round_, "alive/" + std::to_string(i)), 0), now);
-    if (now - seen_alive_.at(i).second > limit) dead.push_back(ranks.at(i));
+    if (counters_.still_for(*beats_, i, now) > limit) dead.push_back(ranks.at(i));
   }
   return dead;
 }

@@ -51,11 +51,11 @@
 
 #include <chrono>
 #include <functional>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "rendezvous/beat_counters.h"
 #include "rendezvous/lease_keeper.h"
 #include "rendezvous/rendezvous.h"
 #include "store/client.h"
@@ -80,8 +80,9 @@ inline constexpr std::chrono::milliseconds kFarSpareGivesWay{500};
 
 // How members show they are alive, and how the others see one stop. Without
 // one, C10dRendezvous counts keep-alive beats in the store, a counter per
-// member (keep_alive(), dead_members()); over etcd, leases do it
-// (rendezvous/etcd_liveness.h). Called from the rendezvous's one thread.
+// member (keep_alive(), dead_members(); rendezvous/beat_counters.h); over
+// etcd, leases do it (rendezvous/etcd_liveness.h). Called from the
+// rendezvous's one thread.
 class MemberLiveness {
  public:
   virtual ~MemberLiveness() = default;
@@ -214,14 +215,8 @@ class C10dRendezvous {
   static Completion parse_completion(const std::string& text);
   Completion wait_for_completion(int round, int slot, Clock::time_point deadline);
   Completion complete_round(int round, int count, int slot);
-  // Each member's beat counter as last read, and when it was last seen to
-  // move (its first reading counts as a move).
-  using SeenBeats = std::map<int, std::pair<long long, Clock::time_point>>;
-  // Records `slot`'s counter read at `now`: true if it moved since an
-  // earlier reading.
-  static bool moved(SeenBeats& seen, int slot, long long beats, Clock::time_point now);
   void wait_for_next_round(int round, int members);
-  bool all_members_gone(int round, int members, SeenBeats& seen);
+  bool all_members_gone(int round, int members, BeatCounters::Seen& seen);
   void open_round_after(int round);
   void publish_assignments(int round, int members);
   Assignment assign(int round, Completion done, int slot, Clock::time_point deadline);
@@ -243,10 +238,7 @@ class C10dRendezvous {
   int expected_ = 0;
   Clock::time_point last_progress_{};
   std::vector<int> rank_of_slot_;
-  SeenBeats seen_alive_;
-  // This node's keep-alive counter in the current round as last seen; -1
-  // once the store was found to have forgotten the job.
-  int64_t beats_counted_ = 0;
+  BeatCounters counters_;  // without a MemberLiveness
 };
 
 }  // namespace cxxrun::rendezvous
