@@ -10,7 +10,7 @@ TEST_CASE("worker environment: torchrun variables on top of the agent's") {
   c.max_restarts = 2;
   c.run_id = "job";
   c.extra_env = {{"OMP_NUM_THREADS", "1"}};
-  WorkerPlace p{2, 2, 4, 1, "/logs/attempt_1/2/error.json", "tok:1"};
+  WorkerPlace p{2, 2, 4, 1, "/logs/attempt_1/2/error.json", "tok:1", 0, 1, "", 0};
   p.master_port = 1234;  // the round's, not the config's
   auto env = worker_environment(c, p, {{"PATH", "/bin"}, {"RANK", "stale"}});
   CHECK(env["PATH"] == "/bin");
