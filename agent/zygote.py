@@ -188,12 +188,15 @@ def _serve(sock, agent, later, idle):
         os.close(w)
         data = os.read(r, 4)
         os.close(r)
-        os.waitpid(child, 0)
         _close(fds)
+        # The answer first: the child's exit (unmapping all torch mapped, 8
+        # ms of a fork's 23 here) is not on an attempt's way. The worker is
+        # the agent's once it has; the agent reaps whenever it exits.
         if len(data) == 4:
             _send(sock, {"pid": int.from_bytes(data, "little")})
         else:
             _send(sock, {"error": "the forkserver's child died before forking the worker"})
+        os.waitpid(child, 0)
 
 
 def _fail(message):

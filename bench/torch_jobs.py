@@ -22,7 +22,10 @@ torchrun 1.13 runs through bench/torchrun113.py (fixes 1.13's Std.from_str on
 Python 3.11), a newer torch as `python -m torch.distributed.run`, both with
 --monitor_interval=0.1. Both launchers run the workers with PYTHON_EXEC=--python.
 
-Usage: bench/torch_jobs.py [--runs N] [--build build] [--python /usr/bin/python3]
+With --nproc N every job runs N workers (4 by default); the crash is rank
+min(2, N-1)'s, at the same point of its second epoch.
+
+Usage: bench/torch_jobs.py [--runs N] [--build build] [--python /usr/bin/python3] [--nproc 4]
 """
 import argparse
 import functools
@@ -91,18 +94,18 @@ def launcher(kind, build, nproc, extra, script, args):
             "--monitor_interval=0.1", *extra, script, *args]
 
 
-def plain_job(kind, build, scratch):
+def plain_job(kind, build, scratch, nproc=4):
     script = os.path.join(scratch, "plain.py")
     with open(script, "w") as f:
         f.write('import os, sys\nprint("hello from", os.environ["RANK"], flush=True)\n')
-    rc, lines, wall = timed_lines(launcher(kind, build, 4, [], script, []),
+    rc, lines, wall = timed_lines(launcher(kind, build, nproc, [], script, []),
                                   dict(os.environ, PYTHON_EXEC=PYTHON, TMPDIR=scratch))
     first = next((t for t, s, l in lines if s == "out" and "hello from" in l), None)
     return first if rc == 0 else None
 
 
-def gloo_job(kind, build, scratch):
-    rc, lines, wall = timed_lines(launcher(kind, build, 4, [], os.path.join(JOBS, "allreduce.py"), []),
+def gloo_job(kind, build, scratch, nproc=4):
+    rc, lines, wall = timed_lines(launcher(kind, build, nproc, [], os.path.join(JOBS, "allreduce.py"), []),
                                   dict(os.environ, PYTHON_EXEC=PYTHON, TMPDIR=scratch))
     first = next((t for t, s, l in lines if s == "out" and "sum" in l), None)
     return (first, wall) if rc == 0 else (None, None)
@@ -127,6 +130,32 @@ def crash_job(kind, build, scratch, step=5, epochs=3, nproc=4):
     return resumed - crash, wall
 
 
+def first_lines(build, nproc, runs):
+    """The gloo job's first line only, `runs` times alternating: the default on
+    the script (which imports torch at its top level: forked from the first
+    attempt when nproc > 1), the default on the same job run as `-m allreduce`
+    (learned: the first attempt exec'd), and spawn."""
+    scratch = tempfile.mkdtemp(prefix="cxxrun_bench_torch_")
+    cxxrun = [os.path.join(build, "bin", "cxxrun"), "--standalone", f"--nproc-per-node={nproc}"]
+    script = os.path.join(JOBS, "allreduce.py")
+    modes = {"default (script)": cxxrun + [script], "default (-m, learned)": cxxrun + ["-m", "allreduce"],
+             "spawn": cxxrun + ["--start-method=spawn", script]}
+    env = dict(os.environ, PYTHON_EXEC=PYTHON, TMPDIR=scratch, PYTHONPATH=JOBS)
+    res = {k: [] for k in modes}
+    try:
+        for _ in range(runs):
+            for name, cmd in modes.items():
+                rc, lines, _ = timed_lines(cmd, env)
+                res[name].append(next((t for t, s, l in lines if s == "out" and "sum" in l), None) if rc == 0 else None)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"| gloo job, {nproc} workers: first line ({runs} runs) | median | mean |")
+    print("|---|---:|---:|")
+    for name, values in res.items():
+        v = [x for x in values if x is not None]
+        print(f"| {name} | {statistics.median(v):.3f} s | {statistics.mean(v):.3f} s |" if v else f"| {name} | FAILED | |")
+
+
 def fmt(values):
     v = [x for x in values if x is not None]
     return f"{statistics.median(v):.2f} s" if v else "FAILED"
@@ -143,24 +172,30 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--python", default=PYTHON, help="the python with torch, for workers and torchrun")
+    ap.add_argument("--nproc", type=int, default=4, help="workers of every job (the crash: rank min(2, N-1))")
+    ap.add_argument("--first-lines", type=int, metavar="RUNS",
+                    help="only the gloo job's first line, RUNS times: the default forked, learned, and spawn")
     args = ap.parse_args()
+    n = args.nproc
     PYTHON = args.python
+    if args.first_lines:
+        return first_lines(args.build, n, args.first_lines)
     version = torch_version(PYTHON)
     scratch = tempfile.mkdtemp(prefix="cxxrun_bench_torch_")
     res = {k: {"plain": [], "first": [], "wall": [], "restart": [], "crash_wall": [], "late": []} for k in KINDS}
     try:
         for _ in range(args.runs):
             for kind in KINDS:  # alternate so machine noise hits all
-                res[kind]["plain"].append(plain_job(kind, args.build, scratch))
-                first, wall = gloo_job(kind, args.build, scratch)
+                res[kind]["plain"].append(plain_job(kind, args.build, scratch, n))
+                first, wall = gloo_job(kind, args.build, scratch, n)
                 res[kind]["first"].append(first)
                 res[kind]["wall"].append(wall)
-                restart, crash_wall = crash_job(kind, args.build, scratch)
+                restart, crash_wall = crash_job(kind, args.build, scratch, nproc=n)
                 res[kind]["restart"].append(restart)
                 res[kind]["crash_wall"].append(crash_wall)
                 # The same crash a few seconds in, as real ones come: by then
                 # the default's forkserver has imported beside the workers.
-                res[kind]["late"].append(crash_job(kind, args.build, scratch, step=300, epochs=80)[0])
+                res[kind]["late"].append(crash_job(kind, args.build, scratch, step=300, epochs=80, nproc=n)[0])
                 print(f"{kind}: first line {first}, wall {wall}, restart {restart}, crash job wall {crash_wall}",
                       file=sys.stderr, flush=True)
     finally:
@@ -169,16 +204,16 @@ def main():
     print(f"| measure (median of {args.runs}, torch {version}) | cxxrun default | cxxrun forkserver | cxxrun spawn "
           "| torchrun | torchrun / default | spawn / default |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for key, name in (("plain", "script without torch, 4 workers: time to first line"),
-                      ("first", "gloo job, 4 workers: time to first user line"),
-                      ("wall", "gloo job, 4 workers: total wall time"),
-                      ("restart", "crash at step 5 -> first 'resumed from' line"),
+    for key, name in (("plain", f"script without torch, {n} workers: time to first line"),
+                      ("first", f"gloo job, {n} workers: time to first user line"),
+                      ("wall", f"gloo job, {n} workers: total wall time"),
+                      ("restart", f"crash at step {5 * 4 // n} -> first 'resumed from' line"),
                       ("crash_wall", "crash-and-resume job: total wall time"),
-                      ("late", "crash at step 300 -> first 'resumed from' line")):
+                      ("late", f"crash at step {300 * 4 // n} -> first 'resumed from' line")):
         print(f"| {name} | {fmt(d[key])} | {fmt(f[key])} | {fmt(c[key])} | {fmt(t[key])} | {ratio(d[key], t[key])} "
               f"| {ratio(d[key], c[key])} |")
     if LATE_AT:
-        print(f"\nThe crashes at step 5 and 300 came {min(LATE_AT):.1f}-{max(LATE_AT):.1f} s after the default's start.")
+        print(f"\nThe crashes at step {5 * 4 // n} and {300 * 4 // n} came {min(LATE_AT):.1f}-{max(LATE_AT):.1f} s after the default's start.")
 
 
 if __name__ == "__main__":
