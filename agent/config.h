@@ -97,10 +97,9 @@ struct ForkserverOptions {
   std::vector<std::string> preload;  // modules imported once, before any fork
   bool preload_given = false;  // --preload: a module that fails to import is reported
   // The default for a Python program (no --start-method): where `script`
-  // imports torch at its top level and a node runs more than one worker, the
-  // zygote starts at once, as under forkserver; otherwise the first attempt
-  // starts by exec and the zygote starts once the workers show what they
-  // import (agent/forkserver.h).
+  // imports torch at its top level the zygote starts at once, as under
+  // forkserver; otherwise the first attempt starts by exec and the zygote
+  // starts once the workers show what they import (agent/forkserver.h).
   // false: --start-method=forkserver, the zygote starts at once.
   bool learn = false;
   std::string script;  // the source file run as __main__; "" for -m

@@ -91,9 +91,7 @@ Forkserver::Forkserver(const Config& config, std::string job_token, JobCgroup* c
     : config_(config), token_(std::move(job_token)), cgroup_(cgroup) {
   const ForkserverOptions& o = config.forkserver;
   if (o.python.empty()) return;
-  // One worker would import torch once either way: its fork would only add
-  // the zygote's own start (70 ms here); it is learned instead.
-  if (o.learn && !o.preload_given && !o.script.empty() && config.nproc_per_node > 1) {
+  if (o.learn && !o.preload_given && !o.script.empty()) {
     const std::optional<std::string> source = read_script(o.script);
     for (const ScriptImport& i : source ? top_level_imports(*source) : std::vector<ScriptImport>{}) {
       if (i.module != "torch" && i.module.rfind("torch.", 0) != 0) continue;

@@ -7,12 +7,12 @@
 // preload list while the rendezvous runs; the first attempt waits for it.
 //
 // The default for a Python program (ForkserverOptions::learn):
-// - A script that imports torch at its top level (agent/script_imports.h),
-//   run by more than one worker on the node, will import it in each: the
-//   zygote starts at once and imports it a single time for the node, and the
-//   first attempt forks from it, as under forkserver. Its first launch is
-//   faster than spawn's (one import instead of one a worker), and it is warm
-//   however early the first failure comes.
+// - A script that imports torch at its top level (agent/script_imports.h)
+//   will import it in every worker: the zygote starts at once and imports it
+//   a single time for the node, and the first attempt forks from it, as
+//   under forkserver. Its first launch is as fast as spawn's, faster where
+//   the workers outnumber the cores (one import instead of one a worker), and
+//   it is warm however early the first failure comes.
 // - Any other: the first attempt starts by exec at once, exactly as spawn,
 //   so a first launch is never slower. While its workers run, the agent
 //   looks at what they have mapped (/proc/<pid>/maps: the native parts of
