@@ -154,6 +154,19 @@ def first_lines(build, nproc, runs):
     for name, values in res.items():
         v = [x for x in values if x is not None]
         print(f"| {name} | {statistics.median(v):.3f} s | {statistics.mean(v):.3f} s |" if v else f"| {name} | FAILED | |")
+    # A script without torch: never a zygote under the default.
+    plain = {"default": [], "spawn": []}
+    scratch = tempfile.mkdtemp(prefix="cxxrun_bench_torch_")
+    try:
+        for _ in range(runs):
+            for kind, values in plain.items():
+                values.append(plain_job(kind, build, scratch, nproc))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for kind, values in plain.items():
+        v = [x for x in values if x is not None]
+        print(f"| script without torch, {kind} | {statistics.median(v):.4f} s | {statistics.mean(v):.4f} s |"
+              if v else f"| script without torch, {kind} | FAILED | |")
 
 
 def fmt(values):
@@ -174,7 +187,8 @@ def main():
     ap.add_argument("--python", default=PYTHON, help="the python with torch, for workers and torchrun")
     ap.add_argument("--nproc", type=int, default=4, help="workers of every job (the crash: rank min(2, N-1))")
     ap.add_argument("--first-lines", type=int, metavar="RUNS",
-                    help="only the gloo job's first line, RUNS times: the default forked, learned, and spawn")
+                    help="only first lines, RUNS times: the gloo job's (the default forked, learned, spawn) and a "
+                         "script without torch's (the default, spawn)")
     args = ap.parse_args()
     n = args.nproc
     PYTHON = args.python
