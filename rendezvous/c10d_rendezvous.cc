@@ -4,14 +4,12 @@
 
 #include <algorithm>
 #include <map>
-#include <numeric>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
-#include <tuple>
 #include <utility>
 
+#include "rendezvous/group_ranks.h"
 #include "rendezvous/round_completion.h"
 #include "rendezvous/round_records.h"
 
@@ -273,12 +271,7 @@ void C10dRendezvous::publish_assignments(int round, int members) {
   std::vector<Member> all;
   for (const auto& text : store_.multi_get(keys)) all.push_back(parse_member(text));
   lease_.beat_if_due();
-  std::vector<int> order(members);
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return std::tie(all[a].order, all[a].addr, all[a].host, all[a].pid, a) <
-           std::tie(all[b].order, all[b].addr, all[b].host, all[b].pid, b);
-  });
+  const std::vector<int> order = rank_order(all);
   // Taken once here, so no member reads every member's liveness itself. A
   // short one (no member gone: a revision) goes in every assignment; a long
   // one is written once, ahead of them, and they point to it. Copied into
@@ -291,13 +284,10 @@ void C10dRendezvous::publish_assignments(int round, int members) {
     assign_keys.push_back(round_key(round, "alive_snapshot"));
     values.push_back(std::exchange(alive, kSnapshotElsewhere));
   }
-  int world = 0;
-  for (const Member& m : all) world += m.nproc;
-  for (int rank = 0, base = 0; rank < members; ++rank) {
-    const int slot = order[rank];
+  const std::vector<AssignmentRecord> records = assignments(all, order, alive);
+  for (int slot = 0; slot < members; ++slot) {
     assign_keys.push_back(round_key(round, "assign/" + std::to_string(slot)));
-    values.push_back(describe(AssignmentRecord{rank, base, world, alive}));
-    base += all[slot].nproc;
+    values.push_back(describe(records[slot]));
   }
   assign_keys.push_back(round_key(round, "ranks"));
   values.push_back(describe_ranks(order));
@@ -441,13 +431,7 @@ void C10dRendezvous::decline(const std::string& why) {
 }
 
 std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
-  std::vector<std::string> lines;
-  const auto all = store_.get_if_set(round_key(round, "declined"));
-  if (!all) return lines;
-  std::istringstream in(*all);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) lines.push_back(line);
-  return lines;
+  return parse_lines(store_.get_if_set(round_key(round, "declined")).value_or(""));
 }
 
 void C10dRendezvous::start_next_round() {
@@ -508,14 +492,7 @@ void C10dRendezvous::wait_all_stopped(std::chrono::milliseconds timeout) {
 }
 
 std::vector<std::string> C10dRendezvous::failure_records() {
-  const std::string k = round_key(round_, "failures");
-  std::vector<std::string> records;
-  const auto all = store_.get_if_set(k);
-  if (!all) return records;
-  std::istringstream lines(*all);
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty()) records.push_back(line);
-  return records;
+  return parse_lines(store_.get_if_set(round_key(round_, "failures")).value_or(""));
 }
 
 }  // namespace cxxrun::rendezvous

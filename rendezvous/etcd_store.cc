@@ -306,7 +306,7 @@ void EtcdStore::append(const std::string& key, const std::string& value) {
     const auto sent = guarded("append", key, [&]() -> std::optional<bool> {
       try {
         return client_->txn({unchanged}, {etcd::Op::put(k, next)}, {}, remaining(deadline)).succeeded;
-      } catch (const etcd::EtcdIndeterminate& e) {
+      } catch (const etcd::EtcdIndeterminate&) {
         return std::nullopt;  // read below whether it applied
       }
     });

@@ -1,5 +1,6 @@
 #include "rendezvous/round_records.h"
 
+#include <sstream>
 #include <stdexcept>
 
 namespace cxxrun::rendezvous {
@@ -70,6 +71,14 @@ std::vector<int> parse_ranks(const std::string& text, int members) {
     pos = comma + 1;
   }
   return rank_of_slot;
+}
+
+std::vector<std::string> parse_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
 }
 
 int to_int(const std::string& text, const std::string& what) {

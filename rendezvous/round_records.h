@@ -44,6 +44,10 @@ std::string shown_nnodes(const std::string& min_max);
 std::string describe_ranks(const std::vector<int>& slot_of_rank);
 std::vector<int> parse_ranks(const std::string& text, int members);
 
+// A list appended to one line at a time (a round's failure records, the
+// nodes that declined it): its lines, empty ones left out.
+std::vector<std::string> parse_lines(const std::string& text);
+
 // `what` names the value in the error ("round number", "assignment").
 int to_int(const std::string& text, const std::string& what);
 
