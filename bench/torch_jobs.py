@@ -131,42 +131,35 @@ def crash_job(kind, build, scratch, step=5, epochs=3, nproc=4):
 
 
 def first_lines(build, nproc, runs):
-    """The gloo job's first line only, `runs` times alternating: the default on
-    the script (which imports torch at its top level: forked from the first
-    attempt when nproc > 1), the default on the same job run as `-m allreduce`
-    (learned: the first attempt exec'd), and spawn."""
-    scratch = tempfile.mkdtemp(prefix="cxxrun_bench_torch_")
+    """First lines only, `runs` times alternating: the gloo job's under the
+    default on the script (which imports torch at its top level: forked from
+    the first attempt), under the default on the same job run as `-m
+    allreduce` (learned: the first attempt exec'd) and under spawn; then a
+    script without torch's under the default (never a zygote) and spawn."""
     cxxrun = [os.path.join(build, "bin", "cxxrun"), "--standalone", f"--nproc-per-node={nproc}"]
     script = os.path.join(JOBS, "allreduce.py")
     modes = {"default (script)": cxxrun + [script], "default (-m, learned)": cxxrun + ["-m", "allreduce"],
              "spawn": cxxrun + ["--start-method=spawn", script]}
+    gloo = {k: [] for k in modes}
+    plain = {"default": [], "spawn": []}
+    scratch = tempfile.mkdtemp(prefix="cxxrun_bench_torch_")
     env = dict(os.environ, PYTHON_EXEC=PYTHON, TMPDIR=scratch, PYTHONPATH=JOBS)
-    res = {k: [] for k in modes}
     try:
         for _ in range(runs):
             for name, cmd in modes.items():
                 rc, lines, _ = timed_lines(cmd, env)
-                res[name].append(next((t for t, s, l in lines if s == "out" and "sum" in l), None) if rc == 0 else None)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    print(f"| gloo job, {nproc} workers: first line ({runs} runs) | median | mean |")
-    print("|---|---:|---:|")
-    for name, values in res.items():
-        v = [x for x in values if x is not None]
-        print(f"| {name} | {statistics.median(v):.3f} s | {statistics.mean(v):.3f} s |" if v else f"| {name} | FAILED | |")
-    # A script without torch: never a zygote under the default.
-    plain = {"default": [], "spawn": []}
-    scratch = tempfile.mkdtemp(prefix="cxxrun_bench_torch_")
-    try:
+                gloo[name].append(next((t for t, s, l in lines if s == "out" and "sum" in l), None) if rc == 0 else None)
         for _ in range(runs):
             for kind, values in plain.items():
                 values.append(plain_job(kind, build, scratch, nproc))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    for kind, values in plain.items():
+    print(f"| {nproc} workers: first line ({runs} runs) | median | mean |")
+    print("|---|---:|---:|")
+    rows = [(f"gloo job, {k}", v) for k, v in gloo.items()] + [(f"script without torch, {k}", v) for k, v in plain.items()]
+    for name, values in rows:
         v = [x for x in values if x is not None]
-        print(f"| script without torch, {kind} | {statistics.median(v):.4f} s | {statistics.mean(v):.4f} s |"
-              if v else f"| script without torch, {kind} | FAILED | |")
+        print(f"| {name} | {statistics.median(v):.4f} s | {statistics.mean(v):.4f} s |" if v else f"| {name} | FAILED | |")
 
 
 def fmt(values):
