@@ -8,6 +8,9 @@
 // max_attempt, judged here on the loop by the clock, not by counting failed
 // calls: a call stuck on a dead host cannot stretch the verdict, which comes
 // at most one tick (a quarter interval, 250 ms at most) after the bound.
+// Time in which the loop itself was held (this agent's own work, or the
+// whole process not scheduled on a loaded host: a tick that comes late) does
+// not count: nothing could be sent then, and the store is not to blame.
 #pragma once
 
 #include <chrono>
@@ -56,6 +59,7 @@ class KeepAlive {
   boost::asio::steady_timer timer_;
   Clock::time_point last_ok_ = Clock::now();
   Clock::time_point last_beat_{};
+  Clock::time_point tick_due_{};  // when the scheduled tick should come
   Clock::time_point last_check_{};
   bool in_flight_ = false;
   bool lost_ = false;  // lost() was called since the last beat that got through

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "net/endpoint.h"
+#include "rendezvous/round_completion.h"
 
 namespace cxxrun::rendezvous {
 
@@ -58,6 +59,10 @@ Assignment C10dBackend::rejoin() {
     // The next round's join reports a store that is really gone.
   }
   const int coming = std::min(expected - left, settings.max_nodes);
+  // Enough without those that stepped out: the step-out is the cause, in
+  // the words the round's join would use had it read the count first.
+  if (coming < settings.min_nodes && left > 0 && std::min(expected, settings.max_nodes) >= settings.min_nodes)
+    throw RendezvousLost(stepped_out_too_few(settings, left, coming));
   if (coming < settings.min_nodes)
     throw RendezvousLost("only " + std::to_string(coming) + " nodes of job " + settings.run_id +
                           " are alive, fewer than the minimum of " + std::to_string(settings.min_nodes) +

@@ -20,6 +20,12 @@ std::string nnodes_text(int min, int max) {
   return min == max ? std::to_string(min) : std::to_string(min) + ":" + std::to_string(max);
 }
 
+std::string stepped_out_too_few(const RendezvousSettings& s, int stepped_out, int left) {
+  return nodes(stepped_out) + " of job " + s.run_id + " stepped out (a failed health check) and no spare waits: " +
+         std::to_string(left) + " nodes are left, fewer than the minimum of " + std::to_string(s.min_nodes) +
+         " (--nnodes=" + nnodes_text(s.min_nodes, s.max_nodes) + "); stopping";
+}
+
 RoundCompletion::RoundCompletion(const RendezvousSettings& settings, int expected, Clock::time_point deadline)
     : s_(settings), expected_(expected), deadline_(deadline) {}
 
@@ -51,9 +57,7 @@ RoundCompletion::Next RoundCompletion::next(const RoundSeen& seen, Clock::time_p
   const int left = expected_ > 0 ? seen.stepped_out : 0;
   const int want = std::min(max, expected_ - left);
   if (expected_ > 0 && want < min && count < min)
-    throw RendezvousLost(nodes(left) + " of job " + s_.run_id +
-                         " stepped out (a failed health check) and no spare waits: " + std::to_string(want) +
-                         " nodes are left, fewer than the minimum of " + std::to_string(min) + nnodes);
+    throw RendezvousLost(stepped_out_too_few(s_, left, want));
   if (want >= min && count >= want) {
     out.members = count;
     return out;

@@ -65,4 +65,10 @@ class RoundCompletion {
 // "2" or "2:4", as --nnodes says it.
 std::string nnodes_text(int min, int max);
 
+// Why a known group cannot re-form: `stepped_out` of its members stepped out
+// (a failed health check), no spare waits, and the `left` others are fewer
+// than min. One wording whether the round's join finds it or the backend
+// before the join (c10d_backend.cc), whichever reads the count first.
+std::string stepped_out_too_few(const RendezvousSettings& s, int stepped_out, int left);
+
 }  // namespace cxxrun::rendezvous

@@ -1,11 +1,13 @@
 // The c10d rendezvous when nodes step out (a failed health check between
 // rounds) or decline a first round, and the spares that take their places
-// (rendezvous/c10d_rendezvous.h, rendezvous/round_completion.h).
+// (rendezvous/c10d_rendezvous.h, rendezvous/round_completion.h,
+// rendezvous/c10d_backend.h).
 #include <catch2/catch.hpp>
 #include <future>
 #include <thread>
 
 #include "c10d_nodes.h"
+#include "rendezvous/c10d_backend.h"
 
 using namespace cxxrun::rendezvous;
 using namespace c10d_nodes;
@@ -142,4 +144,55 @@ TEST_CASE("rendezvous: when several spares wait, one of the job's --node-group t
   CHECK(far_result.wait_for(300ms) == std::future_status::timeout);  // still a spare
   nodes[0]->rdzv.close(true);
   CHECK_THROWS_AS(far_result.get(), RendezvousClosed);
+}
+
+namespace {
+
+// The job's state store as the backend opens it, over the fake.
+class FakeStateStore : public StateStore {
+ public:
+  FakeStateStore(FakeStore& store, std::string addr) : store_(store), addr_(addr), client_(store, std::move(addr)) {}
+  cxxrun::store::StoreClient& client() override { return client_; }
+  std::unique_ptr<cxxrun::store::StoreClient> connect_another(std::chrono::milliseconds) const override {
+    return std::make_unique<FakeStore::Client>(store_, addr_);
+  }
+  void leave(bool, int, const std::function<void()>& first) override { first(); }
+
+ private:
+  FakeStore& store_;
+  const std::string addr_;
+  FakeStore::Client client_;
+};
+
+C10dBackend backend(FakeStore& store, const std::string& addr) {
+  RendezvousConfig config;
+  config.backend = Backend::c10d;
+  config.settings = settings(2, 2);
+  config.settings.local_addr = "127.0.0.1";
+  return C10dBackend(config, WorkerStorePlan{}, [&store, addr](const RendezvousConfig&) {
+    return std::make_unique<FakeStateStore>(store, addr);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("rendezvous: a step-out read before the re-join is named as the cause, as the join would name it") {
+  // Which of the two reads the count first is a race between nodes; the
+  // verdict must not depend on it (it said "only 1 nodes are alive" here).
+  FakeStore store;
+  C10dBackend a = backend(store, "a"), b = backend(store, "b");
+  auto ja = std::async(std::launch::async, [&] { return a.join(); });
+  auto jb = std::async(std::launch::async, [&] { return b.join(); });
+  ja.get();
+  jb.get();
+  b.step_out();
+  try {
+    a.rejoin();
+    FAIL("re-formed without the node that stepped out");
+  } catch (const RendezvousLost& e) {
+    const std::string what = e.what();
+    CHECK(what.find("1 node of job job stepped out (a failed health check) and no spare waits") !=
+          std::string::npos);
+    CHECK(what.find("fewer than the minimum of 2 (--nnodes=2)") != std::string::npos);
+  }
 }

@@ -1,0 +1,85 @@
+// The agent's keep-alive pacing and its verdict on a lost store
+// (agent/keep_alive.h), on a real loop and link over a rendezvous whose
+// store answers or not.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "agent/keep_alive.h"
+#include "agent/rendezvous_link.h"
+
+using namespace cxxrun::agent;
+using namespace cxxrun::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+class BeatingRendezvous final : public Rendezvous {
+ public:
+  Assignment join() override { return {}; }
+  Assignment rejoin() override { return {}; }
+  void renew_worker_store() override {}
+  bool elastic() const override { return true; }
+  std::chrono::milliseconds keep_alive_interval() const override { return 100ms; }
+  bool keep_alive() override {
+    ++beats;
+    return answers;
+  }
+  Liveness check_members() override { return Liveness{{}, 2}; }
+  void watch(OnEvent) override {}
+  void publish_failure(const std::string&) override {}
+  RoundEvent finish_round() override { return RoundEvent::done; }
+  std::vector<std::string> failure_records(std::chrono::milliseconds) override { return {}; }
+  void leave(bool) override {}
+  void inject(const StoreFault&) override {}
+
+  std::atomic<bool> answers{true};
+  std::atomic<int> beats{0};
+};
+
+struct Paced {
+  boost::asio::io_context io;
+  BeatingRendezvous rdzv;
+  RendezvousLink link{io, rdzv};
+  int lost = 0;
+  KeepAlive keep_alive{io, link, 100ms, 3,
+                       KeepAlive::Hooks{[] { return false; }, [] { return true; },
+                                        [this](std::chrono::milliseconds) { ++lost; }, [] {},
+                                        [](const Rendezvous::Liveness&) {}}};
+
+  // Runs the loop for `d`, then stops the pacing.
+  void run_for(std::chrono::milliseconds d) {
+    boost::asio::steady_timer end(io, d);
+    end.async_wait([this](const boost::system::error_code&) {
+      keep_alive.cancel();
+      io.stop();
+    });
+    io.run();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("keep-alive: a store that stops answering is declared lost") {
+  Paced p;
+  p.rdzv.answers = false;
+  p.run_for(1500ms);  // the limit is 300 ms
+  CHECK(p.lost > 0);
+}
+
+TEST_CASE("keep-alive: a loop held up by the agent's own work does not count as the store's silence") {
+  // A second of a loop that cannot tick (a spawn on a loaded host held an
+  // agent 825 ms in CI), with a store that answers every beat sent: the
+  // verdict was "lost the rendezvous store" and a healthy job stopped.
+  Paced p;
+  boost::asio::steady_timer busy(p.io, 150ms);
+  busy.async_wait([](const boost::system::error_code&) { std::this_thread::sleep_for(1000ms); });
+  p.run_for(1600ms);
+  CHECK(p.lost == 0);
+  CHECK(p.rdzv.beats >= 3);  // beats went on after it
+}
