@@ -126,11 +126,14 @@ with timer.expires(after=1):
     time.sleep(120)
 """)
         # Exec'd, and forked from the forkserver (whose workers /proc shows
-        # with the zygote's environment, without the attempt's token).
-        for method in ("spawn", "forkserver"):
+        # with the zygote's environment, without the attempt's token), in
+        # the job's cgroup and without one (the agent's descendants).
+        for method, containment in (("spawn", "auto"), ("forkserver", "auto"), ("forkserver", "subreaper")):
             rc, out, err = run([f"--start-method={method}", "--nproc-per-node=1", script],
-                               env=clean_env(PYTHON_EXEC=TORCH_PYTHON, TORCHELASTIC_ENABLE_FILE_TIMER="1"),
+                               env=clean_env(PYTHON_EXEC=TORCH_PYTHON, TORCHELASTIC_ENABLE_FILE_TIMER="1",
+                                             CXXRUN_CONTAINMENT=containment),
                                timeout=120)
+            self.assertIn("containment: no cgroup" if containment == "subreaper" else "containment: the job's", err)
             # The expiry is in the summary, with the rank, and the job exits
             # with the hang code, not a bare SIGKILL's 137.
             self.assertEqual(rc, 240, err)
