@@ -41,10 +41,11 @@ void KeepAlive::schedule() {
 
 void KeepAlive::tick() {
   const auto now = Clock::now();
-  // Held up for more than a tick: that time does not count as the store's
-  // silence (a tick a little late on a busy host does).
-  const auto held = now - tick_due_ - std::min(kMaxTick, interval_ / 4);
-  if (held > Clock::duration::zero()) last_ok_ = std::min(now, last_ok_ + held);
+  // Held up for a whole interval or more (no beat could go out on time):
+  // that time does not count as the store's silence. A tick a little late
+  // on a busy host does, so jitter never stretches the verdict.
+  const auto held = now - tick_due_;
+  if (held >= interval_) last_ok_ = std::min(now, last_ok_ + held);
   if (hooks_.paused()) {
     // A re-formed job starts its beats afresh: the rendezvous itself proved
     // the store alive.

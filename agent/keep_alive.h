@@ -9,8 +9,9 @@
 // calls: a call stuck on a dead host cannot stretch the verdict, which comes
 // at most one tick (a quarter interval, 250 ms at most) after the bound.
 // Time in which the loop itself was held (this agent's own work, or the
-// whole process not scheduled on a loaded host: a tick that comes late) does
-// not count: nothing could be sent then, and the store is not to blame.
+// whole process not scheduled on a loaded host: a tick that comes an
+// interval or more late) does not count: no beat could be sent then, and
+// the store is not to blame.
 #pragma once
 
 #include <chrono>

@@ -68,7 +68,7 @@ struct Paced {
 TEST_CASE("keep-alive: a store that stops answering is declared lost") {
   Paced p;
   p.rdzv.answers = false;
-  p.run_for(1500ms);  // the limit is 300 ms
+  p.run_for(2000ms);  // the limit is 300 ms
   CHECK(p.lost > 0);
 }
 
