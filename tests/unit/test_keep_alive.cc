@@ -25,7 +25,7 @@ class BeatingRendezvous final : public Rendezvous {
   Assignment rejoin() override { return {}; }
   void renew_worker_store() override {}
   bool elastic() const override { return true; }
-  std::chrono::milliseconds keep_alive_interval() const override { return 100ms; }
+  std::chrono::milliseconds keep_alive_interval() const override { return 200ms; }
   bool keep_alive() override {
     ++beats;
     return answers;
@@ -47,7 +47,7 @@ struct Paced {
   BeatingRendezvous rdzv;
   RendezvousLink link{io, rdzv};
   int lost = 0;
-  KeepAlive keep_alive{io, link, 100ms, 3,
+  KeepAlive keep_alive{io, link, 200ms, 3,
                        KeepAlive::Hooks{[] { return false; }, [] { return true; },
                                         [this](std::chrono::milliseconds) { ++lost; }, [] {},
                                         [](const Rendezvous::Liveness&) {}}};
@@ -68,18 +68,18 @@ struct Paced {
 TEST_CASE("keep-alive: a store that stops answering is declared lost") {
   Paced p;
   p.rdzv.answers = false;
-  p.run_for(2000ms);  // the limit is 300 ms
+  p.run_for(2000ms);  // the limit is 600 ms
   CHECK(p.lost > 0);
 }
 
 TEST_CASE("keep-alive: a loop held up by the agent's own work does not count as the store's silence") {
-  // A second of a loop that cannot tick (a spawn on a loaded host held an
+  // 1.5 s of a loop that cannot tick (a spawn on a loaded host held an
   // agent 825 ms in CI), with a store that answers every beat sent: the
   // verdict was "lost the rendezvous store" and a healthy job stopped.
   Paced p;
   boost::asio::steady_timer busy(p.io, 150ms);
-  busy.async_wait([](const boost::system::error_code&) { std::this_thread::sleep_for(1000ms); });
-  p.run_for(1600ms);
+  busy.async_wait([](const boost::system::error_code&) { std::this_thread::sleep_for(1500ms); });
+  p.run_for(2400ms);
   CHECK(p.lost == 0);
   CHECK(p.rdzv.beats >= 3);  // beats went on after it
 }
