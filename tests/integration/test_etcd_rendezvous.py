@@ -5,6 +5,7 @@ certificates, and one clear line for what cannot work (docs/etcd.md)."""
 import json
 import os
 import signal
+import subprocess
 import time
 import unittest
 import urllib.request
@@ -134,8 +135,21 @@ exit 0
         killed = time.monotonic()
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
-        wait_for(lambda: len([n for n in self.envs() if ".w4." in n]) == 4, timeout=30,
-                 what="the survivors' next round to start")
+        try:
+            wait_for(lambda: len([n for n in self.envs() if ".w4." in n]) == 4, timeout=30,
+                     what="the survivors' next round to start")
+        except AssertionError:
+            # What the survivors said is the only account of why (this has
+            # failed once in CI without one): stopped, and their logs shown.
+            for p in procs[:2]:
+                p.terminate()
+                try:
+                    _, err = p.communicate(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    _, err = p.communicate(timeout=10)
+                print(f"\n--- agent pid {p.pid}, stderr:\n{err}", flush=True)
+            raise
         reformed = time.monotonic() - killed
         for rc, out, err in finish_all(self, procs[:2], 60):
             self.assertEqual(rc, 0, err)
