@@ -188,7 +188,10 @@ std::string Transport::call(std::string_view what, const std::string& path, cons
       response = connection().post(request, deadline, Clock::now() + kConnectLimit);
     } catch (const TransportError& e) {
       if (e.kind == TransportError::Kind::timeout) {
-        connection_.reset();
+        // Out of time on this member: the call ends, and the next one goes
+        // to the next member. Kept, a member that takes requests and never
+        // answers (stalled, restarting) would hold every later call too.
+        move_on();
         throw EtcdTimeout(prefix(endpoint, what) + "no answer in " + format_duration(Clock::now() - started) +
                           (e.sent && repeat == Repeat::unsent ? "; it may or may not have been applied" : ""));
       }

@@ -13,6 +13,8 @@
 //   "request timed out"/"server stopped" (the proposal may still commit):
 //   only a request marked Repeat::always (reads, keep-alive, revoke). A
 //   write then throws EtcdIndeterminate (EtcdTimeout at the deadline).
+// A call whose deadline passes while a member holds it ends there
+// (EtcdTimeout), and the next call starts at the next member.
 // After a member becomes unreachable, the next request first asks the
 // member it moves to whom it follows (/v3/maintenance/status) and waits,
 // within the deadline, while that is still the lost member: a follower

@@ -3,6 +3,7 @@
 // caller is told.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <thread>
 
 #include "etcd/client.h"
 #include "etcd/transport.h"
@@ -53,6 +54,23 @@ TEST_CASE("etcd transport: a read whose answer was lost is read again from the n
   CHECK(r.kv->value == "v");
   CHECK(a.requests().size() == 1);
   CHECK(c.endpoint() == b.endpoint());
+}
+
+TEST_CASE("etcd transport: a member that takes requests and never answers is left for the next call") {
+  // A member up but stalled (restarting, overloaded): the call that met it
+  // runs out, and the next goes elsewhere instead of waiting on it again,
+  // or a node's lease beats would fail for as long as it stays silent.
+  Member a([](const Member::Request&) {
+    std::this_thread::sleep_for(300ms);
+    return std::string();
+  });
+  Member b(serves);
+  auto c = client_of({&a, &b}, 200ms);
+  CHECK_THROWS_AS(c.range("k"), EtcdTimeout);
+  auto r = c.range("k");
+  REQUIRE(r.kv);
+  CHECK(c.endpoint() == b.endpoint());
+  CHECK(a.requests().size() == 1);
 }
 
 TEST_CASE("etcd transport: a write whose answer was lost is indeterminate, never sent twice") {
