@@ -3,6 +3,7 @@
 Every wait here has a deadline: a hang fails the test instead of CI.
 """
 import atexit
+import collections
 import os
 import random
 import shutil
@@ -17,19 +18,34 @@ CXXRUN = os.environ.get("CXXRUN", os.path.join(os.path.dirname(__file__), "../..
 EXAMPLES = os.environ.get("CXXRUN_EXAMPLES", os.path.join(os.path.dirname(__file__), "../../build/examples"))
 
 
+# The ports handed out lately, oldest first; a port handed 4,000 picks ago
+# is bound by its owner or long released, and a long run (chaos) must not
+# use the range up.
+_handed_ports = collections.OrderedDict()
+
+
 def free_port():
     """A loopback port free right now, below the ephemeral range (32768 up):
     a port the OS hands out may be taken again at once as some connection's
-    local port, and the agent that should listen there then cannot."""
+    local port, and the agent that should listen there then cannot.
+
+    Never the same port twice in one test process: a caller often asks for
+    several before anything binds them (an etcd cluster's six), and a random
+    pick repeated among them is a cluster that cannot start ("duplicate url")."""
     rng = random.Random()
     for _ in range(200):
         port = rng.randrange(20000, 32000)
+        if port in _handed_ports:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
-                return port
             except OSError:
                 continue
+        _handed_ports[port] = None
+        if len(_handed_ports) > 4000:
+            _handed_ports.popitem(last=False)
+        return port
     raise RuntimeError("no free port in 20000..32000")
 
 
