@@ -341,8 +341,7 @@ class Supervisor final : Workers::Listener {
     alive_nodes_ = l.alive;
     const auto& s = c_.rdzv.settings;
     if (l.alive >= s.min_nodes) return;  // the round's `dead` event restarts the job
-    log_->error("only {} nodes of job {} are alive, fewer than the minimum of {} (--nnodes={}:{}); stopping", l.alive,
-                c_.run_id, s.min_nodes, s.min_nodes, s.max_nodes);
+    log_->error("{}", rendezvous::too_few_alive(s, l.alive));
     // In the barrier no worker runs: nothing to stop.
     if (phase_ == Phase::barrier) return end(Cause::lost);
     stop(Cause::lost, SIGTERM);

@@ -59,15 +59,13 @@ Assignment C10dBackend::rejoin() {
     // The next round's join reports a store that is really gone.
   }
   const int coming = std::min(expected - left, settings.max_nodes);
-  // Enough without those that stepped out: the step-out is the cause, in
-  // the words the round's join would use had it read the count first.
-  if (coming < settings.min_nodes && left > 0 && std::min(expected, settings.max_nodes) >= settings.min_nodes)
-    throw RendezvousLost(stepped_out_too_few(settings, left, coming));
-  if (coming < settings.min_nodes)
-    throw RendezvousLost("only " + std::to_string(coming) + " nodes of job " + settings.run_id +
-                          " are alive, fewer than the minimum of " + std::to_string(settings.min_nodes) +
-                          " (--nnodes=" + std::to_string(settings.min_nodes) + ":" +
-                          std::to_string(settings.max_nodes) + "); stopping");
+  if (coming < settings.min_nodes) {
+    // Enough without those that stepped out: the step-out is the cause, in
+    // the words the round's join would use had it read the count first.
+    if (left > 0 && std::min(expected, settings.max_nodes) >= settings.min_nodes)
+      throw RendezvousLost(stepped_out_too_few(settings, left, coming));
+    throw RendezvousLost(too_few_alive(settings, coming));
+  }
   spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", coming);
   rdzv_->start_next_round();
   return joined(rdzv_->next_rendezvous(expected));

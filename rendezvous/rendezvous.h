@@ -133,6 +133,11 @@ struct RendezvousSettings {
 // them. Returns the is_host value when given ("" when inferred).
 std::string apply_rdzv_conf(const std::map<std::string, std::string>& conf, RendezvousSettings& settings);
 
+// Why the job stops when only `alive` of its nodes are left, fewer than
+// min_nodes: one wording whether a node's rendezvous counts them before a
+// re-join or its agent hears of the deaths while workers run.
+std::string too_few_alive(const RendezvousSettings& settings, int alive);
+
 struct RendezvousConfig {
   Backend backend = Backend::local;
   // The backend as torch names it in events, when it differs from what

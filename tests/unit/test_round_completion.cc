@@ -131,3 +131,10 @@ TEST_CASE("round completion: join_timeout is a timeout, not a lost job") {
     CHECK_THAT(e.what(), Contains("timed out after 600 s waiting for rendezvous job=job at fake:0: 1/2 nodes joined"));
   }
 }
+
+TEST_CASE("too few alive: one wording, in the user's --nnodes spelling and plain English") {
+  CHECK(too_few_alive(nodes(2, 3), 1) ==
+        "only 1 node of job job is alive, fewer than the minimum of 2 (--nnodes=2:3); stopping");
+  CHECK(too_few_alive(nodes(3, 3), 2) ==
+        "only 2 nodes of job job are alive, fewer than the minimum of 3 (--nnodes=3); stopping");
+}
