@@ -12,6 +12,7 @@
 
 #include "agent/keep_alive.h"
 #include "agent/rendezvous_link.h"
+#include "fake_rendezvous.h"
 
 using namespace cxxrun::agent;
 using namespace cxxrun::rendezvous;
@@ -19,32 +20,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class BeatingRendezvous final : public Rendezvous {
- public:
-  Assignment join() override { return {}; }
-  Assignment rejoin() override { return {}; }
-  void renew_worker_store() override {}
-  bool elastic() const override { return true; }
-  std::chrono::milliseconds keep_alive_interval() const override { return 200ms; }
-  bool keep_alive() override {
-    ++beats;
-    return answers;
-  }
-  Liveness check_members() override { return Liveness{{}, 2}; }
-  void watch(OnEvent) override {}
-  void publish_failure(const std::string&) override {}
-  RoundEvent finish_round() override { return RoundEvent::done; }
-  std::vector<std::string> failure_records(std::chrono::milliseconds) override { return {}; }
-  void leave(bool) override {}
-  void inject(const StoreFault&) override {}
-
-  std::atomic<bool> answers{true};
-  std::atomic<int> beats{0};
-};
-
 struct Paced {
   boost::asio::io_context io;
-  BeatingRendezvous rdzv;
+  FakeRendezvous rdzv{true, 200ms};
   RendezvousLink link{io, rdzv};
   int lost = 0;
   KeepAlive keep_alive{io, link, 200ms, 3,
@@ -67,7 +45,7 @@ struct Paced {
 
 TEST_CASE("keep-alive: a store that stops answering is declared lost") {
   Paced p;
-  p.rdzv.answers = false;
+  p.rdzv.store_answers = false;
   p.run_for(2000ms);  // the limit is 600 ms
   CHECK(p.lost > 0);
 }

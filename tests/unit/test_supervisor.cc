@@ -26,9 +26,11 @@
 #include "agent/supervisor.h"
 #include "agent/worker_group.h"
 #include "rendezvous/rendezvous.h"
+#include "fake_rendezvous.h"
 
 using namespace cxxrun::agent;
 using cxxrun::rendezvous::Assignment;
+using cxxrun::rendezvous::FakeRendezvous;
 using cxxrun::rendezvous::Rendezvous;
 using cxxrun::rendezvous::RoundEvent;
 using namespace std::chrono_literals;
@@ -113,57 +115,6 @@ class FakeWorkers final : public Workers {
   std::shared_ptr<spdlog::logger> log_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<Failure> failures_;
-};
-
-// A rendezvous the test sets up: elastic or not, a store that answers or
-// not, dead members, a rejoin that blocks until released. Called on the
-// link's thread.
-class FakeRendezvous final : public Rendezvous {
- public:
-  explicit FakeRendezvous(bool elastic) : elastic_(elastic) {}
-
-  Assignment join() override { return {}; }
-  Assignment rejoin() override {
-    if (block_rejoin) {
-      in_rejoin.set_value();
-      released.wait();
-    }
-    if (closed_at_rejoin) throw cxxrun::rendezvous::RendezvousClosed("rendezvous 'job' closed while this node waited as a spare");
-    if (lost_at_rejoin) throw cxxrun::rendezvous::RendezvousLost("1 node of job job stepped out and no spare waits");
-    Assignment a;
-    a.round = ++round_;
-    return a;
-  }
-  void renew_worker_store() override {}
-  bool elastic() const override { return elastic_; }
-  std::chrono::milliseconds keep_alive_interval() const override { return elastic_ ? 40ms : 0ms; }
-  bool keep_alive() override { return store_answers; }
-  Liveness check_members() override {
-    Liveness l{{}, 2};
-    if (peer_dead) {
-      l.dead = {1};
-      l.alive = 1;
-    }
-    return l;
-  }
-  void watch(OnEvent) override {}
-  void publish_failure(const std::string&) override {}
-  RoundEvent finish_round() override { return RoundEvent::done; }
-  std::vector<std::string> failure_records(std::chrono::milliseconds) override { return {}; }
-  void leave(bool) override {}
-  void inject(const cxxrun::rendezvous::StoreFault&) override {}
-
-  std::atomic<bool> store_answers{true};
-  std::atomic<bool> peer_dead{false};
-  bool block_rejoin = false;
-  bool closed_at_rejoin = false;
-  bool lost_at_rejoin = false;  // the next round filled without this node, and the job then succeeded
-  std::promise<void> in_rejoin;
-  std::shared_future<void> released;
-
- private:
-  const bool elastic_;
-  int round_ = 0;
 };
 
 struct Job {

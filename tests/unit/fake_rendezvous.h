@@ -1,0 +1,75 @@
+// A fake rendezvous for the agent's tests (the Rendezvous seam,
+// rendezvous/rendezvous.h): no store, no peers; the test sets what each
+// call answers.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "rendezvous/rendezvous.h"
+
+namespace cxxrun::rendezvous {
+
+// A rendezvous the test sets up: elastic or not, a store that answers or
+// not (and how many beats it was sent), dead members, a rejoin that blocks
+// until released. Called on the link's thread.
+class FakeRendezvous final : public Rendezvous {
+ public:
+  explicit FakeRendezvous(bool elastic, std::chrono::milliseconds interval = std::chrono::milliseconds(40))
+      : elastic_(elastic), interval_(interval) {}
+
+  Assignment join() override { return {}; }
+  Assignment rejoin() override {
+    if (block_rejoin) {
+      in_rejoin.set_value();
+      released.wait();
+    }
+    if (closed_at_rejoin) throw RendezvousClosed("rendezvous 'job' closed while this node waited as a spare");
+    if (lost_at_rejoin) throw RendezvousLost("1 node of job job stepped out and no spare waits");
+    Assignment a;
+    a.round = ++round_;
+    return a;
+  }
+  void renew_worker_store() override {}
+  bool elastic() const override { return elastic_; }
+  std::chrono::milliseconds keep_alive_interval() const override {
+    return elastic_ ? interval_ : std::chrono::milliseconds(0);
+  }
+  bool keep_alive() override {
+    ++beats;
+    return store_answers;
+  }
+  Liveness check_members() override {
+    Liveness l{{}, 2};
+    if (peer_dead) {
+      l.dead = {1};
+      l.alive = 1;
+    }
+    return l;
+  }
+  void watch(OnEvent) override {}
+  void publish_failure(const std::string&) override {}
+  RoundEvent finish_round() override { return RoundEvent::done; }
+  std::vector<std::string> failure_records(std::chrono::milliseconds) override { return {}; }
+  void leave(bool) override {}
+  void inject(const StoreFault&) override {}
+
+  std::atomic<bool> store_answers{true};
+  std::atomic<int> beats{0};
+  std::atomic<bool> peer_dead{false};
+  bool block_rejoin = false;
+  bool closed_at_rejoin = false;
+  bool lost_at_rejoin = false;  // the next round filled without this node, and the job then succeeded
+  std::promise<void> in_rejoin;
+  std::shared_future<void> released;
+
+ private:
+  const bool elastic_;
+  const std::chrono::milliseconds interval_;
+  int round_ = 0;
+};
+
+}  // namespace cxxrun::rendezvous
