@@ -91,8 +91,8 @@ class Workers {
   // Every live process of this attempt: its workers and all they started,
   // wherever they went (the attempt's cgroup; without one, the agent's
   // descendants and whatever carries the attempt's token). Not the token
-  // alone: /proc shows a worker forked from the forkserver with the
-  // zygote's environment.
+  // alone: where the kernel refuses a forked worker its own /proc view
+  // (docs/forkserver.md), /proc shows it with the zygote's environment.
   virtual std::vector<pid_t> attempt_pids() const = 0;
   // The node's logger, named by its group rank in the current round.
   virtual const std::shared_ptr<spdlog::logger>& log() const = 0;

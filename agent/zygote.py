@@ -27,6 +27,7 @@ import sys
 import time
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_MM, _PR_SET_MM_MAP = 35, 14
 _SIGKILL = 9
 _MPOL_BIND = 2
 
@@ -233,6 +234,7 @@ def _become_worker(request, fds, agent):
     for entry in request["env"]:
         name, _, value = entry.partition("=")
         os.environ[name] = value
+    _show_as_worker(libc, request["argv"], request["env"])
     _reset_forwarded_signals()
     # cxxrun's stack-dump hook (agent/python_hook.h) registers per worker:
     # the forkserver itself had no stack file when it read it.
@@ -248,6 +250,46 @@ def _become_worker(request, fds, agent):
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()
+
+
+class _MmMap(ctypes.Structure):  # struct prctl_mm_map, <linux/prctl.h>
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "start_code", "end_code", "start_data", "end_data", "start_brk", "brk", "start_stack",
+        "arg_start", "arg_end", "env_start", "env_end", "auxv")] + [
+        ("auxv_size", ctypes.c_uint32), ("exe_fd", ctypes.c_uint32)]
+
+
+_shown = None  # the worker's argv and environment as /proc shows them; never freed
+
+
+# `ps`, /proc/<pid>/cmdline and /proc/<pid>/environ show the worker's command
+# and environment, as for an exec'd worker, not the zygote's: what an SRE
+# greps for and what tools that find ranks by RANK= in environ read. The
+# kernel reads both from address ranges it keeps per process; PR_SET_MM_MAP
+# points them at a copy of the worker's (every other range as it is), and
+# needs no privilege. Where the kernel refuses it (built without
+# checkpoint/restore, a seccomp filter), /proc keeps the zygote's.
+def _show_as_worker(libc, argv, env):
+    global _shown
+    try:
+        with open("/proc/self/stat") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2:].split()
+        field = lambda n: int(fields[n - 3])  # noqa: E731  (proc(5) numbers them from 1; state is 3)
+        args = b"".join(os.fsencode(a) + b"\0" for a in argv)
+        environ = b"".join(os.fsencode(e) + b"\0" for e in env)
+        shown = ctypes.create_string_buffer(args + environ, len(args) + len(environ))
+        base = ctypes.addressof(shown)
+        libc.sbrk.restype = ctypes.c_void_p
+        mm = _MmMap(start_code=field(26), end_code=field(27), start_data=field(45), end_data=field(46),
+                    start_brk=field(47), brk=libc.sbrk(0), start_stack=field(28),
+                    arg_start=base, arg_end=base + len(args),
+                    env_start=base + len(args), env_end=base + len(args) + len(environ),
+                    auxv=0, auxv_size=0, exe_fd=0xFFFFFFFF)
+        if libc.prctl(_PR_SET_MM, _PR_SET_MM_MAP, ctypes.byref(mm), ctypes.sizeof(mm), 0) == 0:
+            _shown = shown
+    except (OSError, ValueError, IndexError, UnicodeEncodeError):
+        pass
 
 
 # --numa-binding (agent/numa_binding.h), before any user code runs, so that

@@ -53,6 +53,11 @@ show("env", sorted((k, "<set>" if k in volatile else v) for k, v in os.environ.i
                    if k.startswith(("TORCHELASTIC_", "MASTER_", "CXXRUN_")) or k in ("RANK", "LOCAL_RANK",
                    "WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS")))
 show("error file", os.environ["TORCHELASTIC_ERROR_FILE"].split("/")[-3:])
+# What ps and tools that find ranks by their environment see from outside.
+show("proc cmdline", open("/proc/self/cmdline", "rb").read().split(b"\0")[:-1])
+proc_env = dict(e.split(b"=", 1) for e in open("/proc/self/environ", "rb").read().split(b"\0") if b"=" in e)
+show("proc environ", [(k, proc_env.get(k.encode(), b"").decode() == os.environ[k])
+                      for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "CXXRUN_JOB_TOKEN")])
 '''
 
 # How a script ends, chosen by its first argument.
@@ -139,6 +144,8 @@ class Forkserver(OrphanCheckTest):
                 self.assertIn("[default1]:parent 'cxxrun'", outs["spawn"])
                 self.assertIn("[default0]:stack hook True", outs["spawn"])
                 self.assertIn("[default0]:session leader True", outs["spawn"])
+                self.assertIn("[default0]:proc environ [('RANK', True), ('LOCAL_RANK', True), ('WORLD_SIZE', True), "
+                              "('CXXRUN_JOB_TOKEN', True)]", outs["spawn"])
 
     def test_an_uncaught_exception_or_exit_ends_a_worker_as_under_spawn(self):
         script = self.py("ends.py", ENDINGS)

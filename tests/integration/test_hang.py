@@ -125,9 +125,9 @@ timer.configure(timer.FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
 with timer.expires(after=1):
     time.sleep(120)
 """)
-        # Exec'd, and forked from the forkserver (whose workers /proc shows
-        # with the zygote's environment, without the attempt's token), in
-        # the job's cgroup and without one (the agent's descendants).
+        # Exec'd, and forked from the forkserver (whose workers /proc may
+        # show with the zygote's environment, without the attempt's token),
+        # in the job's cgroup and without one (the agent's descendants).
         for method, containment in (("spawn", "auto"), ("forkserver", "auto"), ("forkserver", "subreaper")):
             rc, out, err = run([f"--start-method={method}", "--nproc-per-node=1", script],
                                env=clean_env(PYTHON_EXEC=TORCH_PYTHON, TORCHELASTIC_ENABLE_FILE_TIMER="1",

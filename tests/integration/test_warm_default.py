@@ -21,7 +21,9 @@ LEARNED = "forkserver: the workers import fakenative"
 WORKER = r'''
 import os, sys, time
 {imports}
-forked = "cxxrun-forkserver" in open("/proc/self/cmdline").read()
+# A forked worker runs under the zygote's code (its frames' file name); ps
+# shows it as the exec'd one.
+forked = any(f.filename == "cxxrun-forkserver" for f in __import__("traceback").extract_stack())
 n = os.environ["TORCHELASTIC_RESTART_COUNT"]
 print("attempt", n, "forked", forked, flush=True)
 if int(n) < (2 if sys.argv[1:] == ["fail twice"] else 1):
