@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "etcd/backoff.h"
@@ -15,6 +16,11 @@ namespace {
 constexpr char kAuthenticate[] = "/v3/auth/authenticate";
 constexpr char kStatus[] = "/v3/maintenance/status";
 constexpr auto kLeaderPoll = std::chrono::milliseconds(50);
+// The most a call waits for the others to elect a leader after losing a
+// member: an election takes an election timeout or two (1 s by default). A
+// member lost to a broken connection may still lead, and nothing else ends
+// that wait but the call's deadline.
+constexpr auto kLeaderWait = std::chrono::seconds(5);
 
 bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
@@ -130,20 +136,26 @@ std::string Transport::token(Clock::time_point deadline) {
   return *token_;
 }
 
-void Transport::await_leader_other_than(std::string lost, Clock::time_point deadline) {
+void Transport::await_leader_other_than(std::string lost, int64_t lost_term, Clock::time_point deadline) {
   lost_member_.clear();  // first: the status calls below must not wait on themselves
-  for (int polls = 0; Clock::now() < deadline; ++polls) {
+  const auto until = std::min(deadline, Clock::now() + kLeaderWait);
+  for (int polls = 0; Clock::now() < until; ++polls) {
     std::string leader;
+    int64_t term = 0;
     try {
-      leader = wire::parse_status_leader(call("status", kStatus, "{}", Repeat::always, deadline));
+      const std::string status = call("status", kStatus, "{}", Repeat::always, until);
+      leader = wire::parse_status_leader(status);
+      term = wire::parse_raft_term(status);
     } catch (const EtcdError&) {
       return;  // the request itself will meet whatever this was, and say so
     }
-    if (!leader.empty() && leader != lost) {
+    // Another leader, or the lost member elected again after it came back
+    // (a restarted member may win the election its absence started).
+    if (!leader.empty() && (leader != lost || (lost_term > 0 && term > lost_term))) {
       if (polls > 0) spdlog::debug("etcd {}: a new leader after {} polls", current().text(), polls);
       return;
     }
-    std::this_thread::sleep_until(std::min(deadline, Clock::now() + kLeaderPoll));
+    std::this_thread::sleep_until(std::min(until, Clock::now() + kLeaderPoll));
   }
 }
 
@@ -159,7 +171,10 @@ std::string Transport::call(std::string_view what, const std::string& path, cons
     const Endpoint& from = current();
     spdlog::debug("etcd {}: {}: {}; next: {}", from.text(), what, entry.reason,
                   endpoints_[(current_ + 1) % endpoints_.size()].text());
-    if (!entry.answered && !member_ids_[current_].empty()) lost_member_ = member_ids_[current_];
+    if (!entry.answered && !member_ids_[current_].empty()) {
+      lost_member_ = member_ids_[current_];
+      lost_term_ = term_seen_;
+    }
     // An attempt cut short by the deadline itself ("connect timed out")
     // says less about the member than the failure before it.
     auto& slot = failures.entries[current_];
@@ -179,7 +194,7 @@ std::string Transport::call(std::string_view what, const std::string& path, cons
                         (streak > 0 ? " (" + failures.list(endpoints_) + ")" : ""));
     }
     if (!lost_member_.empty() && path != kStatus && path != kAuthenticate)
-      await_leader_other_than(lost_member_, deadline);
+      await_leader_other_than(lost_member_, lost_term_, deadline);
     if (Clock::now() >= deadline) continue;
     const Endpoint& endpoint = current();
     HttpResponse response;
@@ -205,6 +220,7 @@ std::string Transport::call(std::string_view what, const std::string& path, cons
     }
     if (response.status == 200) {
       if (auto id = wire::parse_member_id(response.body); !id.empty()) member_ids_[current_] = std::move(id);
+      term_seen_ = std::max(term_seen_, wire::parse_raft_term(response.body));
       return std::move(response.body);
     }
 

@@ -75,7 +75,7 @@ class Transport {
  private:
   HttpConnection& connection();
   void move_on();
-  void await_leader_other_than(std::string lost, Clock::time_point deadline);
+  void await_leader_other_than(std::string lost, int64_t lost_term, Clock::time_point deadline);
 
   Options options_;
   std::vector<Endpoint> endpoints_;
@@ -85,6 +85,8 @@ class Transport {
   std::optional<std::string> token_;            // empty string: none needed
   std::vector<std::string> member_ids_;         // of each endpoint, from its answers
   std::string lost_member_;                     // id of a member that just became unreachable
+  int64_t term_seen_ = 0;                       // the highest raft term answers named
+  int64_t lost_term_ = 0;                       // term_seen_ when lost_member_ was lost
 };
 
 // How a member's refusal is to be handled; shared with Watch, whose stream

@@ -264,6 +264,18 @@ std::string parse_member_id(std::string_view body) {
   return end == std::string_view::npos ? std::string() : std::string(head.substr(start, end - start));
 }
 
+int64_t parse_raft_term(std::string_view body) {
+  constexpr std::string_view kField = "\"raft_term\":";
+  auto head = body.substr(0, 512);
+  auto at = head.find(kField);
+  if (at == std::string_view::npos) return 0;
+  auto start = at + kField.size();
+  if (start < head.size() && head[start] == '"') ++start;  // proto3 JSON writes uint64 as a string
+  int64_t term = 0;
+  auto [end, ec] = std::from_chars(head.data() + start, head.data() + head.size(), term);
+  return ec == std::errc() ? term : 0;
+}
+
 std::string parse_status_leader(std::string_view body) {
   json doc = parse_object(body);
   const json* leader = member(doc, "leader");

@@ -59,6 +59,10 @@ std::string parse_token(std::string_view body);
 // does not say. Looked for only in the first bytes, where the gateway puts
 // the header, so that every answer can afford it.
 std::string parse_member_id(std::string_view body);
+// The raft term the answering member was in (header.raft_term), 0 when the
+// body does not say; looked for as parse_member_id looks. Each election
+// starts a higher term.
+int64_t parse_raft_term(std::string_view body);
 // /v3/maintenance/status: the id of the leader this member follows, "" when
 // it knows none.
 std::string parse_status_leader(std::string_view body);

@@ -188,6 +188,50 @@ TEST_CASE("etcd transport: after losing a member, wait until the next follows an
   CHECK(b.count("/v3/kv/put") == 1);
 }
 
+TEST_CASE("etcd transport: a lost leader elected again after its restart ends the wait at once") {
+  // The member holding the agents' watches was killed and started again,
+  // and won the election its absence started: the wait for "a leader other
+  // than the lost one" lasted the whole call (60 s in CI), and the agents'
+  // event watch with it.
+  auto a = std::make_unique<Member>([](const Member::Request&) {
+    return Member::ok(R"({"header":{"cluster_id":"1","member_id":"111","revision":"4","raft_term":"2"}})");
+  });
+  std::atomic<int> polls{0};
+  Member b([&](const Member::Request& r) {
+    if (r.target == "/v3/maintenance/status") {
+      ++polls;
+      return Member::ok(R"({"header":{"cluster_id":"1","member_id":"222","revision":"5","raft_term":"3"},)"
+                        R"("leader":"111"})");
+    }
+    return serves(r);
+  });
+  auto c = client_of({a.get(), &b});
+  CHECK(c.put("k", "v") == 4);  // from a, the leader in term 2
+  a.reset();
+  CHECK(c.put("k", "v") == 5);
+  CHECK(polls == 1);
+}
+
+TEST_CASE("etcd transport: a lost member that still leads holds a call no longer than an election takes") {
+  // A member lost to a broken connection, not a death: no election comes,
+  // and only the call's deadline ended the wait.
+  auto a = std::make_unique<Member>([](const Member::Request&) {
+    return Member::ok(R"({"header":{"cluster_id":"1","member_id":"111","revision":"4","raft_term":"2"}})");
+  });
+  Member b([&](const Member::Request& r) {
+    if (r.target == "/v3/maintenance/status")
+      return Member::ok(R"({"header":{"cluster_id":"1","member_id":"222","revision":"5","raft_term":"2"},)"
+                        R"("leader":"111"})");
+    return serves(r);
+  });
+  auto c = client_of({a.get(), &b}, 12s);
+  CHECK(c.put("k", "v") == 4);
+  a.reset();
+  const auto began = std::chrono::steady_clock::now();
+  CHECK(c.put("k", "v") == 5);
+  CHECK(std::chrono::steady_clock::now() - began < 10s);
+}
+
 TEST_CASE("etcd transport: no member reachable, each named") {
   int port;
   {

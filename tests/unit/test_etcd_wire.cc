@@ -174,3 +174,9 @@ TEST_CASE("etcd wire: watch messages") {
                   wire::Malformed);
   CHECK_THROWS_AS(wire::parse_watch_message(R"({"nothing":1})"), wire::Malformed);
 }
+
+TEST_CASE("etcd wire: the raft term of an answer") {
+  CHECK(wire::parse_raft_term(R"({"header":{"cluster_id":"1","member_id":"2","revision":"5","raft_term":"7"}})") == 7);
+  CHECK(wire::parse_raft_term(R"({"header":{"raft_term":8}})") == 8);
+  CHECK(wire::parse_raft_term(R"({"header":{"member_id":"2"}})") == 0);
+}
