@@ -27,7 +27,6 @@ import sys
 import time
 
 _PR_SET_PDEATHSIG = 1
-_PR_SET_MM, _PR_SET_MM_MAP = 35, 14
 _SIGKILL = 9
 _MPOL_BIND = 2
 
@@ -250,6 +249,9 @@ def _become_worker(request, fds, agent):
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()
+
+
+_PR_SET_MM, _PR_SET_MM_MAP = 35, 14
 
 
 class _MmMap(ctypes.Structure):  # struct prctl_mm_map, <linux/prctl.h>

@@ -254,26 +254,32 @@ std::string parse_token(std::string_view body) {
   return token;
 }
 
-std::string parse_member_id(std::string_view body) {
-  constexpr std::string_view kField = "\"member_id\":\"";
+namespace {
+
+// The text of header field `name` ("member_id", "raft_term"), unquoted;
+// empty when absent. Looked for only in the first bytes, where the gateway
+// puts the header, so that every answer can afford it.
+std::string_view header_text(std::string_view body, std::string_view name) {
   auto head = body.substr(0, 512);
-  auto at = head.find(kField);
+  const std::string field = "\"" + std::string(name) + "\":";
+  auto at = head.find(field);
   if (at == std::string_view::npos) return {};
-  auto start = at + kField.size();
-  auto end = head.find('"', start);
-  return end == std::string_view::npos ? std::string() : std::string(head.substr(start, end - start));
+  auto start = at + field.size();
+  const bool quoted = start < head.size() && head[start] == '"';  // proto3 JSON writes 64-bit ints as strings
+  if (quoted) ++start;
+  auto end = quoted ? head.find('"', start) : head.find_first_of(",}", start);
+  return end == std::string_view::npos ? std::string_view() : head.substr(start, end - start);
 }
 
+}  // namespace
+
+std::string parse_member_id(std::string_view body) { return std::string(header_text(body, "member_id")); }
+
 int64_t parse_raft_term(std::string_view body) {
-  constexpr std::string_view kField = "\"raft_term\":";
-  auto head = body.substr(0, 512);
-  auto at = head.find(kField);
-  if (at == std::string_view::npos) return 0;
-  auto start = at + kField.size();
-  if (start < head.size() && head[start] == '"') ++start;  // proto3 JSON writes uint64 as a string
+  const auto text = header_text(body, "raft_term");
   int64_t term = 0;
-  auto [end, ec] = std::from_chars(head.data() + start, head.data() + head.size(), term);
-  return ec == std::errc() ? term : 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), term);
+  return ec == std::errc() && end == text.data() + text.size() ? term : 0;
 }
 
 std::string parse_status_leader(std::string_view body) {

@@ -26,6 +26,13 @@ std::string stepped_out_too_few(const RendezvousSettings& s, int stepped_out, in
          " (--nnodes=" + nnodes_text(s.min_nodes, s.max_nodes) + "); stopping";
 }
 
+// Declared in rendezvous.h (the agent says it too); here beside its sibling.
+std::string too_few_alive(const RendezvousSettings& s, int alive) {
+  return "only " + nodes(alive) + " of job " + s.run_id + (alive == 1 ? " is" : " are") +
+         " alive, fewer than the minimum of " + std::to_string(s.min_nodes) + " (--nnodes=" +
+         nnodes_text(s.min_nodes, s.max_nodes) + "); stopping";
+}
+
 RoundCompletion::RoundCompletion(const RendezvousSettings& settings, int expected, Clock::time_point deadline)
     : s_(settings), expected_(expected), deadline_(deadline) {}
 

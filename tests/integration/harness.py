@@ -49,6 +49,11 @@ def free_port():
     raise RuntimeError("no free port in 20000..32000")
 
 
+# An expression a worker's Python code can print: whether it was forked from
+# the forkserver, whose frames carry the zygote's file name (agent/zygote.cc);
+# ps and /proc show a forked worker as an exec'd one.
+FORKED = 'any(f.filename == "cxxrun-forkserver" for f in __import__("traceback").extract_stack())'
+
 RDZV_SERVER = os.path.join(os.path.dirname(CXXRUN), "cxxrun-rdzv")
 
 # The python whose torch the torch tests run (workers, torchrun-side

@@ -29,8 +29,8 @@ def kernel_shows_forked_workers():
     Asked in a child, with the zygote's own code."""
     code = ("import ctypes, os, sys\n"
             f"src = open({ZYGOTE!r}).read()\n"
-            "ns = {'ctypes': ctypes, 'os': os, '_PR_SET_MM': 35, '_PR_SET_MM_MAP': 14}\n"
-            "exec(src[src.index('class _MmMap'):src.index('# --numa-binding')], ns)\n"
+            "ns = {'ctypes': ctypes, 'os': os}\n"
+            "exec(src[src.index('_PR_SET_MM, '):src.index('# --numa-binding')], ns)\n"
             "ns['_show_as_worker'](ctypes.CDLL(None, use_errno=True), ['probe'], ['A=1'])\n"
             "sys.exit(0 if open('/proc/self/cmdline', 'rb').read() == b'probe\\0' else 1)\n")
     return subprocess.run([TORCH_PYTHON, "-c", code], capture_output=True, timeout=60).returncode == 0

@@ -12,7 +12,7 @@ import os
 import re
 import unittest
 
-from harness import TORCH_PYTHON, TempDirTest, clean_env, run
+from harness import FORKED, TORCH_PYTHON, TempDirTest, clean_env, run
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")
 TWO_CPUS = os.path.join(DATA, "numa-1node-2cpu-2gpu.xml")
@@ -30,8 +30,7 @@ t = threading.Thread(target=lambda: print(f"thread {rank} {sorted(os.sched_getaf
 t.start(); t.join()
 with open("/proc/self/numa_maps") as f:
     print(f"policy {rank} {f.readline().split()[1]}", flush=True)
-# A forked worker runs under the zygote's code (its frames' file name).
-forked = any(f.filename == "cxxrun-forkserver" for f in __import__("traceback").extract_stack())
+forked = ''' + FORKED + r'''
 print(f"forked {rank} {forked}", flush=True)
 '''
 

@@ -12,7 +12,7 @@ for torch, to stay fast; one test uses torch itself where it is installed."""
 import os
 import shutil
 
-from harness import TORCH_PYTHON, TempDirTest, clean_env, run, torch_importable
+from harness import FORKED, TORCH_PYTHON, TempDirTest, clean_env, run, torch_importable
 
 LEARNED = "forkserver: the workers import fakenative"
 
@@ -21,9 +21,7 @@ LEARNED = "forkserver: the workers import fakenative"
 WORKER = r'''
 import os, sys, time
 {imports}
-# A forked worker runs under the zygote's code (its frames' file name); ps
-# shows it as the exec'd one.
-forked = any(f.filename == "cxxrun-forkserver" for f in __import__("traceback").extract_stack())
+forked = ''' + FORKED + r'''
 n = os.environ["TORCHELASTIC_RESTART_COUNT"]
 print("attempt", n, "forked", forked, flush=True)
 if int(n) < (2 if sys.argv[1:] == ["fail twice"] else 1):
