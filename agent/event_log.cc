@@ -86,8 +86,9 @@ EventLog::EventLog(const std::string& path, bool console)
   if (!path.empty() || console) hostname_ = this_hostname();
   if (path.empty()) return;
   // O_NONBLOCK: opening a FIFO with no reader fails instead of hanging, and
-  // a full one drops events; regular files ignore the flag.
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
+  // a full one drops events; regular files ignore the flag. A file it
+  // creates is 0600: the job's events are the job's user's.
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0600);
   if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "cannot open event log " + path);
 }
 

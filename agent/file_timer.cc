@@ -59,11 +59,18 @@ FileTimerServer::FileTimerServer(const std::string& path) {
   };
   if (unlink(path_.c_str()) != 0 && errno != ENOENT) fail("replace");
   if (mkfifo(path_.c_str(), 0600) != 0) fail("create the FIFO");
-  read_fd_ = open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  // Never through a link, and only the FIFO just made (a user's path may be
+  // in a directory others can write).
+  read_fd_ = open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (read_fd_ < 0) fail("open");
+  struct stat st {};
+  if (fstat(read_fd_, &st) != 0 || !S_ISFIFO(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+    errno = EPERM;
+    fail("use (not the FIFO it made)");
+  }
   // While a writer is open the read end never sees EOF, so it is readable
   // only when there is data, between clients as well.
-  keep_open_fd_ = open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  keep_open_fd_ = open(("/proc/self/fd/" + std::to_string(read_fd_)).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   if (keep_open_fd_ < 0) fail("open for writing");
   spdlog::info("file timer watchdog listening on {}", path_);
 }

@@ -6,11 +6,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/private_files.h"
+
 namespace cxxrun::agent {
 
 FilteredLog::FilteredLog(std::vector<std::string> filters, const std::string& path)
     : filters_(std::move(filters)), path_(path) {
-  file_ = std::fopen(path.c_str(), "we");
+  file_ = open_private_stream(path);  // 0600, never through a link
   if (!file_) spdlog::warn("cannot create {}: {}; filtered lines are not copied", path_, std::strerror(errno));
 }
 

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 
+#include "agent/private_files.h"
 #include "common/heartbeat_layout.h"
 
 namespace cxxrun::agent {
@@ -48,6 +49,14 @@ nanoseconds since(uint64_t from, nanoseconds now) {
   return nanoseconds(n > from ? static_cast<int64_t>(n - from) : 0);
 }
 
+// The run directory's heartbeat/, 0700 and ours whatever the umask it was
+// made with (agent/private_files.h).
+std::string private_dir(const std::string& dir) {
+  std::string why_not;
+  if (!ensure_private_dir(dir, why_not)) throw std::runtime_error("heartbeat: " + why_not);
+  return dir;
+}
+
 nanoseconds monotonic_now() { return nanoseconds(static_cast<int64_t>(heartbeat::monotonic_ns())); }
 
 }  // namespace
@@ -65,7 +74,7 @@ HeartbeatMonitor::HeartbeatMonitor(nanoseconds heartbeat_timeout, const std::str
                                    std::map<std::string, nanoseconds> section_limits)
     : heartbeat_timeout_(heartbeat_timeout),
       section_limits_(std::move(section_limits)),
-      dir_(dir.empty() ? make_private_dir() : dir),
+      dir_(dir.empty() ? make_private_dir() : private_dir(dir)),
       own_dir_(dir.empty()) {}
 
 HeartbeatMonitor::~HeartbeatMonitor() {
@@ -77,7 +86,7 @@ HeartbeatMonitor::~HeartbeatMonitor() {
 std::string HeartbeatMonitor::create(int local_rank) {
   remove(local_rank);
   const std::string path = fmt::format("{}/rank{}.{}", dir_, local_rank, ++generation_);
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) fail("create", path);
   void* m = MAP_FAILED;
   if (ftruncate(fd, CXXRUN_HEARTBEAT_PAGE_SIZE) == 0)

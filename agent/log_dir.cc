@@ -1,11 +1,15 @@
 #include "agent/log_dir.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <system_error>
+
+#include "agent/private_files.h"
 
 namespace fs = std::filesystem;
 
@@ -43,10 +47,21 @@ LogDir::LogDir(const Config& c) {
     base = make_temp_base();
     if (!redirects_anything(c.redirects) && !redirects_anything(c.tee)) remove_at_exit_ = base;
   }
-  run_dir_ = base + "/" + c.run_id + "_" + random_suffix();
   std::error_code ec;
-  fs::create_directories(run_dir_, ec);
-  if (ec) throw std::runtime_error("cannot create log directory " + run_dir_ + ": " + ec.message());
+  fs::create_directories(base, ec);
+  if (ec) throw std::runtime_error("cannot create log directory " + base + ": " + ec.message());
+  // As torchrun's mkdtemp: a fresh directory, 0700 whatever the umask. In a
+  // --log-dir other users may write, a name someone else took (a planted
+  // directory or link) is never used; another name is drawn.
+  for (int tries = 0; tries < 100; ++tries) {
+    const std::string dir = base + "/" + c.run_id + "_" + random_suffix();
+    if (make_private_dir(dir)) {
+      run_dir_ = dir;
+      return;
+    }
+    if (errno != EEXIST) throw std::runtime_error("cannot create log directory " + dir + ": " + std::strerror(errno));
+  }
+  throw std::runtime_error("cannot create log directory in " + base + ": 100 fresh names were all taken");
 }
 
 LogDir::~LogDir() {
@@ -59,10 +74,11 @@ void LogDir::prepare_attempt(int attempt, int nproc) {
   fs::path dir = fs::path(run_dir_) / ("attempt_" + std::to_string(attempt));
   std::error_code ec;
   fs::remove_all(dir, ec);
-  for (int r = 0; r < nproc; ++r) {
-    fs::create_directories(dir / std::to_string(r), ec);
-    if (ec) throw std::runtime_error("cannot create log directory " + (dir / std::to_string(r)).string() + ": " + ec.message());
-  }
+  // The run directory is ours and 0700: what is made in it is fresh.
+  std::string why_not;
+  if (!ensure_private_dir(dir.string(), why_not)) throw std::runtime_error(why_not);
+  for (int r = 0; r < nproc; ++r)
+    if (!ensure_private_dir((dir / std::to_string(r)).string(), why_not)) throw std::runtime_error(why_not);
 }
 
 std::string LogDir::file(int attempt, int local_rank, const char* name) const {

@@ -2,6 +2,9 @@
 //   <base>/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout.log,stderr.log,error.json}
 // base is --log-dir, or a fresh temp dir "torchelastic_*" that is removed at
 // exit when nothing was redirected into it and the job succeeded.
+// <run_id>_<random> is always a fresh directory, 0700 whatever the umask
+// (torchrun's mkdtemp), and every directory in it 0700 (agent/private_files.h):
+// another local user can neither read the logs nor plant anything in it.
 #pragma once
 
 #include <string>
@@ -26,7 +29,7 @@ class LogDir {
   void keep() { remove_at_exit_.clear(); }
   // The temporary base directory removed at exit, or "".
   const std::string& removed_at_exit() const { return remove_at_exit_; }
-  // Empties and recreates attempt_<n>/<rank>/ for every local rank.
+  // Empties and recreates attempt_<n>/<rank>/ for every local rank, 0700.
   void prepare_attempt(int attempt, int nproc);
   // "" when disabled.
   std::string file(int attempt, int local_rank, const char* name) const;

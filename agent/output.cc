@@ -1,6 +1,7 @@
 #include "agent/output.h"
 
 #include "agent/filtered_log.h"
+#include "agent/private_files.h"
 
 #include <errno.h>
 #include <unistd.h>
@@ -47,7 +48,7 @@ std::string line_prefix(const std::string& tmpl, const PrefixFields& f) {
 StreamSink::StreamSink(std::string prefix, int console_fd, const std::string& file_path, size_t tail_lines)
     : prefix_(std::move(prefix)), console_fd_(console_fd), path_(file_path), tail_max_(tail_lines) {
   if (file_path.empty()) return;
-  file_ = std::fopen(file_path.c_str(), "we");
+  file_ = open_private_stream(file_path);  // 0600, never through a link (agent/private_files.h)
   if (!file_)
     spdlog::warn("{} cannot open {}: {}; this worker's output is not kept in a file", prefix_, path_,
                  std::strerror(errno));

@@ -1,7 +1,6 @@
 #include "agent/python_hook.h"
 
-#include <filesystem>
-#include <fstream>
+#include "agent/private_files.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -26,11 +25,39 @@ def _cxxrun_register():
         sig = int(sig)
         if _signal.getsignal(sig) not in (_signal.SIG_DFL, None):
             return  # the program's own handler stays
-        out = open(path, "a")
-        faulthandler.register(sig, file=out, all_threads=True, chain=False)
-        out.write("cxxrun: stack dump on signal %d for pid %d\n" % (sig, _os.getpid()))
-        out.flush()
-        globals()["_cxxrun_stack_file"] = out  # faulthandler writes to its descriptor
+        # 0600, never through a link; then moved to a high descriptor: a
+        # program that closes what it inherited and opens its own files gets
+        # the low numbers back. The agent checks that the descriptor still is
+        # this file before it signals (agent/stack_hook.h).
+        fd = _os.open(path, _os.O_WRONLY | _os.O_APPEND | _os.O_CREAT | _os.O_NOFOLLOW | _os.O_CLOEXEC, 0o600)
+        try:
+            import fcntl
+
+            high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 512)
+            _os.close(fd)
+            fd = high
+        except Exception:
+            pass
+        with open("/proc/self/stat", "rb") as f:
+            start = int(f.read().rsplit(b")", 1)[1].split()[19])
+        faulthandler.register(sig, file=fd, all_threads=True, chain=False)
+        pid = _os.getpid()
+        _os.write(fd, b"cxxrun: stack dump on signal %d for pid %d\ncxxrun: pid %d started at %d dumps to fd %d\n"
+                  % (sig, pid, pid, start, fd))
+        real = _signal.signal
+
+        def signal(signalnum, handler):
+            # The program's own handler (or the default) replaces
+            # faulthandler's: the agent then reads the stack from outside.
+            previous = real(signalnum, handler)
+            if signalnum == sig:
+                try:
+                    _os.write(fd, b"cxxrun: stack dump off for pid %d (the program set its own handler)\n" % _os.getpid())
+                except OSError:
+                    pass
+            return previous
+
+        _signal.signal = signal
     except Exception:
         pass
 
@@ -180,22 +207,14 @@ def section(name, timeout=0):
 }  // namespace
 
 bool install_python_hook(const std::string& dir, std::string& why_not) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    why_not = "cannot create " + dir + ": " + ec.message();
-    return false;
-  }
-  std::filesystem::create_directories(dir + "/cxxrun", ec);
-  for (const auto& [file, text] : {std::pair{"/sitecustomize.py", kSitecustomize}, {"/cxxrun/__init__.py", kPackage}}) {
-    std::ofstream out(dir + file);
-    out << text;
-    out.close();
-    if (!out) {
-      why_not = "cannot write " + dir + file;
-      return false;
-    }
-  }
+  // Every worker executes these files: no other user may write them or
+  // anything beside them. The __pycache__ directories are made here, 0700:
+  // Python would make them with the workers' umask, and a .pyc planted in a
+  // writable one runs as the worker.
+  for (const char* sub : {"", "/__pycache__", "/cxxrun", "/cxxrun/__pycache__"})
+    if (!ensure_private_dir(dir + sub, why_not)) return false;
+  for (const auto& [file, text] : {std::pair{"/sitecustomize.py", kSitecustomize}, {"/cxxrun/__init__.py", kPackage}})
+    if (!write_private_file(dir + file, text, false, why_not)) return false;
   return true;
 }
 

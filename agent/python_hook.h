@@ -14,8 +14,10 @@
 
 namespace cxxrun::agent {
 
-// Writes the hook into `dir` (made if need be). False, with the reason in
-// `why_not`, when it cannot.
+// Writes the hook into `dir` (made if need be), 0700 directories and 0600
+// files whatever the umask, never through a link (agent/private_files.h):
+// every worker executes it. False, with the reason in `why_not`, when it
+// cannot.
 bool install_python_hook(const std::string& dir, std::string& why_not);
 
 // `dir` put first on a PYTHONPATH whose value was `current` ("" or unset:

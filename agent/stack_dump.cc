@@ -1,18 +1,23 @@
 #include "agent/stack_dump.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <thread>
 
 #include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
 
 #include "agent/log_dir.h"
+#include "agent/private_files.h"
+#include "agent/stack_hook.h"
 #include "common/env_names.h"
 
 namespace cxxrun::agent {
@@ -39,17 +44,24 @@ std::string read_range(const std::string& path, off_t from, off_t to) {
   return text;
 }
 
-// The pids the hook registered in `path`, first first ("cxxrun: stack dump
-// on signal 37 for pid 42").
-std::vector<pid_t> registered(const std::string& path) {
-  static const std::regex line(R"re(^cxxrun: stack dump on signal \d+ for pid (\d+)$)re");
-  std::vector<pid_t> pids;
-  std::ifstream in(path);
-  for (std::string text; std::getline(in, text);) {
-    std::smatch m;
-    if (std::regex_match(text, m, line)) pids.push_back(std::stoi(m[1]));
-  }
-  return pids;
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A signalled hook that wrote nothing by then was not the handler that ran
+// (a program that set its own natively): the stack is read from outside.
+constexpr std::chrono::milliseconds kSilentHook{800};
+
+// A new 0600 file: the hang bundle is written only into a directory made for
+// it, and never through a link.
+bool write_fresh(const std::string& path, const std::string& text) {
+  std::string why_not;
+  if (write_private_file(path, text, true, why_not)) return true;
+  spdlog::warn("hang stacks: {}", why_not);
+  return false;
 }
 
 // eu-stack's view of `pid`, bounded: it runs on a thread of its own.
@@ -73,7 +85,7 @@ int stack_signal() { return SIGRTMIN + 3; }
 struct StackDump::Pending {
   struct Each {
     Target target;
-    std::string file;  // the hook's stacks.txt; "" for a native worker
+    std::string file;  // the hook's stacks.txt; "" for a stack read from outside
     off_t start = 0;
     off_t last = 0;
     int stable = 0;
@@ -83,6 +95,7 @@ struct StackDump::Pending {
   int attempt = 0;
   std::vector<Each> each;
   std::vector<Done> waiters;
+  std::chrono::steady_clock::time_point signalled;
   std::chrono::steady_clock::time_point deadline;
   std::vector<std::thread> readers;
 };
@@ -108,6 +121,31 @@ void StackDump::add_env(EnvMap& env, int attempt, int local_rank) const {
     if (!env.count(name)) env[name] = value;
 }
 
+pid_t StackDump::hook_to_signal(const Target& t, const std::string& file) {
+  if (file.empty()) return 0;
+  for (const HookRegistration& r : hook_registrations(read_all(file))) {
+    const std::string why_not = why_not_signal(r, t.pid, file);
+    if (why_not.empty()) return r.pid;
+    spdlog::debug("hang stacks: rank {}: not signalling its hook: {}", t.rank, why_not);
+  }
+  return 0;
+}
+
+void StackDump::read_from_outside(size_t index, pid_t pid) {
+  // On a thread: eu-stack stops the process a moment.
+  std::weak_ptr<Pending> weak = pending_;
+  pending_->readers.emplace_back([this, weak, index, pid] {
+    std::string text = native_stack(pid);
+    asio::post(io_, [this, weak, index, text = std::move(text)] {
+      auto live = weak.lock();
+      if (!live || live != pending_ || index >= live->each.size() || live->each[index].done) return;
+      live->each[index].text = text;
+      live->each[index].done = true;
+      poll();
+    });
+  });
+}
+
 void StackDump::collect(int attempt, const std::vector<Target>& targets, Done done) {
   if (pending_ && !pending_->waiters.empty()) {
     pending_->waiters.push_back(std::move(done));
@@ -119,38 +157,22 @@ void StackDump::collect(int attempt, const std::vector<Target>& targets, Done do
   Pending& p = *pending_;
   p.attempt = attempt;
   p.waiters.push_back(std::move(done));
-  p.deadline = std::chrono::steady_clock::now() + kStackDeadline;
+  p.signalled = std::chrono::steady_clock::now();
+  p.deadline = p.signalled + kStackDeadline;
   for (const Target& t : targets) {
     Pending::Each e;
     e.target = t;
     const std::string file = logs_.file(attempt, t.local_rank, "stacks.txt");
-    std::vector<pid_t> pids = file.empty() ? std::vector<pid_t>{} : registered(file);
-    pid_t python = 0;
-    for (pid_t pid : pids)
-      if (kill(pid, 0) == 0) {
-        python = pid;
-        break;
-      }
+    const pid_t python = hook_to_signal(t, file);
     if (python > 0) {
       e.file = file;
       e.start = e.last = size_of(file);
-      kill(python, stack_signal());
-    } else {
-      // Read from outside, on a thread: eu-stack stops the process a moment.
-      const size_t index = p.each.size();
-      std::weak_ptr<Pending> weak = pending_;
-      p.readers.emplace_back([this, weak, index, pid = t.pid] {
-        std::string text = native_stack(pid);
-        asio::post(io_, [this, weak, index, text = std::move(text)] {
-          auto live = weak.lock();
-          if (!live || live != pending_ || index >= live->each.size() || live->each[index].done) return;
-          live->each[index].text = text;
-          live->each[index].done = true;
-          poll();
-        });
-      });
     }
     p.each.push_back(std::move(e));
+    if (python > 0)
+      kill(python, stack_signal());
+    else
+      read_from_outside(p.each.size() - 1, t.pid);
   }
   timer_.expires_after(kPoll);
   timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -161,8 +183,10 @@ void StackDump::collect(int attempt, const std::vector<Target>& targets, Done do
 void StackDump::poll() {
   if (!pending_ || pending_->waiters.empty()) return;
   Pending& p = *pending_;
+  const auto now_time = std::chrono::steady_clock::now();
   bool all = true;
-  for (auto& e : p.each) {
+  for (size_t i = 0; i < p.each.size(); ++i) {
+    auto& e = p.each[i];
     if (e.done) continue;
     if (!e.file.empty()) {
       const off_t now = size_of(e.file);
@@ -173,10 +197,15 @@ void StackDump::poll() {
       }
       if (now != e.last) e.stable = 0;
       e.last = now;
+      if (now == e.start && now_time - p.signalled >= kSilentHook) {
+        spdlog::debug("hang stacks: rank {}: its hook wrote nothing; reading its stack from outside", e.target.rank);
+        e.file.clear();
+        read_from_outside(i, e.target.pid);
+      }
     }
     all = false;
   }
-  if (all || std::chrono::steady_clock::now() >= p.deadline) return finish();
+  if (all || now_time >= p.deadline) return finish();
   timer_.expires_after(kPoll);
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) poll();
@@ -192,28 +221,39 @@ void StackDump::finish() {
     e.done = true;
     stacks[e.target.rank] = e.text;
   }
-  std::string bundle;
-  if (logs_.enabled()) {
-    bundle = logs_.run_dir() + "/attempt_" + std::to_string(p.attempt) + "/hang-" + std::to_string(hangs_++);
-    std::error_code ec;
-    std::filesystem::create_directories(bundle, ec);
-    for (const auto& [rank, text] : stacks) {
-      std::ofstream out(bundle + "/rank-" + std::to_string(rank) + ".txt");
-      out << (text.empty() ? "no stack could be taken\n" : text);
-    }
-    // NCCL flight-recorder dumps written so far (torch names them
-    // <prefix><rank>), beside the stacks.
-    for (const auto& e : p.each) {
-      const std::string dir = logs_.file(p.attempt, e.target.local_rank, "");
-      for (const auto& f : std::filesystem::directory_iterator(dir, ec))
-        if (f.path().filename().string().rfind(kNcclTracePrefix, 0) == 0)
-          std::filesystem::copy_file(f.path(), bundle + "/" + f.path().filename().string(),
-                                     std::filesystem::copy_options::overwrite_existing, ec);
-    }
-  }
   std::vector<Done> waiters = std::move(p.waiters);
   p.waiters.clear();
+  const std::string bundle = write_bundle(p.attempt, stacks, p);
   for (auto& done : waiters) done(stacks, bundle);
+}
+
+std::string StackDump::write_bundle(int attempt, const std::map<int, std::string>& stacks, const Pending& p) {
+  if (!logs_.enabled()) return "";
+  // A fresh directory: a name already taken (by anything, a planted link
+  // included) is passed over for the next.
+  const std::string attempt_dir = logs_.attempt_file(attempt, "");
+  std::string bundle;
+  for (int tries = 0; tries < 100 && bundle.empty(); ++tries) {
+    const std::string dir = attempt_dir + "hang-" + std::to_string(hangs_++);
+    if (make_private_dir(dir)) bundle = dir;
+    else if (errno != EEXIST) break;
+  }
+  if (bundle.empty()) {
+    spdlog::warn("hang stacks: cannot create a bundle directory in {}: {}", attempt_dir, std::strerror(errno));
+    return "";
+  }
+  for (const auto& [rank, text] : stacks)
+    write_fresh(bundle + "/rank-" + std::to_string(rank) + ".txt", text.empty() ? "no stack could be taken\n" : text);
+  // NCCL flight-recorder dumps written so far (torch names them
+  // <prefix><rank>), beside the stacks.
+  std::error_code ec;
+  for (const auto& e : p.each) {
+    const std::string dir = logs_.file(attempt, e.target.local_rank, "");
+    for (const auto& f : std::filesystem::directory_iterator(dir, ec))
+      if (f.is_regular_file(ec) && !f.is_symlink(ec) && f.path().filename().string().rfind(kNcclTracePrefix, 0) == 0)
+        write_fresh(bundle + "/" + f.path().filename().string(), read_all(f.path().string()));
+  }
+  return bundle;
 }
 
 }  // namespace cxxrun::agent

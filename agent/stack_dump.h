@@ -3,9 +3,14 @@
 // threads: cxxrun's hook (agent/python_hook.h) registers faulthandler for
 // kStackSignal in every Python process a worker starts, writing to the
 // worker's stacks.txt; the agent sends the signal and reads what was
-// appended. Any other worker is read from outside by elfutils' eu-stack
-// (ptrace; root or the same user with ptrace allowed). Each rank's stack goes
-// to <attempt dir>/hang-<n>/rank-<rank>.txt, one bundle per hang.
+// appended, but only to a process whose hook can still take it
+// (agent/stack_hook.h: the same process as registered, in the worker's tree,
+// its descriptor still the stacks file, the signal still caught). Any other
+// worker, and one whose hook wrote nothing within kSilentHook, is read from
+// outside by elfutils' eu-stack (ptrace; root or the same user with ptrace
+// allowed). Each rank's stack goes to <attempt dir>/hang-<n>/rank-<rank>.txt,
+// one bundle per hang, in a fresh 0700 directory of 0600 files
+// (agent/private_files.h).
 #pragma once
 
 #include <sys/types.h>
@@ -68,8 +73,13 @@ class StackDump {
 
  private:
   struct Pending;
+  // The registered hook of `t` that may be signalled now (agent/stack_hook.h), or 0.
+  pid_t hook_to_signal(const Target& t, const std::string& file);
+  void read_from_outside(size_t index, pid_t pid);
   void poll();
   void finish();
+  // The bundle's directory, "" when none could be made.
+  std::string write_bundle(int attempt, const std::map<int, std::string>& stacks, const Pending& p);
 
   boost::asio::io_context& io_;
   const LogDir& logs_;

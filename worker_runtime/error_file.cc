@@ -1,10 +1,13 @@
 #include "worker_runtime/error_file.h"
 #include "common/env_names.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 namespace cxxrun::worker {
@@ -21,9 +24,19 @@ bool write_error_file(const std::string& message, const std::string& details) {
       {"timestamp_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()}};
   if (!details.empty()) extra["py_callstack"] = details;
   nlohmann::json doc = {{"message", {{"message", message}, {"extraInfo", extra}}}};
-  std::ofstream out(path);
-  out << doc.dump();
-  return static_cast<bool>(out);
+  // 0600 and never through a link, as everything in the run directory
+  // (agent/private_files.h, which a worker cannot include).
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const std::string text = doc.dump();
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return ::close(fd) == 0 && done == text.size();
 }
 
 }  // namespace cxxrun::worker

@@ -1,0 +1,43 @@
+// Files and directories only the job's user may touch, whatever the umask,
+// created without following a link another user planted: the run directory
+// and everything cxxrun writes in it (agent/log_dir.h), the Python hook that
+// every worker executes (agent/python_hook.h), the hang bundles
+// (agent/stack_dump.h), the duplicate filters' files, worker logs, heartbeat
+// pages. Directories are 0700 and files 0600, as torchrun's `mkdtemp` run
+// directory: on a shared machine nothing a job writes is readable by, or
+// writable by, another local user, and nothing another user can write is
+// ever executed by a worker (docs/torchrun-compat.md §6).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+namespace cxxrun::agent {
+
+// Creates `path` as a new directory, mode 0700 exactly. Fails (false, errno
+// set; EEXIST when anything, a link included, is there already) rather than
+// taking over an entry it did not make.
+bool make_private_dir(const std::string& path);
+
+// `path` as a directory of ours: made 0700 when missing; when there, it must
+// be a directory itself (not a link to one) owned by this user, and is then
+// set to 0700. False with the reason in words otherwise.
+bool ensure_private_dir(const std::string& path, std::string& why_not);
+
+// Opens `path` write-only, created 0600 (an existing file of ours is set to
+// 0600), never through a link at its last component. `fresh`: fails with
+// EEXIST when anything is there. `truncate`: an existing file is emptied,
+// once it is known to be a regular file of ours (O_TRUNC on open would empty
+// another user's first). A character device (/dev/null, /dev/full: only root
+// makes one) is opened as it is. Close-on-exec. -1 with errno set (ELOOP for
+// a link, EPERM for a file that is not ours, a FIFO or a socket).
+int open_private_file(const std::string& path, bool fresh, bool truncate);
+
+// open_private_file(path, false, true) as a stdio stream; nullptr with errno.
+std::FILE* open_private_stream(const std::string& path);
+
+// Writes `text` to a new 0600 file at `path` (fresh, or an existing regular
+// file of ours, emptied). False with the reason in words.
+bool write_private_file(const std::string& path, const std::string& text, bool fresh, std::string& why_not);
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,202 @@
+"""A job on a shared machine (docs/torchrun-compat.md §6): whatever the
+umask, everything cxxrun creates in the run directory is private to the job's
+user (0700 directories, 0600 files, as torchrun's mkdtemp), so another local
+user can neither read it, plant a link in it, nor change the Python hook every
+worker executes; and the hang stack dump never kills a worker, runs its own
+handler, or writes into a descriptor the hook no longer holds, under the
+forked default and spawn alike (agent/private_files.h, agent/stack_hook.h)."""
+import glob
+import os
+import pwd
+import stat
+import unittest
+
+from harness import TempDirTest, clean_env, run, start, end, wait_for
+
+try:
+    NOBODY = pwd.getpwnam("nobody").pw_uid
+except KeyError:
+    NOBODY = None
+
+# Waits (bounded) for the test to say go, printing a line first and
+# appending to a filter's file; a beating worker is never hung.
+WAITING = """
+import os, sys, time
+print("loss=1", flush=True)
+go = sys.argv[1]
+for _ in range(1200):
+    if os.path.exists(go):
+        break
+    time.sleep(0.05)
+"""
+
+# Every rank wedges with no progress, each after a different thing done to
+# the stack signal or the hook's descriptor.
+WEDGED = """
+import ctypes, os, signal, sys, threading
+rank = int(os.environ["RANK"])
+sig = int(os.environ["CXXRUN_STACK_SIGNAL"])
+if rank == 0:
+    # The default action, set natively: the dump would end the worker.
+    ctypes.CDLL(None).signal(sig, ctypes.c_void_p(0))
+elif rank == 1:
+    def handler(signum, frame):
+        with open(sys.argv[1] + "/handler-ran", "a") as f:
+            f.write("ran\\n")
+    signal.signal(sig, handler)
+elif rank == 2:
+    # A daemon's idiom: close what was inherited, then open a data file.
+    os.closerange(3, 65536)
+    fd = os.open(sys.argv[1] + "/data", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    os.write(fd, b"DATA")
+    os.environ["DATA_FD"] = str(fd)
+print("wedged", flush=True)
+threading.Event().wait()
+"""
+
+
+def as_user(uid, action):
+    """Runs `action()` in a child with another uid; returns what it raised
+    (an exception's class name) or "ok"."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            action()
+            said = b"ok"
+        except Exception as e:
+            said = type(e).__name__.encode()
+        os.write(w, said)
+        os._exit(0)
+    os.close(w)
+    said = os.read(r, 100).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    return said
+
+
+def not_private(root):
+    """Entries under `root` (itself included) that are not a 0700 directory
+    or a 0600 file."""
+    found = []
+    for path in [root] + [os.path.join(d, n) for d, dirs, files in os.walk(root) for n in dirs + files]:
+        st = os.lstat(path)
+        want = 0o700 if stat.S_ISDIR(st.st_mode) else 0o600
+        if stat.S_IMODE(st.st_mode) != want:
+            found.append(f"{path} {oct(stat.S_IMODE(st.st_mode))}")
+    return found
+
+
+class SharedMachine(TempDirTest):
+    def shared_log_dir(self):
+        # A world-writable, sticky --log-dir another user can reach.
+        os.chmod(self.dir, 0o755)
+        logs = os.path.join(self.dir, "shared")
+        os.mkdir(logs)
+        os.chmod(logs, 0o1777)
+        return logs
+
+    def run_with_umask(self, mask, args, **kwargs):
+        old = os.umask(mask)
+        try:
+            return run(args, **kwargs)
+        finally:
+            os.umask(old)
+
+    @unittest.skipUnless(os.geteuid() == 0 and NOBODY is not None, "needs root and a user 'nobody'")
+    def test_another_user_cannot_change_the_hook_or_plant_links_under_umask_000(self):
+        logs = self.shared_log_dir()
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write(WAITING)
+        go = os.path.join(self.dir, "go")
+        old = os.umask(0)
+        try:
+            p = start(["--nproc-per-node=1", "--redirects=3", f"--log-dir={logs}", script, go])
+        finally:
+            os.umask(old)
+        try:
+            wait_for(lambda: glob.glob(os.path.join(logs, "*", "attempt_0", "0", "stdout.log")), timeout=30,
+                     what="the worker's log")
+            run_dir = glob.glob(os.path.join(logs, "*"))[0]
+            hook = os.path.join(run_dir, "python", "sitecustomize.py")
+            self.assertTrue(os.path.exists(hook))
+
+            def inject():
+                with open(hook, "a") as f:
+                    f.write("import os; os.system('touch /tmp/owned')\n")
+
+            def plant():
+                os.symlink("/tmp", os.path.join(run_dir, "attempt_0", "hang-0"))
+
+            def read_log():
+                with open(os.path.join(run_dir, "attempt_0", "0", "stdout.log")) as f:
+                    f.read()
+
+            self.assertEqual(as_user(NOBODY, inject), "PermissionError")
+            self.assertEqual(as_user(NOBODY, plant), "PermissionError")
+            self.assertEqual(as_user(NOBODY, read_log), "PermissionError")
+            self.assertEqual(as_user(NOBODY, lambda: os.listdir(run_dir)), "PermissionError")
+        finally:
+            open(go, "w").close()
+            try:
+                p.wait(timeout=30)
+            finally:
+                end(p)
+        self.assertEqual(p.returncode, 0)
+
+    def test_everything_in_the_run_directory_is_private_whatever_the_umask(self):
+        script = os.path.join(self.dir, "wedge.py")
+        with open(script, "w") as f:
+            f.write("import threading\nprint('loss=1', flush=True)\nthreading.Event().wait()\n")
+        for mask, method in ((0o000, "forkserver"), (0o022, "spawn")):
+            with self.subTest(umask=oct(mask), start_method=method):
+                logs = os.path.join(self.dir, f"logs-{method}")
+                events = os.path.join(self.dir, f"events-{method}.jsonl")
+                # Redirected and tee'd logs, a filter's file, heartbeat pages,
+                # the hook, every rank's stacks and a hang bundle.
+                rc, out, err = self.run_with_umask(
+                    mask, ["--nproc-per-node=2", f"--start-method={method}", "--hang-timeout=2",
+                           "--heartbeat-timeout=600", "--redirects=1", "--tee=2",
+                           "--duplicate-stderr-filters=loss", f"--log-dir={logs}", f"--event-log={events}",
+                           script], timeout=60)
+                self.assertEqual(rc, 240, err)
+                run_dir = glob.glob(os.path.join(logs, "*"))[0]
+                self.assertTrue(glob.glob(os.path.join(run_dir, "attempt_0", "hang-0", "rank-1.txt")), err)
+                self.assertTrue(os.path.exists(os.path.join(run_dir, "attempt_0", "0", "stacks.txt")), err)
+                self.assertTrue(os.path.exists(os.path.join(run_dir, "python", "sitecustomize.py")), err)
+                self.assertEqual(not_private(run_dir), [])
+                self.assertEqual(stat.S_IMODE(os.stat(events).st_mode), 0o600)
+
+
+class StackSignal(TempDirTest):
+    def test_the_dump_never_kills_runs_a_handler_or_writes_into_a_data_file(self):
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write(WEDGED)
+        for method in ("forkserver", "spawn"):
+            with self.subTest(start_method=method):
+                work = os.path.join(self.dir, method)
+                os.mkdir(work)
+                logs = os.path.join(work, "logs")
+                rc, out, err = run(["--nproc-per-node=3", f"--start-method={method}", "--hang-timeout=2",
+                                    f"--log-dir={logs}", script, work], timeout=60)
+                self.assertEqual(rc, 240, err)
+                self.assertNotIn("not sent by cxxrun", err)
+                self.assertIn("killed-by-cxxrun: the hang watchdog", err)
+                self.assertFalse(os.path.exists(os.path.join(work, "handler-ran")), err)
+                with open(os.path.join(work, "data"), "rb") as f:
+                    self.assertEqual(f.read(), b"DATA")
+                bundle = glob.glob(os.path.join(logs, "*", "attempt_0", "hang-0"))[0]
+                for rank in range(3):
+                    with open(os.path.join(bundle, f"rank-{rank}.txt")) as f:
+                        # Read from outside: eu-stack's threads, or its absence said.
+                        self.assertRegex(f.read(), r"TID \d+|eu-stack not found", f"rank {rank}")
+
+
+if __name__ == "__main__":
+    unittest.main()

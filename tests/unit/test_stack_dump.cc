@@ -1,0 +1,141 @@
+// The stack collector signals only a process whose hook can still take the
+// stack (agent/stack_hook.h), and writes the hang bundle only into a
+// directory it made (agent/stack_dump.h).
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "agent/config.h"
+#include "agent/log_dir.h"
+#include "agent/stack_dump.h"
+#include "agent/stack_hook.h"
+#include "temp_tree.h"
+
+using namespace cxxrun::agent;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A child that waits, with the stack signal at its default action: the
+// signal would end it.
+struct Sleeper {
+  pid_t pid = 0;
+  Sleeper() {
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      signal(stack_signal(), SIG_DFL);
+      for (int i = 0; i < 600; ++i) sleep(1);
+      _exit(0);
+    }
+  }
+  // Still running (not ended by a signal).
+  bool alive() {
+    int status = 0;
+    return waitpid(pid, &status, WNOHANG) == 0;
+  }
+  ~Sleeper() {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+};
+
+std::string registration(pid_t pid, unsigned long long start, int fd) {
+  return "cxxrun: stack dump on signal " + std::to_string(stack_signal()) + " for pid " + std::to_string(pid) +
+         "\ncxxrun: pid " + std::to_string(pid) + " started at " + std::to_string(start) + " dumps to fd " +
+         std::to_string(fd) + "\n";
+}
+
+struct Collected {
+  std::map<int, std::string> stacks;
+  std::string bundle;
+};
+
+Collected collect(const LogDir& logs, pid_t worker) {
+  boost::asio::io_context io;
+  StackDump dump(io, logs);
+  Collected got;
+  bool done = false;
+  dump.collect(0, {{0, 0, worker}}, [&](std::map<int, std::string> stacks, const std::string& bundle) {
+    got = {std::move(stacks), bundle};
+    done = true;
+  });
+  for (int i = 0; i < 200 && !done; ++i) io.run_for(std::chrono::milliseconds(50));
+  REQUIRE(done);
+  return got;
+}
+
+Config job_in(const std::string& dir) {
+  Config c;
+  c.log_dir = dir;
+  c.run_id = "job";
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("the hook's registrations are read with where they started and write", "[stack_dump]") {
+  const auto regs = hook_registrations(registration(42, 1234, 517) + "Current thread 0x1 (most recent call first):\n" +
+                                       registration(43, 99, 3) + "cxxrun: stack dump off for pid 43 (the program set its own handler)\n");
+  REQUIRE(regs.size() == 2);
+  CHECK(regs[0].pid == 42);
+  CHECK(regs[0].start == 1234);
+  CHECK(regs[0].fd == 517);
+  CHECK_FALSE(regs[0].off);
+  CHECK(regs[1].pid == 43);
+  CHECK(regs[1].off);
+}
+
+TEST_CASE("a registered pid that is no longer the job's process is never signalled", "[stack_dump]") {
+  TempDir tmp;
+  LogDir logs(job_in(tmp.path));
+  logs.prepare_attempt(0, 1);
+  Sleeper worker;    // the worker, whose Python helper registered and exited
+  Sleeper stranger;  // the process that got the helper's pid: not the job's
+  const std::string file = logs.file(0, 0, "stacks.txt");
+  const unsigned long long start = process_start_time(stranger.pid);
+  REQUIRE(start > 0);
+
+  SECTION("recycled: same pid, another start time") {
+    std::ofstream(file) << registration(stranger.pid, start - 1, 2);
+    CHECK(why_not_signal(hook_registrations(registration(stranger.pid, start - 1, 2))[0], worker.pid, file)
+              .find("no longer the process that registered") != std::string::npos);
+  }
+  SECTION("not in the worker's tree") {
+    std::ofstream(file) << registration(stranger.pid, start, 2);
+    CHECK(why_not_signal(hook_registrations(registration(stranger.pid, start, 2))[0], worker.pid, file)
+              .find("not in worker pid") != std::string::npos);
+  }
+  SECTION("registered as an older hook did, without start time or descriptor") {
+    std::ofstream(file) << "cxxrun: stack dump on signal " << stack_signal() << " for pid " << stranger.pid << "\n";
+  }
+  collect(logs, worker.pid);
+  CHECK(stranger.alive());
+  CHECK(worker.alive());
+}
+
+TEST_CASE("the hang bundle is never written through a planted link", "[stack_dump]") {
+  TempDir tmp;
+  LogDir logs(job_in(tmp.path));
+  logs.prepare_attempt(0, 1);
+  const std::string elsewhere = tmp.path + "/elsewhere";
+  fs::create_directories(elsewhere);
+  REQUIRE(symlink(elsewhere.c_str(), logs.attempt_file(0, "hang-0").c_str()) == 0);
+  Sleeper worker;
+  const Collected got = collect(logs, worker.pid);
+  CHECK(fs::is_empty(elsewhere));
+  CHECK(got.bundle == logs.attempt_file(0, "hang-1"));
+  struct stat st {};
+  REQUIRE(stat(got.bundle.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  REQUIRE(stat((got.bundle + "/rank-0.txt").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+}
