@@ -1,6 +1,7 @@
 // The stack collector signals only a process whose hook can still take the
 // stack (agent/stack_hook.h), and writes the hang bundle only into a
 // directory it made (agent/stack_dump.h).
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -138,4 +139,41 @@ TEST_CASE("the hang bundle is never written through a planted link", "[stack_dum
   CHECK((st.st_mode & 0777) == 0700);
   REQUIRE(stat((got.bundle + "/rank-0.txt").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
+}
+
+namespace {
+volatile sig_atomic_t handled = 0;
+void count(int) { handled = handled + 1; }
+}  // namespace
+
+TEST_CASE("a signalled hook that writes nothing is read from outside", "[stack_dump]") {
+  // A process that registered as the hook does, then set a native handler of
+  // its own (as C code may, past the hook's watch): the signal is caught, the
+  // checks pass, nothing is written, and eu-stack takes the stack.
+  TempDir tmp;
+  LogDir logs(job_in(tmp.path));
+  logs.prepare_attempt(0, 1);
+  const std::string file = logs.file(0, 0, "stacks.txt");
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    signal(stack_signal(), count);
+    const std::string text = registration(getpid(), process_start_time(getpid()), fd);
+    if (write(fd, text.data(), text.size()) < 0) _exit(1);
+    if (write(ready[1], "x", 1) < 0) _exit(1);
+    for (int i = 0; i < 600; ++i) sleep(1);
+    _exit(0);
+  }
+  close(ready[1]);
+  char c;
+  REQUIRE(read(ready[0], &c, 1) == 1);
+  close(ready[0]);
+  const Collected got = collect(logs, child);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  REQUIRE(got.stacks.count(0));
+  if (access("/usr/bin/eu-stack", X_OK) == 0) CHECK(got.stacks.at(0).find("TID") != std::string::npos);
 }
