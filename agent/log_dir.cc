@@ -2,12 +2,16 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <system_error>
+
+#include <spdlog/spdlog.h>
 
 #include "agent/private_files.h"
 
@@ -38,6 +42,18 @@ std::string make_temp_base() {
   return tmpl;
 }
 
+// A base others may write without the sticky bit lets them move the run
+// directory aside and put their own, with their own Python hook, in its
+// place: nothing cxxrun can make inside prevents that.
+void warn_if_others_can_replace(const std::string& base) {
+  struct stat st {};
+  if (::stat(base.c_str(), &st) != 0 || (st.st_mode & S_ISVTX) != 0) return;
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || (st.st_uid != 0 && st.st_uid != ::geteuid()))
+    spdlog::warn("the log directory {} can be changed by other users (mode {:o}, owner uid {}) and is not sticky: they "
+                 "could replace this job's run directory; give --log-dir a directory only you can change",
+                 base, st.st_mode & 07777, st.st_uid);
+}
+
 }  // namespace
 
 LogDir::LogDir(const Config& c) {
@@ -47,9 +63,9 @@ LogDir::LogDir(const Config& c) {
     base = make_temp_base();
     if (!redirects_anything(c.redirects) && !redirects_anything(c.tee)) remove_at_exit_ = base;
   }
-  std::error_code ec;
-  fs::create_directories(base, ec);
-  if (ec) throw std::runtime_error("cannot create log directory " + base + ": " + ec.message());
+  std::string why_not;
+  if (!make_private_dirs(base, why_not)) throw std::runtime_error(why_not);
+  warn_if_others_can_replace(base);
   // As torchrun's mkdtemp: a fresh directory, 0700 whatever the umask. In a
   // --log-dir other users may write, a name someone else took (a planted
   // directory or link) is never used; another name is drawn.

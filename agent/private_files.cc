@@ -40,6 +40,30 @@ bool ensure_private_dir(const std::string& path, std::string& why_not) {
   return ok;
 }
 
+bool make_private_dirs(const std::string& path, std::string& why_not) {
+  // Parents first, from the top; one component at a time, so each one made
+  // is made 0700.
+  std::string prefix;
+  size_t at = 0;
+  for (int depth = 0; depth < 256 && at != std::string::npos; ++depth) {
+    at = path.find('/', at + 1);
+    prefix = path.substr(0, at);
+    if (prefix.empty() || prefix == "/") continue;
+    if (make_private_dir(prefix)) continue;
+    // Something there: a file in the way shows at the next component
+    // (ENOTDIR), or below for the last one.
+    if (errno == EEXIST) continue;
+    why_not = "cannot create directory " + prefix + ": " + std::strerror(errno);
+    return false;
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    why_not = "cannot create directory " + path + ": " + std::strerror(ENOTDIR);
+    return false;
+  }
+  return true;
+}
+
 int open_private_file(const std::string& path, bool fresh, bool truncate) {
   // O_NONBLOCK: a FIFO planted at `path` must not hold the open until a
   // reader comes; it is refused below, and the flag cleared for a file.

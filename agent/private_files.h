@@ -24,6 +24,11 @@ bool make_private_dir(const std::string& path);
 // set to 0700. False with the reason in words otherwise.
 bool ensure_private_dir(const std::string& path, std::string& why_not);
 
+// `path` and its missing parents, as `mkdir -p`: each directory it makes is
+// 0700 whatever the umask; those already there are left as they are. False
+// with the reason in words (a component that is not a directory included).
+bool make_private_dirs(const std::string& path, std::string& why_not);
+
 // Opens `path` write-only, created 0600 (an existing file of ours is set to
 // 0600), never through a link at its last component. `fresh`: fails with
 // EEXIST when anything is there. `truncate`: an existing file is emptied,

@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include "agent/numa_binding.h"
+#include "agent/private_files.h"
 #include "launcher/devices.h"
 #include "launcher/extensions.h"
 #include "launcher/program.h"
@@ -148,10 +149,9 @@ void check_log_dir(const RawValue& value) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw UsageError(fmt::format("{}: {} is not a directory", value.shown(), dir));
-  fs::create_directories(dir, ec);
-  if (ec)
-    throw UsageError(
-        fmt::format("{}: cannot create directory {}: {}", value.shown(), dir, ec.message()));
+  // Made 0700, as everything cxxrun makes for a job (agent/private_files.h).
+  std::string why_not;
+  if (!agent::make_private_dirs(dir, why_not)) throw UsageError(fmt::format("{}: {}", value.shown(), why_not));
   std::string probe = (fs::path(dir) / ".cxxrun_probe_XXXXXX").string();
   if (mkdtemp(probe.data()) == nullptr)
     throw UsageError(fmt::format("{}: cannot create files in directory {}: {}", value.shown(), dir,

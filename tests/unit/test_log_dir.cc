@@ -57,7 +57,7 @@ TEST_CASE("the run directory, its attempts and the Python hook are private whate
     REQUIRE(chmod(tmp.path.c_str(), 01777) == 0);  // a shared --log-dir
     Umask scoped(mask);
     Config c;
-    c.log_dir = tmp.path + "/logs";
+    c.log_dir = tmp.path + "/new/logs";  // made by cxxrun, so 0700 as well
     c.run_id = "job";
     LogDir logs(c);
     logs.prepare_attempt(0, 2);
@@ -65,6 +65,9 @@ TEST_CASE("the run directory, its attempts and the Python hook are private whate
     REQUIRE(install_python_hook(logs.run_dir() + "/python", why_not));
     INFO("umask " << mask);
     CHECK(not_private(logs.run_dir()) == "");
+    CHECK(mode_of(tmp.path + "/new") == 0700);
+    CHECK(mode_of(tmp.path + "/new/logs") == 0700);
+    CHECK(mode_of(tmp.path) == 01777);  // there already: left as it is
     CHECK(fs::exists(logs.run_dir() + "/attempt_0/1"));
     CHECK(fs::exists(logs.run_dir() + "/python/__pycache__"));
     CHECK(fs::exists(logs.run_dir() + "/python/cxxrun/__init__.py"));
