@@ -93,11 +93,13 @@ constexpr char kPackage[] = R"PY("""cxxrun's worker API for Python, on every wor
             train(batch)
         cxxrun.heartbeat()                          # judged by --heartbeat-timeout
 
-Only the main thread speaks for the worker: a beat or a section from another
-thread is ignored (said once on stderr), since a side thread that keeps
-beating proves nothing about a main thread that is wedged. Without
---heartbeat-timeout or --section-timeout the agent gives the worker no page,
-and every call does nothing.
+The main thread speaks for the worker. heartbeat() from another thread counts
+only when the main thread moved since the last beat that counted (it is at
+another line, or it used CPU time): a side thread that keeps beating while the
+main thread is wedged does not hide the hang, and it still arms the judge
+(its first beat counts). A section from another thread is ignored (said once
+on stderr). Without --heartbeat-timeout or --section-timeout the agent gives
+the worker no page, and every call does nothing.
 """
 import contextlib
 import mmap
@@ -116,10 +118,19 @@ _page = None  # None: not looked for yet; False: none
 _warned = False
 
 
+_map_lock = threading.Lock()
+
+
 def _map():
     global _page
-    if _page is None:
-        _page = False
+    if _page is not None:
+        return _page or None
+    # One thread maps; another calling meanwhile waits for its answer instead
+    # of reading the "looked for" mark as "no page".
+    with _map_lock:
+        if _page is not None:
+            return _page or None
+        page_found = False
         path = os.environ.get("CXXRUN_HEARTBEAT_FILE")
         if path:
             try:
@@ -130,9 +141,10 @@ def _map():
                     os.close(fd)
                 if struct.unpack_from("<Q", page, 0)[0] == _MAGIC:
                     struct.pack_into("<Q", page, 16, os.getpid())
-                    _page = page
+                    page_found = page
             except (OSError, ValueError):
                 pass
+        _page = page_found
     return _page or None
 
 
@@ -147,6 +159,29 @@ def _main_thread(what):
     return False
 
 
+_main_at = None  # where the main thread was at the last beat that counted
+_main_cpu = None  # and its CPU time then, in ns
+_CPU_MOVED_NS = 1000000  # less is a blocked thread's noise
+
+
+def _main_moved():
+    """Whether the main thread moved since the last beat that counted: a
+    side thread's beat speaks for the worker only then. The first counts."""
+    global _main_at, _main_cpu
+    main = threading.main_thread()
+    frame = sys._current_frames().get(main.ident)
+    at = (id(frame.f_code), frame.f_lineno) if frame is not None else None
+    try:
+        cpu = time.clock_gettime_ns(time.pthread_getcpuclockid(main.ident))
+    except (AttributeError, OSError, OverflowError):
+        cpu = None  # a main thread that ended, or no per-thread clock
+    moved = (_main_cpu is None and _main_at is None) or at != _main_at or (
+        cpu is not None and _main_cpu is not None and cpu - _main_cpu >= _CPU_MOVED_NS)
+    if moved:
+        _main_at, _main_cpu = at, cpu
+    return moved
+
+
 def _now():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
@@ -157,9 +192,15 @@ def enabled():
 
 
 def heartbeat():
-    """The main thread made progress."""
+    """The main thread made progress. From another thread: counts only when
+    the main thread moved since the last beat that counted."""
     page = _map()
-    if page is None or not _main_thread("heartbeat"):
+    if page is None:
+        return
+    if threading.current_thread() is threading.main_thread():
+        global _main_at, _main_cpu
+        _main_at = _main_cpu = None  # the main thread speaks for itself
+    elif not _main_moved():
         return
     beats = struct.unpack_from("<Q", page, 24)[0]
     struct.pack_into("<Q", page, 32, _now())

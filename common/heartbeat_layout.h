@@ -12,7 +12,10 @@
  *   a straggler of an earlier attempt can never write into a new page.
  * Worker, beat: last_beat_ns = CLOCK_MONOTONIC now; beats += 1. The agent
  *   judges the heartbeat only once last_beat_ns != 0: a program that never
- *   beats is never judged.
+ *   beats is never judged. A beat says the worker's main work progressed:
+ *   Python's cxxrun.heartbeat() (agent/python_hook.cc) writes one from a side
+ *   thread only when the main thread moved since the last it wrote (the
+ *   first always, so beating only from a side thread still arms the judge).
  * Worker, section: a named span with its own timeout, kept in one of
  *   CXXRUN_HEARTBEAT_SECTIONS slots guarded by a sequence lock:
  *     claim   CAS seq from even E to E+1 (only the claimer writes the slot)

@@ -103,9 +103,10 @@ class HangTimeout(TempDirTest):
         self.assertIn("rank 1 waits in", inner["hang"])
         self.assertIn("wedge - " + program, json.loads(unhealthy[0]["metadata"]["raw_error"])["message"])
 
-    def test_a_side_thread_that_beats_does_not_hide_a_wedged_main_thread(self):
-        # `import cxxrun` with no install step; a beat from a side thread is
-        # not the worker's progress.
+    def test_side_thread_beats_alone_arm_the_judge(self):
+        # No beat from the main thread at all: the side thread's first beat
+        # arms --heartbeat-timeout, the others count only while the main
+        # thread moves, and it is wedged.
         script = os.path.join(self.dir, "side.py")
         with open(script, "w") as f:
             f.write("import threading, time\n"
@@ -114,21 +115,28 @@ class HangTimeout(TempDirTest):
                     "    while True:\n"
                     "        cxxrun.heartbeat()\n"
                     "        time.sleep(0.1)\n"
-                    "cxxrun.heartbeat()\n"
                     "threading.Thread(target=beat, daemon=True).start()\n"
                     "threading.Event().wait()  # the main thread wedges\n")
         rc, out, err = run(["--nproc-per-node=1", "--heartbeat-timeout=2", script], timeout=60)
         self.assertEqual(rc, 240, err)
         self.assertIn("no heartbeat for", err)
-        self.assertIn("heartbeat() from a thread other than the main one is ignored", err)
+
+    def test_a_section_from_a_side_thread_is_ignored(self):
+        # `import cxxrun` with no install step; the main thread's section is judged.
         with_section = os.path.join(self.dir, "section.py")
         with open(with_section, "w") as f:
             f.write("import threading, cxxrun\n"
+                    "def side():\n"
+                    "    with cxxrun.section('other', timeout=0.5):\n"
+                    "        threading.Event().wait()\n"
+                    "threading.Thread(target=side, daemon=True).start()\n"
                     "with cxxrun.section('step', timeout=1):\n"
                     "    threading.Event().wait()\n")
         rc, out, err = run(["--nproc-per-node=1", "--section-timeout=other=60", with_section], timeout=60)
         self.assertEqual(rc, 240, err)
         self.assertIn("section 'step' open for", err)
+        self.assertNotIn("section 'other'", err)
+        self.assertIn("section() from a thread other than the main one is ignored", err)
 
     def test_the_nccl_flight_recorder_is_on_and_its_dumps_join_the_bundle(self):
         # torch writes <TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank> when NCCL times
@@ -174,3 +182,4 @@ exec sleep 60
         rc, out, err = run(["--nproc-per-node=2", "--hang-timeout=2", worker], timeout=60)
         self.assertEqual(rc, 0, err)
         self.assertNotIn("no worker made progress", err)
+
