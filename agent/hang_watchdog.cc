@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -32,6 +33,17 @@ constexpr std::chrono::milliseconds kStackDumpGrace{1000};
 // --hang-timeout samples every worker's CPU time and output this often: a
 // /proc walk, so not every tick.
 constexpr int kProgressEveryTicks = 10;
+
+// The wall-clock time a worker was seen stopped, as the group's "was
+// stopped by" line printed it.
+std::string clock_time(std::chrono::system_clock::time_point tp) {
+  const time_t t = std::chrono::system_clock::to_time_t(tp);
+  tm local{};
+  localtime_r(&t, &local);
+  char buf[16];
+  strftime(buf, sizeof buf, "%H:%M:%S", &local);
+  return buf;
+}
 
 }  // namespace
 
@@ -79,6 +91,7 @@ void HangWatchdog::add_env(EnvMap& env, int local_rank) {
 void HangWatchdog::new_attempt(int attempt) {
   attempt_ = attempt;
   collecting_ = false;
+  settled_ = false;
   if (file_timer_) file_timer_->clear();
   if (progress_) progress_->reset(std::chrono::steady_clock::now());
 }
@@ -106,16 +119,18 @@ void HangWatchdog::tick() {
   tick_->expires_after(kTick);
   tick_->async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
-    if (judging_ && !collecting_) {
-      check_file_timers();
-      check_heartbeats();
-      if (progress_ && ++ticks_ % kProgressEveryTicks == 0) check_progress();
+    if (judging_ && !collecting_ && !settled_) {
+      std::vector<Verdict> verdicts;
+      check_file_timers(verdicts);
+      check_heartbeats(verdicts);
+      if (progress_ && ++ticks_ % kProgressEveryTicks == 0) check_progress(verdicts);
+      if (!verdicts.empty()) judge(verdicts);
     }
     tick();
   });
 }
 
-void HangWatchdog::check_file_timers() {
+void HangWatchdog::check_file_timers(std::vector<Verdict>& out) {
   const auto expired = file_timer_ ? file_timer_->expired() : std::vector<TimerExpiry>{};
   if (expired.empty()) return;
   // Only processes of this attempt: a stale pid may have been reused. One
@@ -128,40 +143,42 @@ void HangWatchdog::check_file_timers() {
     const Worker* worker = nullptr;
     for (const auto& w : group_.workers())
       if (w->running && w->pid == e.pid) worker = w.get();
-    const std::string what = fmt::format("scope '{}' of {} expired (the worker's request: {})", e.scope_id,
-                                         worker ? "local rank " + std::to_string(worker->local_rank)
-                                                : "a process of this attempt",
-                                         signal_name(e.signal));
-    if (e.signal <= 0) {
-      announce(what, worker ? worker->rank : -1, e.pid);
-      continue;
-    }
     Verdict v;
-    v.what = what;
+    v.what = fmt::format("scope '{}' of {} expired (the worker's request: {})", e.scope_id,
+                         worker ? "local rank " + std::to_string(worker->local_rank) : "a process of this attempt",
+                         signal_name(e.signal));
     v.killer = Killer::file_timer;
     v.sig = e.signal;
     v.pid = e.pid;
     v.rank = worker ? worker->rank : -1;
-    return judge(v);  // one hang at a time
+    if (e.signal <= 0) {
+      announce({v});  // torch only reports these
+      continue;
+    }
+    out.push_back(v);
   }
 }
 
-// The monitor judges (heartbeat_monitor.h); this only acts on its verdicts.
-void HangWatchdog::check_heartbeats() {
+// The monitor judges (heartbeat_monitor.h); this only gathers its verdicts,
+// one per worker.
+void HangWatchdog::check_heartbeats(std::vector<Verdict>& out) {
   if (!heartbeats_) return;
   for (const HeartbeatViolation& violation : heartbeats_->check())
-    for (const auto& w : group_.workers())
-      if (w->local_rank == violation.local_rank && w->running && !group_.hung(w->local_rank)) {
-        Verdict v;
-        v.what = describe(violation);
-        v.pid = w->pid;
-        v.rank = w->rank;
-        return judge(v);  // one hang at a time: the stacks say who stands apart
-      }
+    for (const auto& w : group_.workers()) {
+      if (w->local_rank != violation.local_rank || !w->running || group_.hung(w->local_rank)) continue;
+      const bool seen = std::any_of(out.begin(), out.end(), [&](const Verdict& v) { return v.pid == w->pid; });
+      if (seen) continue;
+      Verdict v;
+      v.what = describe(violation);
+      v.pid = w->pid;
+      v.rank = w->rank;
+      v.overdue = violation.overdue;
+      out.push_back(v);
+    }
 }
 
 // The progress monitor judges (progress_monitor.h); this samples for it.
-void HangWatchdog::check_progress() {
+void HangWatchdog::check_progress(std::vector<Verdict>& out) {
   const auto now = std::chrono::steady_clock::now();
   std::vector<pid_t> roots;
   for (const auto& w : group_.workers())
@@ -184,68 +201,124 @@ void HangWatchdog::check_progress() {
   Verdict v;
   v.what = fmt::format("no worker made progress (CPU time, output, heartbeats) for {:.1f} s (--hang-timeout {} s)",
                        verdict->idle.count() / 1000.0, c_.hang_timeout.count() / 1000.0);
-  v.pick_culprit = true;
-  judge(v);
+  v.job_wide = true;
+  out.push_back(v);
 }
 
 // Every verdict: the stacks first, every running worker's, then the kill.
-void HangWatchdog::judge(const Verdict& v) {
+void HangWatchdog::judge(const std::vector<Verdict>& verdicts) {
   collecting_ = true;
-  announce(v.what, v.rank, v.pid);
+  announce(verdicts);
   std::vector<StackDump::Target> targets;
   for (const auto& w : group_.workers())
     if (w->running) targets.push_back({w->rank, w->local_rank, w->pid});
-  // The user's own dump signal, as before: their handler prints where they want.
-  if (c_.stack_dump_signal != 0 && v.pid > 0) kill(v.pid, c_.stack_dump_signal);
+  // The user's own dump signal, as before: their handler prints where they
+  // want. Every worker a judge named gets it; the kill comes after.
+  if (c_.stack_dump_signal != 0)
+    for (const Verdict& v : verdicts)
+      if (v.pid > 0) kill(v.pid, c_.stack_dump_signal);
   const auto started = std::chrono::steady_clock::now();
-  stacks_->collect(attempt_, targets, [this, v, started](std::map<int, std::string> stacks, const std::string& bundle) {
-    const auto waited = std::chrono::steady_clock::now() - started;
-    if (c_.stack_dump_signal == 0 || waited >= kStackDumpGrace) return act(v, stacks, bundle);
-    grace_ = std::make_unique<asio::steady_timer>(io_, kStackDumpGrace - waited);
-    grace_->async_wait([this, v, stacks = std::move(stacks), bundle](const boost::system::error_code& ec) {
-      if (!ec) act(v, stacks, bundle);
-    });
-  });
+  stacks_->collect(attempt_, targets,
+                   [this, verdicts, started](std::map<int, std::string> stacks, const std::string& bundle) {
+                     const auto waited = std::chrono::steady_clock::now() - started;
+                     if (c_.stack_dump_signal == 0 || waited >= kStackDumpGrace) return act(verdicts, stacks, bundle);
+                     grace_ = std::make_unique<asio::steady_timer>(io_, kStackDumpGrace - waited);
+                     grace_->async_wait([this, verdicts, stacks = std::move(stacks),
+                                         bundle](const boost::system::error_code& ec) {
+                       if (!ec) act(verdicts, stacks, bundle);
+                     });
+                   });
 }
 
-void HangWatchdog::act(const Verdict& v, const std::map<int, std::string>& stacks, const std::string& bundle) {
+void HangWatchdog::act(const std::vector<Verdict>& verdicts, const std::map<int, std::string>& stacks,
+                       const std::string& bundle) {
   collecting_ = false;
   const HangPicture p = picture(stacks);
-  Report r;
-  r.what = v.what;
-  r.picture = p.line;
-  r.bundle = bundle;
-  pid_t pid = v.pid;
-  r.rank = v.rank;
-  if (v.pick_culprit) {
-    r.rank = p.culprit.value_or(-1);
-    pid = 0;
-    for (const auto& w : group_.workers())
-      if (w->running && (w->rank == r.rank || (r.rank < 0 && pid == 0))) {
-        pid = w->pid;
-        r.rank = w->rank;
-      }
-  }
-  if (stacks.count(r.rank)) r.stack = stacks.at(r.rank);
-  if (!p.line.empty())
-    group_.log()->error("hang: {}{}", p.line, bundle.empty() ? "" : " (every rank's stack in " + bundle + ")");
-  const Worker* target = nullptr;
+  // What the culprit analysis needs of this node: who runs, who is stopped
+  // (earliest first), whom the judges named.
+  std::vector<const Worker*> running;
   for (const auto& w : group_.workers())
-    if (w->running && w->pid == pid) target = w.get();
+    if (w->running) running.push_back(w.get());
+  std::vector<int> running_ranks;
+  std::vector<const Worker*> stopped;
+  for (const Worker* w : running) {
+    running_ranks.push_back(w->rank);
+    if (w->paused_since) stopped.push_back(w);
+  }
+  std::sort(running_ranks.begin(), running_ranks.end());
+  std::stable_sort(stopped.begin(), stopped.end(),
+                   [](const Worker* a, const Worker* b) { return *a->paused_since < *b->paused_since; });
+  std::vector<StoppedRank> stopped_ranks;
+  for (const Worker* w : stopped) stopped_ranks.push_back({w->rank, clock_time(*w->paused_since)});
+  std::vector<Accused> named;
+  for (const Verdict& v : verdicts)
+    if (!v.job_wide && v.rank >= 0 &&
+        std::find(running_ranks.begin(), running_ranks.end(), v.rank) != running_ranks.end())
+      named.push_back({v.rank, v.overdue});
+  const Blame b = blame(p, named, stopped_ranks, running_ranks);
+
+  // Whom to kill, with what: the blamed rank, SIGKILL; but a file timer's
+  // expiry kills what the worker asked for (torch's contract): the blamed
+  // rank's own expiry when its scope is among this tick's.
+  auto timer = std::find_if(verdicts.begin(), verdicts.end(), [&](const Verdict& v) {
+    return v.killer == Killer::file_timer && v.rank == b.rank && b.rank >= 0;
+  });
+  if (timer == verdicts.end())
+    timer = std::find_if(verdicts.begin(), verdicts.end(),
+                         [](const Verdict& v) { return v.killer == Killer::file_timer; });
+  Verdict kill_v;
+  if (timer != verdicts.end()) {
+    kill_v = *timer;
+  } else {
+    kill_v.rank = b.rank;
+    for (const Worker* w : running)
+      if (w->rank == b.rank) kill_v.pid = w->pid;
+    // The judge's own words about the rank killed, when it spoke of it.
+    kill_v.what = verdicts.front().what;
+    for (const Verdict& v : verdicts)
+      if (v.rank == b.rank && !v.job_wide) kill_v.what = v.what;
+  }
+  const std::string why =
+      kill_v.what + (b.reason.empty() ? "" : "; " + b.reason) + (p.line.empty() ? "" : "; " + p.line);
+
+  Report r;
+  r.what = kill_v.what;
+  r.picture = b.reason + (b.reason.empty() || p.line.empty() ? "" : "; ") + p.line;
+  r.bundle = bundle;
+  r.rank = kill_v.rank;
+  if (stacks.count(r.rank)) r.stack = stacks.at(r.rank);
+  group_.log()->error("hang: {}{}", r.picture.empty() ? "no rank has a stack" : r.picture,
+                      bundle.empty() ? "" : " (every rank's stack in " + bundle + ")");
+  const Worker* target = nullptr;
+  for (const Worker* w : running)
+    if (w->pid == kill_v.pid) target = w;
   if (target) on_hang_(*target, r);
   // Still there: the group may have stopped while the stacks were taken.
-  if (pid <= 0 || (!target && kill(pid, 0) != 0)) return;
-  std::string why = v.what;
-  if (v.pick_culprit) why += "; rank " + std::to_string(r.rank) + " stands apart";
-  if (!p.line.empty()) why += "; " + p.line;
-  group_.kill_process(pid, v.sig, v.killer, why, r.stack);
+  if (kill_v.pid <= 0 || (!target && kill(kill_v.pid, 0) != 0)) return;
+  // A worker's death ends the attempt: what its peers' judges say until the
+  // group is stopped is this hang again.
+  if (target && kill_v.sig == SIGKILL) settled_ = true;
+  group_.kill_process(kill_v.pid, kill_v.sig, kill_v.killer, why, r.stack);
 }
 
-// One line per verdict, whichever judge gave it.
-void HangWatchdog::announce(const std::string& what, int rank, pid_t pid) {
-  if (rank >= 0) group_.log()->error("worker hung: {} (rank {}, pid {})", what, rank, pid);
-  else if (pid > 0) group_.log()->error("worker hung: {} (pid {})", what, pid);
-  else group_.log()->error("job hung: {}", what);
+// One line per hang, whichever judges spoke in its tick: with several, no
+// rank is singled out before the stacks are in.
+void HangWatchdog::announce(const std::vector<Verdict>& verdicts) {
+  const Verdict& v = verdicts.front();
+  std::string who = v.rank >= 0 ? fmt::format(" (rank {}, pid {})", v.rank, v.pid)
+                                : v.pid > 0 ? fmt::format(" (pid {})", v.pid) : "";
+  if (verdicts.size() > 1) {
+    std::vector<int> ranks;
+    for (const Verdict& each : verdicts)
+      if (each.rank >= 0) ranks.push_back(each.rank);
+    const std::string named =
+        ranks.empty() ? "" : std::string(ranks.size() == 1 ? " (rank " : " (ranks ") + rank_list(ranks) + ")";
+    return group_.log()->error("worker hung: {} verdicts in one tick{}, one hang: the stacks decide whom to blame; "
+                               "the first: {}{}",
+                               verdicts.size(), named, v.what, who);
+  }
+  if (v.job_wide) group_.log()->error("job hung: {}", v.what);
+  else group_.log()->error("worker hung: {}{}", v.what, who);
 }
 
 }  // namespace cxxrun::agent

@@ -4,14 +4,18 @@
 // no worker made progress for --hang-timeout (agent/progress_monitor.h).
 // Every verdict, whichever judge gave it, takes one path: one log line,
 // every running worker's stack into a bundle (agent/stack_dump.h), the rank
-// that stands apart named (agent/culprit.h), then the kill, whose failure
-// carries the verdict, that line and the culprit's stack. Checked every
+// to blame chosen (agent/culprit.h: a stopped worker, the rank that stands
+// apart, or none), then the kill, whose failure carries the verdict, that
+// choice, where every rank waits and the killed rank's stack. Whatever the
+// judges say in one tick is one hang; after a kill that ends the attempt,
+// nothing more. Checked every
 // 100 ms, the interval of torchrun's file-timer server, and only when hang
 // detection is on.
 #pragma once
 
 #include <signal.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -42,7 +46,9 @@ class HangWatchdog {
   // What a verdict found, once the stacks are in.
   struct Report {
     std::string what;     // the verdict: "local rank 1: no heartbeat for 10.2 s (timeout 10 s)"
-    std::string picture;  // agent/culprit.h: "ranks 0–2 wait in ...; rank 3 waits in ..."
+    // agent/culprit.h: whom it blames and where every rank waits: "rank 3
+    // stands apart; ranks 0–2 wait in ...; rank 3 waits in ..."
+    std::string picture;
     std::string bundle;   // where the stacks went ("" without a log directory)
     int rank = -1;        // the rank killed for it
     std::string stack;    // its stack
@@ -69,23 +75,28 @@ class HangWatchdog {
  private:
   void watch_timer_fifo();
   void tick();
-  void check_file_timers();
-  void check_heartbeats();
-  void check_progress();
-  // One verdict: `what` happened; `killer` sends `sig` to `pid` (a worker,
-  // or a process of one) once the stacks are in, or, with pick_culprit, to
-  // the rank that stands apart.
+  // One verdict of one judge: `what` happened to `rank` (-1: not a worker,
+  // or, with job_wide, nobody in particular).
   struct Verdict {
     std::string what;
     Killer killer = Killer::hang;
     int sig = SIGKILL;
     pid_t pid = 0;
-    int rank = -1;              // pid's worker rank, -1 when it is not a worker
-    bool pick_culprit = false;  // --hang-timeout: nobody in particular was blamed
+    int rank = -1;
+    std::chrono::nanoseconds overdue{0};  // how far past its limit
+    bool job_wide = false;                // --hang-timeout: no worker was named
   };
-  void judge(const Verdict& v);
-  void act(const Verdict& v, const std::map<int, std::string>& stacks, const std::string& bundle);
-  void announce(const std::string& what, int rank, pid_t pid);
+  // Every judge is asked each tick, and whatever they say in that tick is
+  // one hang: one line, one collection of stacks, one kill.
+  void check_file_timers(std::vector<Verdict>& out);
+  void check_heartbeats(std::vector<Verdict>& out);
+  void check_progress(std::vector<Verdict>& out);
+  // The stacks first, then whom the culprit analysis (agent/culprit.h)
+  // blames: it is killed, except that a file timer's expiry kills what the
+  // worker asked for (torch's contract), with the analysis in its failure.
+  void judge(const std::vector<Verdict>& verdicts);
+  void act(const std::vector<Verdict>& verdicts, const std::map<int, std::string>& stacks, const std::string& bundle);
+  void announce(const std::vector<Verdict>& verdicts);
 
   boost::asio::io_context& io_;
   const Config c_;
@@ -102,6 +113,9 @@ class HangWatchdog {
   int ticks_ = 0;
   bool judging_ = false;
   bool collecting_ = false;  // a verdict waits for its stacks: later ones are the same hang
+  // A verdict killed a worker: its death ends the attempt, and what the
+  // other ranks' judges say until then (their peer is gone) is the same hang.
+  bool settled_ = false;
 };
 
 }  // namespace cxxrun::agent

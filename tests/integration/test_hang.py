@@ -46,6 +46,25 @@ wait $child
         self.assertEqual(rc, 240, err)
         self.assertTrue(os.path.exists(f"{self.dir}/dump.0"), "the worker got SIGUSR1 before SIGKILL")
 
+    def test_one_hang_gives_one_verdict_line(self):
+        # A torch file-timer scope and a section expire in the same tick (the
+        # scope a few ms first): two judges, one hang, one line, one kill.
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write("import json, os, threading, time\n"
+                    "import cxxrun\n"
+                    "with cxxrun.section('step', timeout=2):\n"
+                    "    request = {'version': 1, 'pid': os.getpid(), 'scope_id': 's', 'signal': 9,\n"
+                    "               'expiration_time': time.time() + 1.995}\n"
+                    "    with open(os.environ['TORCHELASTIC_TIMER_FILE'], 'w') as fifo:\n"
+                    "        fifo.write(json.dumps(request) + '\\n')\n"
+                    "    threading.Event().wait()\n")
+        rc, out, err = run(["--nproc-per-node=1", "--heartbeat-timeout=60", script],
+                           env=clean_env(TORCHELASTIC_ENABLE_FILE_TIMER="1"), timeout=60)
+        self.assertEqual(rc, 240, err)
+        self.assertEqual(err.count("worker hung: "), 1, err)
+        self.assertEqual(err.count("hang: "), 1, err)
+
     def test_injected_kill_restarts_once(self):
         worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$TORCHELASTIC_RESTART_COUNT.$RANK\nsleep 2\n")
         rc, out, err = run(["--nproc-per-node=2", "--max-restarts=1", "--inject-fault=kill:rank=0,after=200", worker],

@@ -4,6 +4,7 @@ stack taken before the kill and the rank that stands apart named
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -183,3 +184,98 @@ exec sleep 60
         self.assertEqual(rc, 0, err)
         self.assertNotIn("no worker made progress", err)
 
+
+# Four ranks over gloo, one fault each (docs/hangs.md, "Whom a verdict
+# blames"). MODE picks the fault; every rank all_reduces in a loop, inside a
+# section named step, so every judge sees them.
+BLAME_JOB = """
+import os, signal, sys, threading, time
+import torch
+import torch.distributed as dist
+import cxxrun
+
+mode = os.environ["MODE"]
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+lock = threading.Lock()
+
+
+def wedge():
+    lock.acquire()
+    lock.acquire()
+
+
+def beat():
+    while True:
+        cxxrun.heartbeat()
+        time.sleep(0.1)
+
+
+if mode == "side-beats":
+    threading.Thread(target=beat, daemon=True).start()
+t = torch.ones(4)
+for step in range(100000):
+    with cxxrun.section("step"):
+        if step == 20 and mode in ("wedge", "side-beats") and rank == 3:
+            wedge()
+        if step == 20 and mode == "stop" and rank == 2:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        if step == 20 and mode == "split":
+            if rank < 2:
+                dist.all_reduce(t)
+            else:
+                dist.barrier()
+        dist.all_reduce(t)
+"""
+
+HUNG_LINE = re.compile(r"(worker|workers|job) hung: ")
+
+
+@unittest.skipUnless(torch_importable("torch.distributed"), "needs torch")
+class Blame(TempDirTest):
+    """The rank blamed and killed is the one the analysis picks: never the
+    first rank checked, never a rank said to stand apart when none does."""
+
+    def job(self, mode, flags):
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write(BLAME_JOB)
+        rc, out, err = run(["--nproc-per-node=4"] + flags + [script],
+                           env=clean_env(PYTHON_EXEC=TORCH_PYTHON, MODE=mode), timeout=180)
+        self.assertEqual(rc, 240, err)
+        # One hang, one verdict line, whatever the other ranks' judges say.
+        self.assertEqual(len(HUNG_LINE.findall(err)), 1, err)
+        return err
+
+    def test_a_section_verdict_blames_the_wedged_rank_not_the_first_checked(self):
+        err = self.job("wedge", ["--section-timeout=step=3"])
+        self.assertIn("ranks 0\u20132 wait in all_reduce at w.py:", err)
+        _, root = summary_blocks(err)
+        self.assertIn("rank      : 3 (local_rank: 3)", root)
+        self.assertIn("rank 3 stands apart", root)
+        self.assertIn("in wedge", root)  # its own stack is the traceback
+
+    def test_side_thread_heartbeats_do_not_hide_a_wedged_main_thread(self):
+        # Only side threads beat: their first beat arms the judge, later ones
+        # count only while the main thread moves.
+        err = self.job("side-beats", ["--heartbeat-timeout=3"])
+        self.assertIn("no heartbeat for", err)
+        _, root = summary_blocks(err)
+        self.assertIn("rank      : 3 (local_rank: 3)", root)
+        self.assertIn("rank 3 stands apart", root)
+
+    def test_a_two_two_split_names_no_rank_as_standing_apart(self):
+        err = self.job("split", ["--hang-timeout=4"])
+        self.assertIn("no rank stands apart", err)
+        self.assertIn("ranks 0, 1 wait in all_reduce at w.py:", err)
+        self.assertIn("ranks 2, 3 wait in barrier at w.py:", err)
+        self.assertNotIn("stands apart;", err.replace("no rank stands apart;", ""))
+        _, root = summary_blocks(err)
+        self.assertIn("killed only to stop the job, not as its cause", root)
+
+    def test_a_stopped_rank_is_the_reason_of_the_hang(self):
+        err = self.job("stop", ["--hang-timeout=4"])
+        self.assertIn("was stopped by SIGSTOP", err)  # the group's own line, at once
+        _, root = summary_blocks(err)
+        self.assertIn("rank      : 2 (local_rank: 2)", root)
+        self.assertIn("rank 2 was stopped by a signal at", root)
