@@ -158,7 +158,12 @@ std::string where_it_waits(const std::vector<Frame>& frames) {
     return display_name(frames[0]) + (at.empty() ? "" : " in " + at);
   }
   const Frame& called = user == 0 ? frames[0] : frames[user - 1];
-  const std::string at = where(frames[user]);
+  // Native code without debug info has no line: its function, in its
+  // module, is where it is ("wedge in train").
+  const Frame& mine = frames[user];
+  const std::string at = mine.line > 0 || mine.function.empty() || mine.module.empty()
+                             ? where(mine)
+                             : display_name(mine) + " in " + basename_of(mine.module);
   return display_name(called) + (at.empty() ? "" : " at " + at);
 }
 

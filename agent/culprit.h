@@ -56,7 +56,9 @@ bool library_frame(const Frame& f);
 // "all_reduce at w.py:61", "wedge at w.py:78"; "" for no frames. A C++
 // function is shown without its parameters ("gloo::...::waitRecv at
 // gloo_communicator.cc:154"), one without a symbol by its module
-// ("libgloo.so.0.5.0 at gloo_communicator.cc:154").
+// ("libgloo.so.0.5.0 at gloo_communicator.cc:154"); without debug info the
+// user's frame is its function in its module ("__pthread_mutex_lock at
+// (anonymous namespace)::wedge in train"), or the module alone when stripped.
 std::string where_it_waits(const std::vector<Frame>& frames);
 
 struct HangPicture {

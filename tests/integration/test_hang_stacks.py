@@ -50,6 +50,23 @@ int main(void) {
 }
 """
 
+# C++ without debug info: ranks 0-2 wait on one lock, rank 3 on another, all
+# in the same libc function; only their own functions tell them apart.
+NATIVE_CXX_WEDGE = r"""
+#include <pthread.h>
+#include <cstdlib>
+static pthread_mutex_t peers = PTHREAD_MUTEX_INITIALIZER, mine = PTHREAD_MUTEX_INITIALIZER;
+__attribute__((noinline)) void wait_for_peers(int rank) { pthread_mutex_lock(&peers); pthread_mutex_lock(&peers); (void)rank; }
+namespace {
+__attribute__((noinline)) void wedge(char const* why) { pthread_mutex_lock(&mine); pthread_mutex_lock(&mine); (void)why; }
+}
+int main() {
+  int rank = atoi(getenv("RANK"));
+  if (rank == 3) wedge("lock");
+  else wait_for_peers(rank);
+}
+"""
+
 
 class HangTimeout(TempDirTest):
     @unittest.skipUnless(torch_importable("torch.distributed"), "needs torch")
@@ -103,6 +120,22 @@ class HangTimeout(TempDirTest):
         inner = json.loads(unhealthy[0]["metadata"]["metadata"])
         self.assertIn("rank 1 waits in", inner["hang"])
         self.assertIn("wedge - " + program, json.loads(unhealthy[0]["metadata"]["raw_error"])["message"])
+
+    @unittest.skipUnless(shutil.which("eu-stack") and shutil.which("c++"), "needs elfutils' eu-stack and a C++ compiler")
+    def test_native_cxx_ranks_without_debug_info_are_told_apart(self):
+        source = os.path.join(self.dir, "w.cc")
+        with open(source, "w") as f:
+            f.write(NATIVE_CXX_WEDGE)
+        program = os.path.join(self.dir, "wedge")
+        subprocess.run(["c++", "-O1", "-o", program, source, "-lpthread"], check=True)
+        rc, out, err = run(["--nproc-per-node=4", "--hang-timeout=2", program], timeout=60)
+        self.assertEqual(rc, 240, err)
+        self.assertIn("ranks 0\u20132 wait in __pthread_mutex_lock at wait_for_peers in wedge", err)
+        self.assertIn("rank 3 waits in __pthread_mutex_lock at (anonymous namespace)::wedge in wedge", err)
+        _, root = summary_blocks(err)
+        self.assertIn("rank      : 3 (local_rank: 3)", root)
+        self.assertIn("rank 3 stands apart", root)
+        self.assertIn("(anonymous namespace)::wedge(char const*) - " + program, root)
 
     def test_side_thread_beats_alone_arm_the_judge(self):
         # No beat from the main thread at all: the side thread's first beat

@@ -238,6 +238,36 @@ TID 19012:
 #4  0x00007f44851278ec __clone3 - /usr/lib/x86_64-linux-gnu/libc.so.6
     ../sysdeps/unix/sysv/linux/x86_64/clone3.S:81
 )EU";
+// g++ -O1 without -g: ranks 0–2 wait on a lock in wait_for_peers(int), rank
+// 3 on another in (anonymous namespace)::wedge(char const*); no source lines.
+const char* const kPeerNoDebug = R"EU(PID 21808 - process
+TID 21808:
+#0  0x00007f924a1f512b __GI___lll_lock_wait - /usr/lib/x86_64-linux-gnu/libc.so.6
+    ../sysdeps/nptl/futex-internal.h:146:13
+#1  0x00007f924a1fb482 __pthread_mutex_lock@GLIBC_2.2.5 - /usr/lib/x86_64-linux-gnu/libc.so.6
+    ./nptl/pthread_mutex_lock.c:48:5
+#2  0x00005643144a218b wait_for_peers(int) - /tmp/hangwork/nd
+#3  0x00005643144a21bb main - /tmp/hangwork/nd
+#4  0x00007f924a19624a __libc_start_call_main - /usr/lib/x86_64-linux-gnu/libc.so.6
+    ../sysdeps/nptl/libc_start_call_main.h:58:16
+#5  0x00007f924a196305 __libc_start_main@@GLIBC_2.34 - /usr/lib/x86_64-linux-gnu/libc.so.6
+    ../csu/libc-start.c:360:3
+#6  0x00005643144a2091 _start - /tmp/hangwork/nd
+)EU";
+const char* const kWedgeNoDebug = R"EU(PID 21809 - process
+TID 21809:
+#0  0x00007f158fa6012b __GI___lll_lock_wait - /usr/lib/x86_64-linux-gnu/libc.so.6
+    ../sysdeps/nptl/futex-internal.h:146:13
+#1  0x00007f158fa66482 __pthread_mutex_lock@GLIBC_2.2.5 - /usr/lib/x86_64-linux-gnu/libc.so.6
+    ./nptl/pthread_mutex_lock.c:48:5
+#2  0x000055a715ca7171 (anonymous namespace)::wedge(char const*) - /tmp/hangwork/nd
+#3  0x000055a715ca71d1 main - /tmp/hangwork/nd
+#4  0x00007f158fa0124a __libc_start_call_main - /usr/lib/x86_64-linux-gnu/libc.so.6
+    ../sysdeps/nptl/libc_start_call_main.h:58:16
+#5  0x00007f158fa01305 __libc_start_main@@GLIBC_2.34 - /usr/lib/x86_64-linux-gnu/libc.so.6
+    ../csu/libc-start.c:360:3
+#6  0x000055a715ca7091 _start - /tmp/hangwork/nd
+)EU";
 
 // faulthandler's text of a Python rank inside all_reduce, and of one inside
 // barrier: a 2-2 split is two of each.
@@ -336,6 +366,15 @@ TEST_CASE("culprit: examples/train's ranks in one allreduce are one group, howev
   p = picture({{0, kTrainReceiving}, {1, kWedged}, {2, kTrainSending}, {3, kTrainReceiving}});
   REQUIRE(p.apart);
   CHECK(*p.apart == 1);
+}
+
+TEST_CASE("culprit: without debug info a native rank is told apart by its function") {
+  CHECK(where_it_waits(main_thread_frames(kPeerNoDebug)) == "__pthread_mutex_lock at wait_for_peers in nd");
+  CHECK(where_it_waits(main_thread_frames(kWedgeNoDebug)) ==
+        "__pthread_mutex_lock at (anonymous namespace)::wedge in nd");
+  auto p = picture({{0, kPeerNoDebug}, {1, kPeerNoDebug}, {2, kPeerNoDebug}, {3, kWedgeNoDebug}});
+  REQUIRE(p.apart);
+  CHECK(*p.apart == 3);
 }
 
 TEST_CASE("culprit: a C++ function is shown without its parameters") {
