@@ -171,10 +171,12 @@ def _main_moved():
     main = threading.main_thread()
     frame = sys._current_frames().get(main.ident)
     at = (id(frame.f_code), frame.f_lineno) if frame is not None else None
-    try:
-        cpu = time.clock_gettime_ns(time.pthread_getcpuclockid(main.ident))
-    except (AttributeError, OSError, OverflowError):
-        cpu = None  # a main thread that ended, or no per-thread clock
+    cpu = None  # no per-thread clock, or a main thread that ended (its id is no thread's any more)
+    if main.is_alive():
+        try:
+            cpu = time.clock_gettime_ns(time.pthread_getcpuclockid(main.ident))
+        except (AttributeError, OSError, OverflowError):
+            pass
     moved = (_main_cpu is None and _main_at is None) or at != _main_at or (
         cpu is not None and _main_cpu is not None and cpu - _main_cpu >= _CPU_MOVED_NS)
     if moved:
