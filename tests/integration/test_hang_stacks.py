@@ -244,10 +244,14 @@ def beat():
         time.sleep(0.1)
 
 
-if mode == "side-beats":
+if mode in ("side-beats", "healthy"):
     threading.Thread(target=beat, daemon=True).start()
 t = torch.ones(4)
 for step in range(100000):
+    if mode == "healthy" and step == 400:
+        break
+    if mode == "healthy":
+        time.sleep(0.01)
     with cxxrun.section("step"):
         if step == 20 and mode in ("wedge", "side-beats") and rank == 3:
             wedge()
@@ -296,6 +300,17 @@ class Blame(TempDirTest):
         _, root = summary_blocks(err)
         self.assertIn("rank      : 3 (local_rank: 3)", root)
         self.assertIn("rank 3 stands apart", root)
+
+    def test_side_thread_heartbeats_of_a_healthy_job_keep_it_alive(self):
+        # The main threads move (CPU, lines) while the side threads beat: no
+        # verdict, though the run is longer than the timeout.
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write(BLAME_JOB)
+        rc, out, err = run(["--nproc-per-node=4", "--heartbeat-timeout=2", script],
+                           env=clean_env(PYTHON_EXEC=TORCH_PYTHON, MODE="healthy"), timeout=180)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("hung", err)
 
     def test_a_two_two_split_names_no_rank_as_standing_apart(self):
         err = self.job("split", ["--hang-timeout=4"])
