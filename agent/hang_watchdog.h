@@ -8,9 +8,8 @@
 // apart, or none), then the kill, whose failure carries the verdict, that
 // choice, where every rank waits and the killed rank's stack. Whatever the
 // judges say in one tick is one hang; after a kill that ends the attempt,
-// nothing more. Checked every
-// 100 ms, the interval of torchrun's file-timer server, and only when hang
-// detection is on.
+// nothing more. Checked every 100 ms, the interval of torchrun's file-timer
+// server, and only when hang detection is on.
 #pragma once
 
 #include <signal.h>
