@@ -16,6 +16,8 @@ class Hangs(TempDirTest):
                             "--inject-fault=stop:rank=1,after=500", DEMO, "--steps", "25"], timeout=60)
         self.assertEqual(rc, 0, err)
         self.assertIn("worker hung: local rank 1: no heartbeat", err)
+        # The stop is the hang's reason, in the failure.
+        self.assertIn("rank 1 was stopped by a signal at", err)
         self.assertIn("restarting, attempt 1 of 1", err)
 
     def test_section_timeout_from_the_worker(self):
