@@ -1,10 +1,11 @@
 """Hang detection, fault injection, the event log and the health endpoint."""
 import json
 import os
+import time
 import urllib.request
 
 from harness import (EXAMPLES, TORCH_PYTHON, TempDirTest, alive, clean_env, free_port, read_pids, run, start,
-                     torch_importable, wait_for)
+                     summary_blocks, torch_importable, wait_for)
 
 DEMO = os.path.join(EXAMPLES, "heartbeat_demo")
 
@@ -66,6 +67,31 @@ wait $child
         self.assertEqual(rc, 240, err)
         self.assertEqual(err.count("worker hung: "), 1, err)
         self.assertEqual(err.count("hang: "), 1, err)
+
+    def test_scopes_expiring_together_kill_the_blamed_ranks_own(self):
+        # Every rank's file-timer scope expires at the same instant; rank 3
+        # wedged elsewhere than the others wait: its scope is the one acted on.
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write("import json, os, threading\n"
+                    "def wait_for_peers():\n"
+                    "    threading.Event().wait()\n"
+                    "def wedge():\n"
+                    "    threading.Event().wait()\n"
+                    "request = {'version': 1, 'pid': os.getpid(), 'scope_id': 'step', 'signal': 9,\n"
+                    "           'expiration_time': float(os.environ['EXPIRE_AT'])}\n"
+                    "with open(os.environ['TORCHELASTIC_TIMER_FILE'], 'w') as fifo:\n"
+                    "    fifo.write(json.dumps(request) + '\\n')\n"
+                    "wedge() if os.environ['RANK'] == '3' else wait_for_peers()\n")
+        rc, out, err = run(["--nproc-per-node=4", script],
+                           env=clean_env(TORCHELASTIC_ENABLE_FILE_TIMER="1", EXPIRE_AT=str(time.time() + 5)),
+                           timeout=60)
+        self.assertEqual(rc, 240, err)
+        self.assertIn("4 verdicts in one tick", err)
+        _, root = summary_blocks(err)
+        self.assertIn("rank      : 3 (local_rank: 3)", root)
+        self.assertIn("scope 'step' of local rank 3 expired", root)
+        self.assertIn("rank 3 stands apart", root)
 
     def test_injected_kill_restarts_once(self):
         worker = self.script("w.sh", f"echo $$ > {self.dir}/pid.$TORCHELASTIC_RESTART_COUNT.$RANK\nsleep 2\n")
