@@ -64,6 +64,7 @@ def _cxxrun_register():
 
 def _cxxrun_chain():
     here = _os.path.dirname(_os.path.abspath(__file__))
+    me = _sys.modules.get("sitecustomize")
     try:
         # The import system's own modules, loaded already: no import cost.
         import _frozen_importlib
@@ -74,7 +75,14 @@ def _cxxrun_chain():
         if spec is None or spec.loader is None:
             return
         module = _frozen_importlib.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        # `import sitecustomize` gives the user's module, as without cxxrun
+        # (the import system returns what sys.modules holds once this hook ran).
+        _sys.modules["sitecustomize"] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            _sys.modules["sitecustomize"] = me
+            raise
     except Exception as e:
         print("cxxrun: the shadowed sitecustomize failed: %s: %s" % (type(e).__name__, e), file=_sys.stderr)
 

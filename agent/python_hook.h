@@ -3,7 +3,8 @@
 // registers Python's faulthandler (all threads) for cxxrun's stack signal
 // (agent/stack_dump.h) when the worker's environment names a stack file,
 // then runs the `sitecustomize` it shadows (Debian's, a virtualenv's, the
-// user's), so nothing of theirs is lost. Beside it, the `cxxrun` package:
+// user's), so nothing of theirs is lost, and leaves it as what `import
+// sitecustomize` gives. Beside it, the `cxxrun` package:
 // `import cxxrun; cxxrun.heartbeat(); with cxxrun.section("step", 600):`,
 // the heartbeat page (common/heartbeat_layout.h) for the main thread. A process that already handles the
 // signal keeps its handler. Python started with -S, -I or -E does not read

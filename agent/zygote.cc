@@ -4,15 +4,20 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <stdexcept>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
-#include <stdexcept>
+
+#include "agent/python_hook.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -30,6 +35,49 @@ constexpr auto kLineDeadline = 1s;
 
 constexpr const char* kBootstrap =
     "import sys; exec(compile(sys.stdin.read(), 'cxxrun-forkserver', 'exec'))";
+
+// The zygote's sitecustomize: site then runs neither the user's nor
+// usercustomize in it (agent/zygote.py runs both in each worker, _customize).
+constexpr const char* kOwnSitecustomize =
+    "# cxxrun's forkserver (agent/zygote.h): each worker runs its own sitecustomize and usercustomize.\n"
+    "import sys\n"
+    "sys.modules.setdefault('usercustomize', None)\n";
+// Names the directory to the zygote, which takes it off sys.path.
+constexpr const char* kOwnSiteVariable = "CXXRUN_FORKSERVER_SITE";
+
+// A private directory (0700, a name no one else can take: mkdtemp) with the
+// zygote's sitecustomize in it.
+std::string make_own_site() {
+  const char* tmp = getenv("TMPDIR");
+  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/cxxrun-forkserver-XXXXXX";
+  if (!mkdtemp(dir.data()))
+    throw std::runtime_error("cannot create a directory in " + dir.substr(0, dir.rfind('/')) + ": " + strerror(errno));
+  const std::string file = dir + "/sitecustomize.py";
+  const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const size_t length = strlen(kOwnSitecustomize);
+  const bool written = fd >= 0 && write(fd, kOwnSitecustomize, length) == static_cast<ssize_t>(length);
+  if (fd >= 0) close(fd);
+  if (!written) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    throw std::runtime_error("cannot write " + file);
+  }
+  return dir;
+}
+
+// `envp` with `dir` first on its PYTHONPATH and named by kOwnSiteVariable.
+std::vector<std::string> with_own_site(const std::vector<std::string>& envp, const std::string& dir) {
+  std::vector<std::string> out;
+  std::string python_path;
+  const std::string path_prefix = "PYTHONPATH=", own_prefix = std::string(kOwnSiteVariable) + "=";
+  for (const auto& e : envp) {
+    if (e.rfind(path_prefix, 0) == 0) python_path = e.substr(path_prefix.size());
+    else if (e.rfind(own_prefix, 0) != 0) out.push_back(e);
+  }
+  out.push_back(path_prefix + python_path_with(dir, python_path));
+  out.push_back(own_prefix + dir);
+  return out;
+}
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -108,7 +156,14 @@ Zygote::Zygote(const ForkserverOptions& o, const std::vector<std::string>& envp,
   r.stdin_fd = source[0];
   r.argv = {o.python, "-u", "-c", kBootstrap, std::to_string(getpid()), o.preload_given ? "1" : "0",
             join(o.preload), idle ? "1" : "0"};
-  r.envp = envp;
+  try {
+    own_site_ = make_own_site();
+  } catch (...) {
+    close(pair[0]), close(pair[1]), close(source[0]);
+    fd_ = -1;
+    throw;
+  }
+  r.envp = with_own_site(envp, own_site_);
   r.stdout_fd = STDOUT_FILENO;
   r.stderr_fd = STDERR_FILENO;
   r.cgroup = cgroup;
@@ -119,6 +174,8 @@ Zygote::Zygote(const ForkserverOptions& o, const std::vector<std::string>& envp,
   } catch (...) {
     close(pair[0]), close(pair[1]), close(source[0]);
     fd_ = -1;
+    std::error_code ec;
+    std::filesystem::remove_all(own_site_, ec);
     throw;
   }
   close(pair[1]);
@@ -130,6 +187,8 @@ Zygote::Zygote(const ForkserverOptions& o, const std::vector<std::string>& envp,
 Zygote::~Zygote() {
   if (fd_ >= 0) close(fd_);
   if (state_ != State::gone) kill(pid_, SIGKILL);
+  std::error_code ec;
+  if (!own_site_.empty()) std::filesystem::remove_all(own_site_, ec);
 }
 
 void Zygote::read_ready() {

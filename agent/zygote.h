@@ -32,7 +32,11 @@ class Zygote {
   // Starts the interpreter with `envp` (the agent's, with nothing of any one
   // worker) in `cgroup` (nullptr: the agent's). `idle`: it preloads at idle
   // priority, beside running workers, and has no first attempt to serve
-  // (agent/zygote.py). Throws std::runtime_error.
+  // (agent/zygote.py). Its PYTHONPATH starts with a private directory
+  // (mkdtemp, under TMPDIR) holding a sitecustomize of its own, so that the
+  // user's sitecustomize and usercustomize run in each worker, not once in
+  // the zygote; the zygote removes it as it starts. Throws
+  // std::runtime_error.
   Zygote(const ForkserverOptions& options, const std::vector<std::string>& envp, const CgroupTarget* cgroup,
          bool idle);
   // Closes the socket, which ends the zygote, and kills it if still there.
@@ -77,6 +81,7 @@ class Zygote {
   std::string why_gone_;
   std::string buffer_;
   std::chrono::steady_clock::time_point started_;
+  std::string own_site_;  // the private directory; removed again at the end if the zygote did not
 };
 
 // The Python source of agent/zygote.py, built in.

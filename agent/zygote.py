@@ -235,11 +235,6 @@ def _become_worker(request, fds, agent):
         os.environ[name] = value
     _show_as_worker(libc, request["argv"], request["env"])
     _reset_forwarded_signals()
-    # cxxrun's stack-dump hook (agent/python_hook.h) registers per worker:
-    # the forkserver itself had no stack file when it read it.
-    hook = sys.modules.get("sitecustomize")
-    if hook is not None and hasattr(hook, "_cxxrun_register"):
-        hook._cxxrun_register()
     try:
         os.chdir(request["cwd"])
     except OSError as e:
@@ -249,6 +244,12 @@ def _become_worker(request, fds, agent):
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()
+    # multiprocessing draws the key its connections authenticate with once,
+    # at import: every rank forked from a zygote that imported it (torch
+    # does) would share one, where each exec'd interpreter has its own.
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None:
+        process.current_process().authkey = os.urandom(32)
 
 
 _PR_SET_MM, _PR_SET_MM_MAP = 35, 14
@@ -346,8 +347,30 @@ def _is_sys_path_entry(path):
     return False
 
 
+# What site runs at an interpreter's start, run in each worker instead of
+# in the zygote (_undo_own_start): the first sitecustomize on the worker's
+# sys.path (cxxrun's hook, agent/python_hook.h, which registers the worker's
+# stack dump and runs the user's or the site's), then usercustomize, with
+# the worker's environment, cwd and sys.argv and without the program's
+# sys.path[0], as in an exec'd worker.
+def _customize():
+    import site
+
+    sys.modules.pop("sitecustomize", None)
+    site.execsitecustomize()
+    if sys.modules.get("usercustomize", 0) is None:
+        del sys.modules["usercustomize"]
+        if site.ENABLE_USER_SITE:
+            site.execusercustomize()
+
+
 # Runs argv ([python, -u, script | -m module | -c code, args...]) as
-# `python -u` would, in a fresh __main__ module.
+# `python -u` would, in a fresh __main__ module. sys.path is the worker's
+# up to its first entry (the zygote's environment and cwd are the
+# worker's, less per-worker variables: agent/forkserver.cc), and that entry
+# is added as Python adds it: the script's directory, the cwd for -m, ""
+# for -c, none of them under PYTHONSAFEPATH (sys.flags.safe_path, from the
+# same environment); a directory or zip run as a script is added even then.
 def _run(argv):
     import builtins
     import runpy
@@ -362,29 +385,36 @@ def _run(argv):
     main.__builtins__ = builtins
     main.__annotations__ = {}  # an interpreter's __main__ starts with one
     sys.modules["__main__"] = main
+    safe_path = getattr(sys.flags, "safe_path", False)
     if args[0] == "-m":
         sys.argv = ["-m"] + args[2:]
-        sys.path[0] = os.getcwd()
+        _customize()
+        if not safe_path:
+            sys.path.insert(0, os.getcwd())
         runpy._run_module_as_main(args[1], alter_argv=True)
         return
     if args[0] == "-c":
         sys.argv = ["-c"] + args[2:]
-        sys.path[0] = ""
+        _customize()
+        if not safe_path:
+            sys.path.insert(0, "")
         exec(compile(args[1], "<string>", "exec"), main.__dict__)
         return
     script = args[0]
     sys.argv = args
+    _customize()
     # Python 3.9+ makes the script's path absolute (cwd joined, not
     # normalised) for __file__, tracebacks and sys.path[0]; sys.argv[0] stays
     # as given.
     absolute = os.path.join(os.getcwd(), script)
     if _is_sys_path_entry(script):
         # A directory or a zip: its __main__ module runs with the entry
-        # itself, alone, as sys.path[0], as under `python dir`.
-        sys.path[0] = absolute
+        # itself as sys.path[0], as under `python dir`.
+        sys.path.insert(0, absolute)
         runpy._run_module_as_main("__main__", alter_argv=False)
         return
-    sys.path[0] = os.path.dirname(os.path.realpath(script))
+    if not safe_path:
+        sys.path.insert(0, os.path.dirname(os.path.realpath(script)))
     if script.endswith(".pyc"):
         runpy.run_path(script, run_name="__main__")
         return
@@ -400,12 +430,44 @@ def _run(argv):
     exec(compile(source, script, "exec", dont_inherit=True), main.__dict__)
 
 
+# The zygote's own start, undone for its workers. `python -c` put "" (the
+# agent's cwd) first on sys.path unless PYTHONSAFEPATH; a worker's first
+# entry is its own (_run). And the zygote ran a sitecustomize of its own,
+# from a private directory first on its PYTHONPATH that this variable names
+# (agent/zygote.cc): so that neither the user's sitecustomize nor
+# usercustomize ran here, with the agent's environment, for every worker
+# (_customize runs them in each). The directory and the variable go at
+# once: no worker, nor anything the zygote starts, sees them.
+_OWN_SITE = "CXXRUN_FORKSERVER_SITE"
+
+
+def _undo_own_start():
+    if not getattr(sys.flags, "safe_path", False):
+        del sys.path[0]
+    own = os.environ.pop(_OWN_SITE, "")
+    if not own:
+        return
+    own = os.path.abspath(own)  # as site made each sys.path entry
+    sys.path[:] = [p for p in sys.path if p != own]
+    sys.path_importer_cache.pop(own, None)
+    try:  # the agent removes it at the end otherwise
+        for top, dirs, files in os.walk(own, topdown=False):
+            for name in files:
+                os.unlink(os.path.join(top, name))
+            for name in dirs:
+                os.rmdir(os.path.join(top, name))
+        os.rmdir(own)
+    except OSError:
+        pass
+
+
 def _main():
     agent = int(sys.argv[1])
     explicit = sys.argv[2] == "1"
     modules = [m for m in sys.argv[3].split(",") if m]
     idle = sys.argv[4] == "1"
     sock = socket.socket(fileno=3)
+    _undo_own_start()
     loaded, failed = _preload_idle(modules, explicit, idle)
     # The preload's objects stay out of every collection: the workers keep
     # sharing their pages with the zygote, and a worker's exit does not

@@ -56,7 +56,10 @@ show("spec", __spec__.name if __spec__ else None)
 show("main", sorted(vars(sys.modules["__main__"])))
 # cxxrun's hook directory (agent/python_hook.h) is in each run's own log dir.
 show("path", ["<cxxrun hook>" if os.path.isfile(os.path.join(p, "cxxrun", "__init__.py")) else p for p in sys.path])
-show("stack hook", __import__("sitecustomize").__file__.endswith("/python/sitecustomize.py"))
+# cxxrun's hook registered this process's stack dump (it names the pid in
+# the stack file); `import sitecustomize` gives the one it shadows.
+show("stack hook", str(os.getpid()) in open(os.environ["CXXRUN_STACK_FILE"]).read())
+show("sitecustomize", getattr(__import__("sitecustomize"), "__file__", None))
 show("fds", sorted(os.listdir("/proc/self/fd")))  # nothing of the zygote's left open
 show("cwd", os.getcwd())
 show("stdout", (sys.stdout.write_through, sys.stdout.line_buffering, sys.stdout.encoding))
