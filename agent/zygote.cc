@@ -33,8 +33,13 @@ constexpr auto kForkDeadline = 30s;
 // The ready line is sent in one write once poll() said it is there.
 constexpr auto kLineDeadline = 1s;
 
+// `python -c` put "" (the agent's cwd) first on sys.path, unless
+// PYTHONSAFEPATH: gone before the zygote imports anything, so that no module
+// someone left in that directory runs in it, and each worker gets its own
+// first entry (agent/zygote.py, _run).
 constexpr const char* kBootstrap =
-    "import sys; exec(compile(sys.stdin.read(), 'cxxrun-forkserver', 'exec'))";
+    "import sys; getattr(sys.flags, 'safe_path', 0) or sys.path.pop(0); "
+    "exec(compile(sys.stdin.read(), 'cxxrun-forkserver', 'exec'))";
 
 // The zygote's sitecustomize: site then runs neither the user's nor
 // usercustomize in it (agent/zygote.py runs both in each worker, _customize).

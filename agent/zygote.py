@@ -430,20 +430,17 @@ def _run(argv):
     exec(compile(source, script, "exec", dont_inherit=True), main.__dict__)
 
 
-# The zygote's own start, undone for its workers. `python -c` put "" (the
-# agent's cwd) first on sys.path unless PYTHONSAFEPATH; a worker's first
-# entry is its own (_run). And the zygote ran a sitecustomize of its own,
-# from a private directory first on its PYTHONPATH that this variable names
-# (agent/zygote.cc): so that neither the user's sitecustomize nor
-# usercustomize ran here, with the agent's environment, for every worker
-# (_customize runs them in each). The directory and the variable go at
-# once: no worker, nor anything the zygote starts, sees them.
+# The zygote's own start, undone for its workers (its bootstrap already
+# took `python -c`'s "" off sys.path, agent/zygote.cc). The zygote ran a
+# sitecustomize of its own, from a private directory first on its
+# PYTHONPATH that this variable names: so that neither the user's
+# sitecustomize nor usercustomize ran here, with the agent's environment,
+# for every worker (_customize runs them in each). The directory and the
+# variable go at once: no worker, nor anything the zygote starts, sees them.
 _OWN_SITE = "CXXRUN_FORKSERVER_SITE"
 
 
 def _undo_own_start():
-    if not getattr(sys.flags, "safe_path", False):
-        del sys.path[0]
     own = os.environ.pop(_OWN_SITE, "")
     if not own:
         return

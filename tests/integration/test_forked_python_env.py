@@ -11,7 +11,7 @@ A fake torch (which imports multiprocessing, as torch does) keeps it fast."""
 import os
 import subprocess
 
-from harness import FORKED, TORCH_PYTHON, TempDirTest, clean_env, run
+from harness import CXXRUN, FORKED, TORCH_PYTHON, TempDirTest, clean_env, run
 
 PROBE = r'''
 import os, sys
@@ -149,3 +149,15 @@ class ForkedPythonEnv(TempDirTest):
                 with self.subTest(PYTHONSAFEPATH=safe, entry=args[0]):
                     env = {"PYTHONSAFEPATH": safe} if safe else {}
                     self.check(args, "forkserver", **env)
+
+    def test_the_zygote_imports_nothing_from_the_agents_cwd(self):
+        # `python -c` (how the zygote starts) puts the cwd first on sys.path;
+        # an exec'd worker of a script elsewhere never looks there.
+        marker = os.path.join(self.dir, "planted")
+        self.write("cwd/json.py", f"open({marker!r}, 'w').close()\n")
+        p = subprocess.run([CXXRUN, "--standalone", "--nproc-per-node=1", self.script], cwd=os.path.join(self.dir, "cwd"),
+                           env=clean_env(PYTHON_EXEC=TORCH_PYTHON, PYTHONPATH=self.python_path),
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("[default0]:forked True", p.stdout, p.stderr)
+        self.assertFalse(os.path.exists(marker), "the zygote imported json.py from the agent's cwd")
