@@ -85,9 +85,11 @@ class ForkedPythonEnv(TempDirTest):
         if os.path.exists(self.log):
             os.unlink(self.log)
         opts = ["--standalone", "--nproc-per-node=2"] + ([f"--start-method={method}"] if method else [])
-        rc, out, err = run(opts + args, env=clean_env(PYTHON_EXEC=TORCH_PYTHON, PYTHONPATH=self.python_path,
-                                                       PYTHONUSERBASE=self.user_base, **env))
+        env = clean_env(PYTHON_EXEC=TORCH_PYTHON, PYTHONPATH=self.python_path, PYTHONUSERBASE=self.user_base, **env)
+        rc, out, err = run(opts + args, env=env)
         self.assertEqual(rc, 0, err)
+        # The zygote's private site directory (agent/zygote.h) is gone.
+        self.assertEqual([n for n in os.listdir(env["TMPDIR"]) if n.startswith("cxxrun-forkserver-")], [])
         lines, ranks, forked = [], {}, set()
         for line in out.splitlines():
             prefix, _, rest = line.partition(":")
