@@ -444,6 +444,14 @@ def _undo_own_start():
     own = os.environ.pop(_OWN_SITE, "")
     if not own:
         return
+    # Off PYTHONPATH too: a Python process the preload starts must not look
+    # in a directory name someone may make again once it is gone.
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if entries[0] == own:
+        if len(entries) > 1:
+            os.environ["PYTHONPATH"] = os.pathsep.join(entries[1:])
+        else:
+            del os.environ["PYTHONPATH"]
     own = os.path.abspath(own)  # as site made each sys.path entry
     sys.path[:] = [p for p in sys.path if p != own]
     sys.path_importer_cache.pop(own, None)

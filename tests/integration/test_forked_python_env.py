@@ -38,6 +38,16 @@ print("authkey", multiprocessing.current_process().authkey.hex(), flush=True)
 print("forked", ''' + FORKED + r''', flush=True)
 '''
 
+# The fake torch: each import notes the PYTHONPATH its process would hand a
+# Python process it starts (cxxrun's hook directory differs by run).
+TORCH = r'''
+import multiprocessing, os
+path = ["<hook>" if os.path.isfile(os.path.join(p, "cxxrun", "__init__.py")) else p
+        for p in os.environ.get("PYTHONPATH", "").split(":")]
+with open({log!r}, "a") as f:
+    f.write("%s %s\n" % (path, "CXXRUN_FORKSERVER_SITE" in os.environ))
+'''
+
 # Each run appends "<what> <pid> <RANK>" to the log: which processes ran it.
 CUSTOMIZE = r'''
 import os
@@ -60,7 +70,7 @@ class ForkedPythonEnv(TempDirTest):
         # fake torch first.
         self.write("lib1/shadow.py", "")
         self.write("lib1/sitecustomize.py", CUSTOMIZE.format(var="X", log=self.log, what="site"))
-        self.write("lib1/torch/__init__.py", "import multiprocessing\n")
+        self.write("lib1/torch/__init__.py", TORCH.format(log=d + "/torch-imports"))
         self.write("lib1/torch/distributed.py", "")
         self.write("lib2/probemod.py", PROBE)
         self.python_path = f"{d}/lib1:{d}/lib2"
@@ -127,6 +137,12 @@ class ForkedPythonEnv(TempDirTest):
             keys = [v["authkey"] for v in ranks.values() if "authkey" in v]
             self.assertEqual(len(set(keys)), 2, f"the ranks share a multiprocessing authkey: {keys}")
         self.assertEqual(forked[0], spawn[0])
+        # The zygote's imports too (its private site directory is gone from
+        # what it would pass on).
+        with open(os.path.join(self.dir, "torch-imports")) as f:
+            seen = set(f.read().splitlines())
+        os.unlink(os.path.join(self.dir, "torch-imports"))
+        self.assertEqual(len(seen), 1, seen)
         return spawn[0]
 
     def test_a_forked_worker_gets_the_path_and_customizations_an_execd_one_gets(self):
