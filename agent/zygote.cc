@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/failure.h"
 #include "agent/python_hook.h"
 
 namespace cxxrun::agent {
@@ -91,7 +92,7 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 std::string describe_status(int status) {
-  if (WIFSIGNALED(status)) return std::string("was killed by ") + strsignal(WTERMSIG(status));
+  if (WIFSIGNALED(status)) return "was killed by " + signal_name(WTERMSIG(status));
   return "exited with code " + std::to_string(WEXITSTATUS(status));
 }
 

@@ -288,7 +288,7 @@ if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
             wait_for(lambda: sum("preloaded True 0" in l for l in out) == 2, timeout=20,
                      what="both workers of attempt 0, forked")
             os.kill(zygote, signal.SIGKILL)  # our job's zygote
-            gone = f"the forkserver was killed by Killed (pid {zygote}); workers start by exec from now on"
+            gone = f"the forkserver was killed by SIGKILL (pid {zygote}); workers start by exec from now on"
             wait_for(lambda: gone in "".join(err), timeout=20, what="the agent to notice the zygote's death")
             open(go, "w").close()
             self.assertEqual(p.wait(timeout=30), 0, "".join(err))
