@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 
@@ -82,6 +83,17 @@ int step_out(const Config& config, const CheckResult& failed) {
   return decide(unhealthy).code;
 }
 
+// A signal stopped the checks before the node ever joined: the job ends
+// here, with the code the policy gives a signal.
+int signalled_before_joining(int sig) {
+  Situation signalled;
+  signalled.cause = Cause::signal;
+  signalled.signal = sig;
+  const int code = decide(signalled).code;
+  spdlog::info("exiting with code {}", code);
+  return code;
+}
+
 }  // namespace
 
 int run(const Config& input) {
@@ -94,11 +106,25 @@ int run(const Config& input) {
   const rlim_t open_files = raise_open_files();
   const std::string token = random_token();
   // Before anything else: a node unfit for the job does not join it, so a
-  // waiting spare takes its place in the first round.
+  // waiting spare takes its place in the first round. The signals that end
+  // a job are blocked from here until the checks are done, so that threads
+  // started meanwhile (NVML's) never take them, and one that comes during
+  // the checks stops them and ends the agent by its normal path.
+  sigset_t ending, unblocked;
+  sigemptyset(&ending);
+  for (int sig : config.signals_to_handle) sigaddset(&ending, sig);
+  pthread_sigmask(SIG_BLOCK, &ending, &unblocked);
   NodeHealth health(config);
-  if (!health.empty())
-    if (const auto results = health.check(false); const CheckResult* failed = first_failure(results))
+  if (!health.empty()) {
+    int received = 0;
+    const auto results = health.check_or_signal(config.signals_to_handle, config.forward_only_signals, received);
+    if (received != 0) return signalled_before_joining(received);
+    if (const CheckResult* failed = first_failure(results)) {
+      pthread_sigmask(SIG_SETMASK, &unblocked, nullptr);
       return step_out(config, *failed);
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &unblocked, nullptr);
   LogDir logs(config);
   std::string containment;
   std::unique_ptr<JobCgroup> cgroup = contain(config, token, containment);

@@ -1,5 +1,7 @@
 #include "agent/host_checks.h"
 
+#include "agent/check_runner.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -8,11 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <memory>
+#include <optional>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -67,103 +72,102 @@ std::string byte_text(unsigned long long bytes) {
   return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
 }
 
-CheckResult check_command(const std::string& command, milliseconds timeout) {
+CheckStop::CheckStop() {
+  if (pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+}
+
+CheckStop::~CheckStop() { close_fd(pipe_[0]), close_fd(pipe_[1]); }
+
+void CheckStop::stop() {
+  if (stopped_.exchange(true)) return;
+  (void)!::write(pipe_[1], "x", 1);
+}
+
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\t') || u == 0x7f)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out.push_back(c);
+  }
+  return out;
+}
+
+CheckResult check_command(const std::string& command, milliseconds timeout, const CheckStop* stop) {
   const auto start = Clock::now();
   CheckResult r{"command", false, "", {}};
-  int out[2] = {-1, -1}, err[2] = {-1, -1}, status_pipe[2] = {-1, -1};
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(status_pipe, O_CLOEXEC) != 0) {
-    r.detail = fmt::format("cannot run it: {}", std::strerror(errno));
-    for (int* p : {out, err, status_pipe}) close_fd(p[0]), close_fd(p[1]);
+  if (stop && stop->stopped()) {
+    r.stopped = true;
+    r.detail = "not run: the agent is exiting";
     return r;
   }
-  const pid_t runner = fork();
-  if (runner == 0) {
-    // Between fork and exec only async-signal-safe calls. This process runs
-    // the command and writes its status into the pipe, so whoever reaps
-    // this process first does not matter.
-    setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    signal(SIGPIPE, SIG_DFL);  // the agent ignores it, and exec keeps that
-    const pid_t sh = fork();
-    if (sh == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      dup2(err[1], STDERR_FILENO);
-      const int devnull = open("/dev/null", O_RDONLY);
-      if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    int status = 0;
-    while (sh > 0 && waitpid(sh, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (sh > 0) (void)!write(status_pipe[1], &status, sizeof status);
-    _exit(sh > 0 ? 0 : 1);
-  }
-  close_fd(out[1]), close_fd(err[1]), close_fd(status_pipe[1]);
-  if (runner < 0) {
-    r.detail = fmt::format("cannot run it: fork: {}", std::strerror(errno));
-    for (int* p : {out, err, status_pipe}) close_fd(p[0]);
+  std::optional<ContainedCommand> run;
+  try {
+    run.emplace(command.c_str());
+  } catch (const std::system_error& e) {
+    r.detail = fmt::format("cannot run it: {}", e.what());
     return r;
   }
   std::string text[2];
-  int status = -1;
-  bool got_status = false;
-  int fds[3] = {out[0], err[0], status_pipe[0]};
+  std::optional<int> status;
   bool timed_out = false;
   std::optional<Clock::time_point> ended;
-  while (fds[0] >= 0 || fds[1] >= 0 || fds[2] >= 0) {
+  int* outputs[2] = {&run->out_fd(), &run->err_fd()};
+  for (;;) {
+    if (status && *outputs[0] < 0 && *outputs[1] < 0) break;
     // Once the command is done, output still open belongs to something it
     // left running: a moment more for its last words, then no more.
-    if (got_status && !ended) ended = Clock::now();
+    if (status && !ended) ended = Clock::now();
     if (ended && since(*ended) > milliseconds(200)) break;
+    if (!status && run->gone()) break;  // the runner ended without a status: it could not run the command
     const auto left = timeout - since(start);
     if (left.count() <= 0) {
-      timed_out = !got_status;
+      timed_out = !status;
       break;
     }
-    pollfd p[3];
-    for (int i = 0; i < 3; ++i) p[i] = {fds[i], POLLIN, 0};
-    const int n = poll(p, 3, static_cast<int>(std::min<long long>(left.count(), ended ? 50 : 1000)));
+    pollfd p[4] = {{*outputs[0], POLLIN, 0}, {*outputs[1], POLLIN, 0},
+                   {status ? -1 : run->status_fd(), POLLIN, 0}, {stop ? stop->fd() : -1, POLLIN, 0}};
+    const int n = poll(p, 4, static_cast<int>(std::min<long long>(left.count(), ended ? 50 : 1000)));
     if (n < 0 && errno != EINTR) break;
-    for (int i = 0; i < 3; ++i) {
-      if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    if (p[3].revents != 0) {
+      r.stopped = true;
+      break;
+    }
+    if (p[2].revents != 0) status = run->read_status();
+    for (int i = 0; i < 2; ++i) {
+      if (*outputs[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       char buf[4096];
-      const ssize_t got = ::read(fds[i], buf, sizeof buf);
-      if (got <= 0) {
-        close_fd(fds[i]);
-      } else if (i == 2) {
-        if (static_cast<size_t>(got) >= sizeof status) std::memcpy(&status, buf, sizeof status), got_status = true;
-      } else if (text[i].size() < kMaxOutput) {
-        text[i].append(buf, static_cast<size_t>(got));
-      }
+      const ssize_t got = ::read(*outputs[i], buf, sizeof buf);
+      if (got <= 0) close_fd(*outputs[i]);
+      else if (text[i].size() < kMaxOutput) text[i].append(buf, static_cast<size_t>(got));
     }
   }
-  kill(-runner, SIGKILL);  // the command's strays (and, on a timeout, itself)
-  for (int& fd : fds) close_fd(fd);
-  // Reaped here unless the agent's own reaping got there first.
-  while (waitpid(runner, nullptr, 0) < 0 && errno == EINTR) {
-  }
+  run->end();  // the command's strays (and, on a timeout or a stop, itself)
   r.took = since(start);
-  std::string said = first_line(text[0]);
-  if (said.empty()) said = first_line(text[1]);
-  if (timed_out) {
+  std::string said = printable(first_line(text[0]));
+  if (said.empty()) said = printable(first_line(text[1]));
+  if (r.stopped) {
+    r.detail = fmt::format("'{}' was stopped after {} s: the agent is exiting", command, r.took.count() / 1000.0);
+  } else if (timed_out) {
     r.detail = fmt::format("'{}' did not finish within {} s{}", command, timeout.count() / 1000.0,
                            said.empty() ? "" : "; it said: " + said);
-  } else if (!got_status) {
+  } else if (!status) {
     r.detail = fmt::format("'{}' could not be run", command);
-  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+  } else if (WIFEXITED(*status) && WEXITSTATUS(*status) == 0) {
     r.healthy = true;
     r.detail = said.empty() ? "ok" : said;
   } else {
-    r.detail = fmt::format("{} ({} of '{}')", said.empty() ? "no reason given" : said, status_text(status), command);
+    r.detail = fmt::format("{} ({} of '{}')", said.empty() ? "no reason given" : said, status_text(*status), command);
   }
   return r;
 }
 
-CheckResult check_path(const HealthPath& p, milliseconds timeout) {
+CheckResult check_path(const HealthPath& p, milliseconds timeout, const CheckStop* stop) {
   const auto start = Clock::now();
+  if (stop && stop->stopped()) return {"path " + p.path, false, "not checked: the agent is exiting", {}, true};
   auto result = std::make_shared<std::promise<CheckResult>>();
   auto verdict = result->get_future();
   std::thread([p, result] {
@@ -204,7 +208,12 @@ CheckResult check_path(const HealthPath& p, milliseconds timeout) {
     result->set_value(r);
   }).detach();
   CheckResult r{"path " + p.path, false, "", {}};
-  if (verdict.wait_for(timeout) == std::future_status::ready) r = verdict.get();
+  // In slices, so that a stop ends the wait.
+  bool ready = false;
+  while (!ready && since(start) < timeout && !(stop && stop->stopped()))
+    ready = verdict.wait_for(std::min(milliseconds(50), timeout - since(start))) == std::future_status::ready;
+  if (ready) r = verdict.get();
+  else if (stop && stop->stopped()) r.stopped = true, r.detail = "stopped: the agent is exiting";
   else r.detail = fmt::format("{} did not answer within {} s (a hung mount?)", p.path, timeout.count() / 1000.0);
   r.took = since(start);
   return r;

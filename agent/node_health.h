@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,6 +52,19 @@ class NodeHealth {
   void check_async(bool after_attempt, Post post, std::function<void(std::vector<CheckResult>)> then);
   // Waits for a check_async in flight (bounded: every check is).
   void join();
+  // Any thread: the check in flight ends at once, whatever its command
+  // started killed, and no check runs any more (each returns `stopped`).
+  // The agent calls it when it exits during a check (a signal).
+  void stop() { stop_.stop(); }
+  // check(false) on a thread of its own, for the agent's first round, when
+  // no event loop handles signals yet: the calling thread blocks `signals`
+  // meanwhile and waits for them. One of them, unless `only_forwarded`
+  // (meant for workers, and there are none yet), stops the checks (stop())
+  // and comes back in `received`, with the results so far; 0 when none
+  // came. The mask is the caller's again on return; block them before any
+  // thread starts (NVML's), or one that does not block them takes them.
+  std::vector<CheckResult> check_or_signal(const std::vector<int>& signals, const std::set<int>& only_forwarded,
+                                           int& received);
   // The last verdict of each check, for /healthz and /metrics. Any thread.
   std::vector<CheckResult> last() const;
 
@@ -60,6 +74,7 @@ class NodeHealth {
   bool empty_ = true;
   mutable std::mutex mu_;
   std::vector<CheckResult> last_;
+  CheckStop stop_;
   std::thread thread_;
 };
 
@@ -70,9 +85,11 @@ const CheckResult* first_failure(const std::vector<CheckResult>& results);
 // RDMA port mlx5_0/1 is DOWN (Polling)".
 std::string failure_line(const CheckResult& failed);
 
-// Appends this host's name to --exclude-file (one line, O_APPEND, so the
-// nodes of a job may share one file); a file that cannot be written is a
-// warning, never a reason to hide the verdict.
+// Appends this host's name to --exclude-file (one line, O_APPEND under a
+// lock, so the nodes of a job may share one file), ending first a last line
+// left without its end. Made 0600; a symbolic link is followed only when
+// this user (or root) made it, and only a regular file is written. A file
+// that cannot be written is a warning, never a reason to hide the verdict.
 void exclude_this_node(const std::string& file);
 
 }  // namespace cxxrun::agent

@@ -13,8 +13,14 @@ RoundGate::RoundGate(boost::asio::io_context& io, const Config& config, NodeHeal
                      RendezvousLink& link, const std::shared_ptr<spdlog::logger>& log)
     : io_(io), c_(config), health_(health), reporter_(reporter), link_(link), log_(log) {}
 
+// The loop is done (the job ended, a signal among the ways): a check in
+// flight has no one to hear its verdict, so it stops now, with whatever its
+// command started, rather than run out its timeout.
 RoundGate::~RoundGate() {
-  if (health_) health_->join();
+  if (health_) {
+    health_->stop();
+    health_->join();
+  }
 }
 
 void RoundGate::before_round(std::function<void()> go, std::function<void()> out) {

@@ -27,7 +27,7 @@ class RoundGate {
   // which it renames each round.
   RoundGate(boost::asio::io_context& io, const Config& config, NodeHealth* health, Reporter& reporter,
             RendezvousLink& link, const std::shared_ptr<spdlog::logger>& log);
-  ~RoundGate();  // waits for a check in flight: its verdict is posted to `io`
+  ~RoundGate();  // stops a check in flight (NodeHealth::stop) and waits for it
 
   // This node's own workers failed first (not after another node's).
   void own_failure() { ++own_failures_; }

@@ -8,7 +8,7 @@ import os
 import signal
 import time
 
-from harness import OrphanCheckTest, clean_env, run, start, wait_for, with_marker
+from harness import OrphanCheckTest, clean_env, end, run, start, wait_for, with_marker
 
 ESCAPES = {
     "env -i": "env -i sleep 120 {m} &",
@@ -69,3 +69,28 @@ class Containment(OrphanCheckTest):
                     if p.poll() is None:
                         p.kill()
                         p.wait(timeout=10)
+
+    def test_nothing_a_health_check_starts_outlives_it(self):
+        # Checks run before the job's cgroup exists, or outside it: their
+        # runner is the subreaper of what they start, and kills it all.
+        for escape in ESCAPES:
+            with self.subTest(escape=escape):
+                # A moment for the escape to be done before the check ends.
+                check = self.script("check.sh", ESCAPES[escape].format(m=self.marker) + "\nsleep 0.2\necho fine\n")
+                rc, _, err = run(["--standalone", "--nproc-per-node=1", f"--health-check={check}", "--no-python",
+                                  "true"], timeout=60)
+                self.assertEqual(rc, 0, err)
+                self.assertIn("health check command: fine", err)
+                self.assertEqual(with_marker(self.marker), [], err)
+
+    def test_nothing_a_health_check_starts_outlives_an_agent_killed_by_sigkill(self):
+        check = self.script("check.sh", f"setsid sleep 120 {self.marker} &\nexec sleep 120 {self.marker}\n")
+        p = start(["--standalone", "--nproc-per-node=1", f"--health-check={check}", "--no-python", "true"])
+        try:
+            wait_for(lambda: len(with_marker(self.marker)) == 2, timeout=20, what="the check and its daemon")
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+            # The check's runner sees the agent's end of a pipe close.
+            wait_for(lambda: not with_marker(self.marker), timeout=10, what="the check's processes to end")
+        finally:
+            end(p)

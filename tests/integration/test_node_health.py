@@ -5,12 +5,15 @@ takes its place at the same world size. Agents on loopback, the job's store
 in cxxrun-rdzv (as on a cluster: it outlives every agent)."""
 import json
 import os
+import resource
+import signal
 import socket
 import subprocess
 import time
 import uuid
 
-from harness import RDZV_SERVER, TempDirTest, clean_env, finish_all, free_port, run, start, wait_for
+from harness import (CXXRUN, RDZV_SERVER, OrphanCheckTest, TempDirTest, clean_env, end, finish_all, free_port, run,
+                     start, wait_for, with_marker)
 
 UNHEALTHY = 243
 
@@ -199,6 +202,59 @@ class NodeHealth(TempDirTest):
         self.assertEqual(rc, 0, err)
         self.assertIn(f"health check path {self.dir}: writable", err)
         self.assertIn("health check command: fine", err)
+
+
+class CheckProcesses(OrphanCheckTest):
+    """What a check runs ends with the check: at a signal to the agent
+    (handled: stop the check, exit by the normal path), and it runs under
+    the limits a worker would."""
+
+    def signal_during_check(self, sig, check_body, args, started):
+        check = self.script("check.sh", check_body)
+        p = start(["--standalone", "--nproc-per-node=1", f"--health-check={check}",
+                   "--health-check-timeout=600"] + args)
+        try:
+            wait_for(lambda: os.path.exists(started) and with_marker(self.marker), timeout=30,
+                     what="the check to run")
+            p.send_signal(sig)
+            out, err = p.communicate(timeout=30)
+        finally:
+            end(p)
+        return p.returncode, err
+
+    def test_a_signal_during_the_first_checks_stops_them_and_ends_the_agent(self):
+        for sig, code in ((signal.SIGTERM, 143), (signal.SIGINT, 130)):
+            with self.subTest(signal=sig.name):
+                started = f"{self.dir}/started.{sig.name}"
+                rc, err = self.signal_during_check(
+                    sig, f"touch {started}\nsetsid sleep 120 {self.marker} &\nexec sleep 120 {self.marker}\n",
+                    ["--no-python", "true"], started)
+                self.assertEqual(rc, code, err)
+                self.assertIn(f"received {sig.name} during the health checks; stopping them and exiting", err)
+                self.assertIn(f"exiting with code {code}", err)
+                self.assertEqual(with_marker(self.marker), [], err)
+
+    def test_a_signal_during_a_restarts_checks_stops_them_and_ends_the_agent(self):
+        started = f"{self.dir}/started"
+        worker = self.script("w.sh", '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 3\nexit 0\n')
+        # The first round's check passes; the restart's hangs.
+        body = (f"if [ -e {self.dir}/once ]; then touch {started}; exec sleep 120 {self.marker}; fi\n"
+                f"touch {self.dir}/once\n")
+        rc, err = self.signal_during_check(signal.SIGTERM, body, ["--max-restarts=1", "--no-python", worker], started)
+        self.assertEqual(rc, 143, err)
+        self.assertIn("received SIGTERM", err)
+        self.assertEqual(with_marker(self.marker), [], err)
+
+    def test_the_check_gets_the_open_files_limit_cxxrun_was_started_with(self):
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and hard <= 512:
+            self.skipTest(f"the hard open-files limit ({hard}) leaves nothing to raise")
+        p = subprocess.run([CXXRUN, "--standalone", "--nproc-per-node=1", "--health-check=ulimit -Sn",
+                            "--no-python", "true"], env=clean_env(), capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL,
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard)))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("health check command: 512 (", p.stderr)
 
 
 FAKE_NVML = os.environ.get("FAKE_NVML_LIBRARY", os.path.join(os.path.dirname(__file__),

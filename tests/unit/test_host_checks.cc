@@ -1,6 +1,7 @@
 // The node checks that need no GPU (agent/host_checks.h): a site's command,
 // writable paths with free space, RDMA ports in a sysfs tree the test writes.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -8,6 +9,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "agent/host_checks.h"
 #include "agent/node_health.h"
@@ -78,6 +81,77 @@ TEST_CASE("health command: a daemon it leaves holding stdout does not hold the v
   CHECK(std::chrono::steady_clock::now() - start < 5s);
   CHECK(r.healthy);
   CHECK(r.detail == "started");
+}
+
+namespace {
+
+// Dead, or a zombie whose parent went too (init reaps it when it will).
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string p, comm, state;
+  return static_cast<bool>(stat >> p >> comm >> state) && state != "Z";
+}
+
+pid_t read_pid(const std::string& file) {
+  pid_t pid = 0;
+  for (int i = 0; i < 500 && pid == 0; ++i) {
+    std::ifstream in(file);
+    if (!(in >> pid)) pid = 0, usleep(10000);
+  }
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("health command: what it starts in a session of its own ends with it") {
+  TempDir dir;
+  const std::string pidfile = (dir.path / "daemon").string();
+  // Not in the command's process group (it has left it before the command
+  // ends): only containment finds it.
+  CheckResult r = check_command("setsid sh -c 'echo $$ > " + pidfile + "; exec sleep 100' </dev/null >/dev/null 2>&1 & "
+                                "while [ ! -s " + pidfile + " ]; do sleep 0.01; done; echo ok",
+                                10s);
+  CHECK(r.healthy);
+  const pid_t daemon = read_pid(pidfile);
+  REQUIRE(daemon > 0);
+  for (int i = 0; i < 100 && alive(daemon); ++i) usleep(10000);
+  const bool left = alive(daemon);
+  if (left) kill(daemon, SIGKILL);
+  CHECK_FALSE(left);
+}
+
+TEST_CASE("health command: a stop ends it at once, with what it started") {
+  TempDir dir;
+  const std::string pidfile = (dir.path / "child").string();
+  CheckStop stop;
+  std::thread stopper([&] {
+    read_pid(pidfile);
+    stop.stop();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  CheckResult r = check_command("setsid sleep 100 & echo $! > " + pidfile + "; wait", 60s, &stop);
+  stopper.join();
+  CHECK(std::chrono::steady_clock::now() - start < 30s);
+  CHECK(r.stopped);
+  CHECK_FALSE(r.healthy);
+  const pid_t child = read_pid(pidfile);
+  REQUIRE(child > 0);
+  for (int i = 0; i < 100 && alive(child); ++i) usleep(10000);
+  const bool left = alive(child);
+  if (left) kill(child, SIGKILL);
+  CHECK_FALSE(left);
+  // Stopped: later checks do not run at all.
+  CHECK(check_command("touch " + (dir.path / "ran").string(), 5s, &stop).stopped);
+  CHECK_FALSE(fs::exists(dir.path / "ran"));
+}
+
+TEST_CASE("health command: control characters it prints reach the log escaped") {
+  CheckResult r = check_command("printf '\\033[2J\\033[31mGPU 3 is gone\\033[0m\\a\\tok\\n'; exit 1", 5s);
+  CHECK_FALSE(r.healthy);
+  CHECK(r.detail.find('\x1b') == std::string::npos);
+  CHECK(r.detail.find('\a') == std::string::npos);
+  CHECK_THAT(r.detail, Contains("\\x1b[2J\\x1b[31mGPU 3 is gone\\x1b[0m\\x07\tok (exit 1"));
+  CHECK(printable("a\x7f\x01" "b") == "a\\x7f\\x01b");
 }
 
 TEST_CASE("health path: writable with the free space asked for") {
@@ -157,4 +231,39 @@ TEST_CASE("exclude file: one line per node that steps out, appended") {
   CHECK(a == host);
   CHECK(b == host);
   CHECK_FALSE(std::getline(in, c));
+}
+
+TEST_CASE("exclude file: a last line left without its end is ended first") {
+  TempDir dir;
+  const std::string file = (dir.path / "exclude").string();
+  dir.write("exclude", "node7");
+  exclude_this_node(file);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str() == "node7\n" + std::string(host) + "\n");
+}
+
+TEST_CASE("exclude file: a link another user planted is not followed, nor a FIFO written") {
+  if (geteuid() != 0) {
+    WARN("skipped: needs root, to make a link of another user's");
+    return;
+  }
+  TempDir dir;
+  dir.write("target", "");
+  const fs::path link = dir.path / "exclude";
+  fs::create_symlink(dir.path / "target", link);
+  REQUIRE(lchown(link.c_str(), 12345, 12345) == 0);
+  exclude_this_node(link.string());
+  CHECK(fs::file_size(dir.path / "target") == 0);
+  // This user's own link is the user's choice: followed.
+  REQUIRE(lchown(link.c_str(), 0, 0) == 0);
+  exclude_this_node(link.string());
+  CHECK(fs::file_size(dir.path / "target") > 0);
+  // A FIFO with no reader would block the node's exit.
+  const fs::path fifo = dir.path / "fifo";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  exclude_this_node(fifo.string());
 }
