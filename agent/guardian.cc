@@ -9,9 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
+
+#include <spdlog/spdlog.h>
 
 #include "agent/cgroup.h"
 #include "agent/process_tree.h"
@@ -83,11 +87,24 @@ void Guardian::release() {
     close(pipe_w_);
   }
   pipe_w_ = -1;
-  if (pid_ > 0) {
+  if (pid_ <= 0) return;
+  // A stopped guardian (`pkill -STOP cxxrun` reaches it too) would hold
+  // the agent's exit for ever: it is continued, and one that has not ended
+  // its sweep by the bound is killed. The job's processes are gone by now.
+  kill(pid_, SIGCONT);
+  const auto deadline = std::chrono::steady_clock::now() + kReleaseLimit;
+  pid_t got;
+  while ((got = waitpid(pid_, nullptr, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (got == 0) {
+    spdlog::warn("the guardian process (pid {}) did not end within {} s of the agent's exit (stopped, or stuck "
+                 "in the kernel); killing it",
+                 pid_, kReleaseLimit.count());
+    kill(pid_, SIGKILL);
     while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
     }
-    pid_ = -1;
   }
+  pid_ = -1;
 }
 
 Guardian::~Guardian() { release(); }

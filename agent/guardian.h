@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,12 @@ class Guardian {
   Guardian& operator=(const Guardian&) = delete;
 
   pid_t pid() const { return pid_; }
+  // How long release() waits for the guardian to end.
+  static constexpr std::chrono::seconds kReleaseLimit{5};
+
   // Normal exit: the guardian sweeps (finding nothing) and ends, leaving the
-  // cleanup directory to the agent.
+  // cleanup directory to the agent. Bounded: a guardian stopped (SIGSTOP)
+  // is continued, and one not gone within kReleaseLimit is SIGKILLed.
   void release();
   // The agent's SIGCHLD handling reaped the guardian: don't wait for it again.
   void mark_reaped() { pid_ = -1; }

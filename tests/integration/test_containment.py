@@ -94,3 +94,50 @@ class Containment(OrphanCheckTest):
             wait_for(lambda: not with_marker(self.marker), timeout=10, what="the check's processes to end")
         finally:
             end(p)
+
+    def test_a_stopped_guardian_does_not_hold_the_agents_exit(self):
+        go = f"{self.dir}/go"
+        worker = self.script("w.sh", f"for i in $(seq 400); do [ -e {go} ] && exit 0; sleep 0.05; done; exit 1\n")
+        p = start(["--standalone", "--nproc-per-node=1", "--no-python", worker])
+        guardian = []
+        try:
+            wait_for(lambda: guardian.extend(children_named(p.pid, "cxxrun-guardian")) or guardian, timeout=20,
+                     what="the guardian")
+            os.kill(guardian[0], signal.SIGSTOP)  # what `pkill -STOP cxxrun` does to it
+            wait_for(lambda: state_of(guardian[0]) == "T", timeout=10, what="the guardian to stop")
+            open(go, "w").close()
+            out, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertIn("exiting with code 0", err)
+        finally:
+            end(p)
+            for pid in guardian:
+                if state_of(pid) not in ("", "Z"):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def children_named(pid, name):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+    found = []
+    for child in children:
+        try:
+            with open(f"/proc/{child}/comm") as f:
+                if f.read().strip() == name:
+                    found.append(child)
+        except OSError:
+            pass
+    return found
+
+
+def state_of(pid):
+    """A process's state letter ("S", "T", "Z"...), "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return ""
+    return stat[stat.rfind(")") + 2]
