@@ -1,6 +1,7 @@
 #include "agent/health_server.h"
 
 #include <array>
+#include <cstdint>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -129,6 +130,7 @@ struct HealthServer::Impl : std::enable_shared_from_this<Impl> {
   // Live connections, so close() can end them; each removes itself when
   // destroyed, and holds the Impl alive until then.
   std::unordered_set<Connection*> connections;
+  uint64_t accepted = 0;  // numbers connections in the order they came
   bool saturated = false;
   bool closed = false;
 };
@@ -140,7 +142,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(std::shared_ptr<HealthServer::Impl> server, tcp::socket socket)
       : server_(std::move(server)),
         socket_(std::move(socket)),
-        deadline_(socket_.get_executor()) {
+        deadline_(socket_.get_executor()),
+        serial_(++server_->accepted) {
     server_->connections.insert(this);
     parser_.header_limit(2 * HealthServer::kMaxRequestBytes);  // with_crlf may add a byte per line
     parser_.eager(false);
@@ -157,9 +160,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     read_head();
   }
 
+  uint64_t serial() const { return serial_; }
+  bool stopped() const { return stopped_; }
+  // Sending its answer: the one state worth keeping a client in when room
+  // is needed.
+  bool answering() const { return answering_; }
+
   // Idempotent; pending handlers then finish with operation_aborted and
   // release this connection.
   void stop() {
+    stopped_ = true;
+    answering_ = false;
     error_code ignored;
     socket_.close(ignored);
     deadline_.cancel();
@@ -189,7 +200,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     error_code bad;
     parser_.put(asio::buffer(crlf), bad);
     response_ = respond(parser_.get(), bad || !parser_.is_header_done(), server_->snapshot);
+    answering_ = true;
     http::async_write(socket_, response_, [self = shared_from_this()](const error_code& ec, size_t) {
+      self->answering_ = false;
       if (ec) return self->stop();
       self->linger();
     });
@@ -218,19 +231,38 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string received_;
   http::request_parser<http::empty_body> parser_;
   Response response_;
+  const uint64_t serial_;
+  bool stopped_ = false;
+  bool answering_ = false;
 };
 
 }  // namespace
 
+// At the cap the new client is served and the oldest one that is not
+// being answered (silent, trickling its head, or lingering after its
+// answer) is closed instead: refusing the new one would let any local user
+// who holds kMaxConnections idle sockets fail every liveness probe, while a
+// probe sends its request at once and is answered long before the
+// kMaxConnections clients after it could push it out.
 void HealthServer::Impl::adopt(tcp::socket socket) {
-  if (connections.size() >= kMaxConnections) {
-    if (!saturated) spdlog::warn("health server: {} connections open; refusing more until some close", kMaxConnections);
-    saturated = true;
-    error_code ignored;
-    socket.close(ignored);
-    return;
+  size_t open = 0;
+  Connection* oldest_idle = nullptr;
+  Connection* oldest = nullptr;
+  for (Connection* c : connections) {
+    if (c->stopped()) continue;  // its socket is closed; it goes with its last handler
+    ++open;
+    if (!oldest || c->serial() < oldest->serial()) oldest = c;
+    if (!c->answering() && (!oldest_idle || c->serial() < oldest_idle->serial())) oldest_idle = c;
   }
-  saturated = false;
+  if (open >= kMaxConnections) {
+    if (!saturated)
+      spdlog::warn("health server: {} connections open; closing the oldest idle one for each new client",
+                   kMaxConnections);
+    saturated = true;
+    (oldest_idle ? oldest_idle : oldest)->stop();
+  } else {
+    saturated = false;
+  }
   std::make_shared<Connection>(shared_from_this(), std::move(socket))->start();
 }
 

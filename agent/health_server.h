@@ -15,7 +15,9 @@
 // client gets kDeadline in total to send its head (at most kMaxRequestBytes)
 // and read the answer; one that is slow, silent or oversized is closed, and
 // at most kMaxConnections are open at once, so no client can stall the loop
-// or exhaust the agent's descriptors.
+// or exhaust the agent's descriptors. At that cap a new client is still
+// served: the oldest one not being answered is closed to make room, so
+// idle or trickling clients cannot keep a probe out.
 #pragma once
 
 #include <chrono>
