@@ -4,9 +4,12 @@
 #include "agent/private_files.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include <spdlog/spdlog.h>
 
@@ -35,6 +38,31 @@ void write_all(int fd, const char* data, size_t size) {
 
 }  // namespace
 
+// One console's current line: whose unended text it holds, if any.
+struct ConsoleLine {
+  StreamSink* holder = nullptr;
+  bool held_by_gone = false;  // a sink destroyed while the line held its text
+};
+
+namespace {
+
+// The consoles sinks write to, by the file behind the descriptor, so that
+// fds 1 and 2 on one terminal share theirs. Entries go with their last sink.
+std::shared_ptr<ConsoleLine> console_line(int fd) {
+  static std::mutex mu;
+  static std::map<std::pair<dev_t, ino_t>, std::weak_ptr<ConsoleLine>> consoles;
+  struct stat st {};
+  const auto key = fstat(fd, &st) == 0 ? std::make_pair(st.st_dev, st.st_ino)
+                                       : std::make_pair(dev_t(0), static_cast<ino_t>(fd));
+  std::lock_guard<std::mutex> lock(mu);
+  std::erase_if(consoles, [](const auto& entry) { return entry.second.expired(); });
+  std::shared_ptr<ConsoleLine> line = consoles[key].lock();
+  if (!line) consoles[key] = line = std::make_shared<ConsoleLine>();
+  return line;
+}
+
+}  // namespace
+
 std::string line_prefix(const std::string& tmpl, const PrefixFields& f) {
   std::string p = tmpl.empty() ? "[${role_name}${local_rank}]:" : tmpl;
   replace_all(p, "${role_name}", f.role);
@@ -47,6 +75,7 @@ std::string line_prefix(const std::string& tmpl, const PrefixFields& f) {
 
 StreamSink::StreamSink(std::string prefix, int console_fd, const std::string& file_path, size_t tail_lines)
     : prefix_(std::move(prefix)), console_fd_(console_fd), path_(file_path), tail_max_(tail_lines) {
+  if (console_fd_ >= 0) line_ = console_line(console_fd_);
   if (file_path.empty()) return;
   file_ = open_private_stream(file_path);  // 0600, never through a link (agent/private_files.h)
   if (!file_)
@@ -55,7 +84,19 @@ StreamSink::StreamSink(std::string prefix, int console_fd, const std::string& fi
 }
 
 StreamSink::~StreamSink() {
+  if (line_ && line_->holder == this) line_->holder = nullptr, line_->held_by_gone = true;
   if (file_) std::fclose(file_);
+}
+
+void StreamSink::emit(std::string out, bool leaves_open) {
+  if (out.empty()) return;
+  if ((line_->holder != nullptr && line_->holder != this) || line_->held_by_gone) {
+    out.insert(0, 1, '\n');
+    if (line_->holder != nullptr) line_->holder->open_ = false;  // its rest starts a line, prefixed
+    line_->held_by_gone = false;
+  }
+  write_all(console_fd_, out.data(), out.size());
+  line_->holder = leaves_open ? this : nullptr;
 }
 
 // A full disk must not lose output unseen: the first loss is one line, and
@@ -100,6 +141,7 @@ void StreamSink::write(std::string_view bytes) {
 // after a line end or a redraw begins with the prefix.
 void StreamSink::to_console(std::string_view bytes) {
   std::string out;
+  char last = '\n';
   while (!bytes.empty()) {
     const auto end = bytes.find_first_of("\n\r");
     if (end == std::string_view::npos) {
@@ -108,21 +150,23 @@ void StreamSink::to_console(std::string_view bytes) {
         out.append(open_ ? "" : prefix_).append(pending_).push_back('\n');
         pending_.clear();
         open_ = false;
+        last = '\n';
       }
       break;
     }
     out.append(open_ ? "" : prefix_).append(pending_).append(bytes.substr(0, end + 1));
     pending_.clear();
     open_ = false;
+    last = bytes[end];
     bytes.remove_prefix(end + 1);
   }
-  write_all(console_fd_, out.data(), out.size());
+  emit(std::move(out), last == '\r');  // a redraw holds the line until the next one, or a line end
 }
 
 void StreamSink::flush_pending() {
   if (pending_.empty() || console_fd_ < 0) return;
-  const std::string out = (open_ ? "" : prefix_) + pending_;
-  write_all(console_fd_, out.data(), out.size());
+  std::string out = (open_ ? "" : prefix_) + pending_;
+  emit(std::move(out), true);
   pending_.clear();
   open_ = true;
 }
@@ -151,8 +195,7 @@ void StreamSink::keep_line(std::string_view line) {
 
 void StreamSink::finish() {
   if (console_fd_ >= 0 && (open_ || !pending_.empty())) {
-    const std::string out = (open_ ? "" : prefix_) + pending_ + "\n";
-    write_all(console_fd_, out.data(), out.size());
+    emit((open_ ? "" : prefix_) + pending_ + "\n", false);
     pending_.clear();
     open_ = false;
   }

@@ -5,10 +5,18 @@
 // The console is live: a line is shown as it ends, a '\r' redraw (a progress
 // bar) at once with the prefix again, and a fragment the worker leaves
 // hanging once the caller says the stream went idle (flush_pending()).
+// The sinks that show on one console (one terminal, pipe or file: stdout
+// and stderr that name the same one share it) keep its lines apart: a sink
+// that writes while the console's current line holds another sink's
+// unended text (a fragment, a redraw) ends that line first, and the other
+// sink's rest comes on a line of its own with its prefix again. So every
+// console line carries one prefix and one rank's text. The sinks of one
+// console are written from one thread (the agent's loop).
 #pragma once
 
 #include <cstdio>
 #include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +24,7 @@
 namespace cxxrun::agent {
 
 class FilteredLog;
+struct ConsoleLine;
 
 // What a console prefix may name.
 struct PrefixFields {
@@ -59,6 +68,9 @@ class StreamSink {
 
  private:
   void to_console(std::string_view bytes);
+  // Writes `out` to the console, after ending a line another sink left
+  // unended; `leaves_open`: `out` itself ends unended (a fragment, a redraw).
+  void emit(std::string out, bool leaves_open);
   void to_file(std::string_view bytes);
   void keep_line(std::string_view line);
   void to_duplicate(std::string_view bytes);
@@ -76,6 +88,7 @@ class StreamSink {
   std::string duplicate_partial_;  // the filtered copy's line so far
   std::string pending_;  // the console's fragment not shown yet
   bool open_ = false;    // the console's current line was begun (prefix shown)
+  std::shared_ptr<ConsoleLine> line_;  // whose text the console's current line holds
 };
 
 }  // namespace cxxrun::agent

@@ -1,6 +1,7 @@
 """Per-rank prefixes, --redirects, --tee, --log-dir layout, --local-ranks-filter."""
 import glob
 import os
+import re
 import threading
 
 from harness import TempDirTest, end, run, start, wait_for
@@ -37,6 +38,27 @@ echo yes
                              "[default0]:epoch 1: 50%\r[default0]:epoch 1: 100%\r[default0]:continue? yes\n")
         finally:
             end(p)
+
+    def test_fragments_and_other_ranks_lines_never_share_a_console_line(self):
+        # Rank 0 leaves a fragment longer than the 100 ms the console waits
+        # for its end; rank 1's lines come meanwhile.
+        worker = self.script("frag.sh", """
+if [ "$LOCAL_RANK" = 0 ]; then
+  for i in 1 2 3; do printf "frag-A$i"; sleep 0.3; printf -- "-rest-of-A$i\\n"; done
+else
+  for i in 1 2 3; do sleep 0.15; echo "line-B$i"; sleep 0.15; done
+fi
+""")
+        rc, out, err = run(["--nproc-per-node=2", worker])
+        self.assertEqual(rc, 0, err)
+        text = {"0": "", "1": ""}
+        for line in out.splitlines():
+            m = re.fullmatch(r"\[default([01])\]:(.*)", line)
+            self.assertIsNotNone(m, f"a console line without its prefix: {line!r}\n{out}")
+            self.assertNotIn("[default", m.group(2), f"two ranks on one console line: {line!r}\n{out}")
+            text[m.group(1)] += m.group(2)
+        self.assertEqual(text["0"], "".join(f"frag-A{i}-rest-of-A{i}" for i in (1, 2, 3)), out)
+        self.assertEqual(text["1"], "".join(f"line-B{i}" for i in (1, 2, 3)), out)
 
     def logs(self, rank, stream):
         [path] = glob.glob(f"{self.dir}/logs/*/attempt_0/{rank}/{stream}.log")

@@ -120,6 +120,32 @@ TEST_CASE("sink shows a fragment when told the worker went quiet, and ends its l
   CHECK(sink.tail()[1] == "next more");
 }
 
+TEST_CASE("sinks on one console keep their lines apart: a fragment is ended before another rank's line") {
+  PipeCapture cap;
+  StreamSink a("[r0]:", cap.fds[1], "", 0), b("[r1]:", cap.fds[1], "", 0);
+  a.write("frag-A");
+  a.flush_pending();  // quiet for a while
+  b.write("line-B\n");
+  a.write("-rest-of-A\n");
+  // A redraw holds its line too: the other rank's text does not land on it.
+  b.write("50%\r");
+  a.write("x\n");
+  b.write("100%\r");
+  b.write("done\n");
+  // A fragment left by a sink that is gone is ended as well.
+  {
+    StreamSink c("[r2]:", cap.fds[1], "", 0);
+    c.write("prompt? ");
+    c.flush_pending();
+  }
+  a.write("last\n");
+  CHECK(cap.read_all() ==
+        "[r0]:frag-A\n[r1]:line-B\n[r0]:-rest-of-A\n"
+        "[r1]:50%\r\n[r0]:x\n[r1]:100%\r[r1]:done\n"
+        "[r2]:prompt? \n[r0]:last\n");
+  a.finish(), b.finish();
+}
+
 TEST_CASE("sink keeps only the last N lines as its tail") {
   StreamSink sink("", -1, "", 2);
   sink.write("a\nb\nc\nd");
