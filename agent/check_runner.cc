@@ -230,19 +230,28 @@ std::optional<int> ContainedCommand::read_status() {
   return status;
 }
 
+bool ContainedCommand::gone_now() {
+  if (runner_gone_ || status_ < 0) return runner_gone_;
+  read_status();  // the words first: the shell's pid is the last resort's target
+  char discard[64];
+  ssize_t n;
+  while ((n = ::read(status_, discard, sizeof discard)) > 0) {
+  }
+  if (n == 0) runner_gone_ = true;
+  return runner_gone_;
+}
+
 void ContainedCommand::end(milliseconds limit) {
   if (runner_ < 0) return;
+  // Only while it holds the pipe is its pid surely still its own.
+  if (!gone_now()) kill(runner_, SIGCONT);  // the command may have stopped it
   close_fd(control_);
-  kill(runner_, SIGCONT);  // the command may have stopped it
   const auto deadline = Clock::now() + limit;
-  while (!runner_gone_ && status_ >= 0) {
+  while (!gone_now() && status_ >= 0) {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) break;
     pollfd p{status_, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left)) < 0 && errno != EINTR) break;
-    char discard[64];
-    const ssize_t n = ::read(status_, discard, sizeof discard);
-    if (n == 0) runner_gone_ = true;
   }
   if (!runner_gone_) {
     spdlog::warn("the health check's runner (pid {}) did not end within {} s of its end; killing it and the "

@@ -49,6 +49,9 @@ class ContainedCommand {
   void end(std::chrono::milliseconds limit = std::chrono::seconds(5));
 
  private:
+  // Reads what the runner said, and whether it closed the pipe (exited).
+  bool gone_now();
+
   pid_t runner_ = -1;
   pid_t shell_ = -1;  // the command's process group, once the runner said it
   int out_ = -1, err_ = -1, status_ = -1, control_ = -1;
