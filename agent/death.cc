@@ -8,6 +8,7 @@
 
 #include "agent/failure.h"
 #include "agent/memory_cgroup.h"
+#include "agent/python_traceback.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -28,6 +29,7 @@ bool crash_signal(int sig) {
 // What a Python interpreter prints for an uncaught exception, in the lines
 // the agent kept: the worker wrote no error file but did raise.
 bool traceback_on_stderr(const Failure& f) {
+  if (f.traceback.starts_with("Traceback (most recent call last):")) return true;
   return std::any_of(f.stderr_tail.begin(), f.stderr_tail.end(), [](const std::string& line) {
     return line.find("Traceback (most recent call last):") != std::string::npos;
   });
@@ -48,7 +50,12 @@ std::string memory_facts(const MemoryEvidence& m) {
   else if (m.limit == 0)
     out = "no memory limit on its cgroups" + (m.cgroup.empty() ? "" : " (" + m.cgroup + ")");
   if (m.peak >= 0) out += (out.empty() ? "" : "; ") + ("peak " + format_bytes(m.peak) + " charged to its memory cgroup");
-  if (m.peak_rss >= 0) out += (out.empty() ? "" : "; ") + ("its own peak RSS " + format_bytes(m.peak_rss));
+  // wait4's peak is the largest of the worker's and its reaped children's.
+  if (m.peak_rss >= 0)
+    out += (out.empty() ? "" : "; ") +
+           (m.peak_rss_of_children ? "peak RSS " + format_bytes(m.peak_rss) +
+                                         " of it or one of the child processes it reaped (wait4 does not tell which)"
+                                   : "its own peak RSS " + format_bytes(m.peak_rss));
   return out;
 }
 
@@ -85,8 +92,22 @@ std::string children_text(const Failure& f) {
   return out;
 }
 
+// Where faulthandler saw the thread that crashed.
+std::string crashed_thread_text(const Failure& f) {
+  const auto tb = parse_traceback(f.traceback);
+  if (!tb || !tb->fatal) return "";
+  const PythonFrame* frame = innermost_user_frame(*tb);
+  if (!frame) return "; faulthandler: the thread that crashed ran no Python code";
+  std::string out = library_file(frame->file) ? "; faulthandler: the thread that crashed was at "
+                                              : "; faulthandler: the thread that crashed was in its own code at ";
+  out += frame->file + ":" + std::to_string(frame->line);
+  if (!frame->function.empty()) out += " in " + frame->function;
+  return out;
+}
+
 std::string crash_text(const Failure& f) {
   std::string out = signal_name(f.signal);
+  out += crashed_thread_text(f);
   out += f.fault.empty() ? "" : "; " + f.fault;
   if (f.core_dumped) out += "; core dumped" + (f.core.empty() ? "" : " " + f.core);
   else if (!f.core.empty()) out += "; " + f.core;
@@ -142,7 +163,9 @@ Death cause_of(const Failure& f) {
   if (f.pid <= 0) return Death::not_started;
   if (f.memory.oom_killed) return Death::oom_killed;
   if (f.killed_by != Killer::none) return Death::killed_by_cxxrun;
-  if (has_error_report(f)) return Death::exception;
+  // A worker the agent stopped while it was exiting on its own, its
+  // traceback already out, failed of that exception.
+  if (has_error_report(f) || (f.stopped && traceback_on_stderr(f))) return Death::exception;
   if (f.signal) return crash_signal(f.signal) ? Death::crashed : Death::killed_by_signal;
   return traceback_on_stderr(f) ? Death::exception : Death::exited;
 }
@@ -152,9 +175,14 @@ std::string explain(const Failure& f) {
   std::string out(death_name(d));
   switch (d) {
     case Death::exited: return out + " " + std::to_string(f.exit_code) + children_text(f);
-    case Death::exception:
-      if (f.signal) return out + ": it reported an error, then " + signal_name(f.signal) + " from cxxrun stopped it";
-      return out + ": " + (has_error_report(f) ? "its error file" : "a Python traceback on stderr") + children_text(f);
+    case Death::exception: {
+      const std::string message = failure_message(f);
+      const std::string said = message.empty() ? "" : ": " + message;
+      if (f.signal)
+        return out + ": it reported an error, then " + signal_name(f.signal) + " from cxxrun stopped it" + said;
+      return out + ": " + (has_error_report(f) ? "its error file" : "a Python traceback on stderr") + said +
+             children_text(f);
+    }
     case Death::crashed: return out + ": " + crash_text(f);
     case Death::killed_by_signal:
       return out + ": " + signal_name(f.signal) + ", not sent by cxxrun" + (f.signal == SIGKILL ? sigkill_text(f) : "");

@@ -10,8 +10,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 
 #include "agent/exit_codes.h"
+#include "agent/python_traceback.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -57,7 +59,41 @@ std::optional<ErrorFileMessage> message_of(const Failure& f) {
 }
 
 std::chrono::system_clock::time_point time_of(const Failure& f, const std::optional<ErrorFileMessage>& m) {
-  return m && m->written ? *m->written : f.time;
+  if (m && m->written) return *m->written;
+  // A traceback printed just before the end is the failure; one printed
+  // long before was caught, and the program went on.
+  const auto tb = f.traceback_time;
+  if (tb.time_since_epoch().count() != 0 && tb <= f.time && f.time - tb <= kConsequenceWindow) return tb;
+  return f.time;
+}
+
+// What a rank says when a peer it talks to went away (Gloo, NCCL, cxxrun's
+// own runtime, a TCPStore connection).
+constexpr std::string_view kCommunicationErrors[] = {
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "NCCL communicator was aborted",
+    "ncclRemoteError",
+    "remote process exited or there was a network error",
+    "a peer failed or the network broke",
+};
+
+bool mentions_communication_error(std::string_view text) {
+  for (std::string_view e : kCommunicationErrors)
+    if (text.find(e) != std::string_view::npos) return true;
+  return false;
+}
+
+std::string first_line_of(const std::string& text) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const auto b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos) continue;
+    line = line.substr(b);
+    return line.size() > 300 ? line.substr(0, 300) + "..." : line;
+  }
+  return "";
 }
 
 // A worker whose exec failed never had a process: its pid is 0, which would
@@ -85,6 +121,8 @@ void append_failure(std::ostringstream& os, size_t idx, const std::string& local
   std::string traceback;
   if (message) {
     traceback = message->text;
+  } else if (!f.traceback.empty()) {
+    traceback = crashing_thread_text(f.traceback);
   } else if (f.signal) {
     traceback = "Signal " + std::to_string(f.signal) + " (" + signal_name(f.signal) + ") received by PID " +
                 std::to_string(f.pid);
@@ -167,6 +205,9 @@ std::string to_record(const Failure& f, const std::string& host) {
                       {"stopped", f.stopped},
                       {"error_file", f.error_file},
                       {"stderr_tail", f.stderr_tail},
+                      {"traceback", f.traceback},
+                      {"traceback_time_ns",
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(f.traceback_time.time_since_epoch()).count()},
                       {"killed_by", killer_id(f.killed_by)},
                       {"kill_reason", f.kill_reason},
                       {"memory",
@@ -178,6 +219,7 @@ std::string to_record(const Failure& f, const std::string& host) {
                         {"limit_set_on", f.memory.limit_set_on},
                         {"peak", f.memory.peak},
                         {"peak_rss", f.memory.peak_rss},
+                        {"peak_rss_of_children", f.memory.peak_rss_of_children},
                         {"shared_oom_kills", f.memory.shared_oom_kills},
                         {"child_oom_kills", f.memory.child_oom_kills},
                         {"missing", f.memory.missing}}},
@@ -206,6 +248,8 @@ std::optional<Failure> from_record(const std::string& record) {
     f.error_file = j.value("error_file", "");
     f.message = j.value("message", "");
     f.stderr_tail = j.value("stderr_tail", std::vector<std::string>{});
+    f.traceback = j.value("traceback", "");
+    f.traceback_time = from_ns(j.value("traceback_time_ns", 0LL));
     f.killed_by = killer_from_id(j.value("killed_by", ""));
     f.kill_reason = j.value("kill_reason", "");
     if (j.contains("memory") && j["memory"].is_object()) {
@@ -218,6 +262,7 @@ std::optional<Failure> from_record(const std::string& record) {
       f.memory.limit_set_on = m.value("limit_set_on", "");
       f.memory.peak = m.value("peak", -1LL);
       f.memory.peak_rss = m.value("peak_rss", -1LL);
+      f.memory.peak_rss_of_children = m.value("peak_rss_of_children", false);
       f.memory.shared_oom_kills = m.value("shared_oom_kills", 0LL);
       f.memory.child_oom_kills = m.value("child_oom_kills", 0LL);
       f.memory.missing = m.value("missing", "");
@@ -237,12 +282,42 @@ std::chrono::system_clock::time_point failure_time(const Failure& f) {
   return time_of(f, message_of(f));
 }
 
+std::string failure_message(const Failure& f) {
+  const auto m = message_of(f);
+  for (const std::string* text : {m ? &m->text : nullptr, &f.traceback}) {
+    if (text == nullptr || text->empty()) continue;
+    if (auto tb = parse_traceback(*text); tb && (!tb->exception.empty() || !tb->frames.empty()))
+      return describe_traceback(*tb);
+  }
+  return m ? first_line_of(m->text) : "";
+}
+
+bool communication_error(const Failure& f) {
+  const auto m = message_of(f);
+  if (m && mentions_communication_error(m->text)) return true;
+  if (mentions_communication_error(f.traceback)) return true;
+  return std::any_of(f.stderr_tail.begin(), f.stderr_tail.end(),
+                     [](const std::string& line) { return mentions_communication_error(line); });
+}
+
 void order_by_time(std::vector<Failure>& failures) {
   std::vector<std::pair<std::chrono::system_clock::time_point, size_t>> keys;
   for (size_t i = 0; i < failures.size(); ++i) keys.emplace_back(failure_time(failures[i]), i);
   std::stable_sort(keys.begin(), keys.end());
   std::vector<Failure> sorted;
   for (const auto& [t, i] : keys) sorted.push_back(failures[i]);
+  // A communication error follows a peer's failure: the first failure that
+  // is not one, landing a little later, is what it followed.
+  if (!sorted.empty() && communication_error(sorted.front())) {
+    const auto first = failure_time(sorted.front());
+    for (size_t i = 1; i < sorted.size(); ++i) {
+      if (failure_time(sorted[i]) - first > kConsequenceWindow) break;
+      if (communication_error(sorted[i])) continue;
+      std::rotate(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(i),
+                  sorted.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      break;
+    }
+  }
   failures = std::move(sorted);
 }
 

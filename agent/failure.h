@@ -23,7 +23,10 @@ struct MemoryEvidence {
   long long limit = -1;     // bytes in force on that cgroup; 0: none; -1: unknown
   std::string limit_set_on;  // the cgroup (it, or an ancestor) whose own limit that is
   long long peak = -1;      // bytes charged to its own memory cgroup at most (it and its children); -1: unknown
-  long long peak_rss = -1;  // bytes: its own peak resident set (wait4); -1: unknown
+  long long peak_rss = -1;  // bytes: the peak resident set wait4 gave for it; -1: unknown
+  // It had reaped child processes (a data loader's workers, say): wait4's
+  // peak is then the largest of its own and theirs, not surely its own.
+  bool peak_rss_of_children = false;
   // The cgroup is shared with other processes: its OOM counter rose by this
   // much while the worker ran, but cannot say whom the kernel killed.
   long long shared_oom_kills = 0;
@@ -62,6 +65,11 @@ struct Failure {
   // It outlived SIGKILL: its state and kernel wait channel when given up on.
   bool unkillable = false;
   std::string wait_state;
+  // The last Python traceback or faulthandler report on its stderr, whole
+  // (bounded: agent/python_traceback.h), and when its first line came
+  // (epoch: none).
+  std::string traceback;
+  std::chrono::system_clock::time_point traceback_time{};
 };
 
 // 0 for a clean exit; the exit code, or 128 + signal. Matches what a shell
@@ -87,11 +95,35 @@ struct ErrorFileMessage {
 std::optional<ErrorFileMessage> read_error_file(const std::string& path);
 
 // When the failure happened as far as the agent can tell: when the worker
-// wrote its error file, else (no file, or a record from another node) f.time.
+// wrote its error file; else when its last traceback began, if that was at
+// most kConsequenceWindow before it ended (an older one was caught and
+// lived on); else (no file, or a record from another node) f.time.
 std::chrono::system_clock::time_point failure_time(const Failure& f);
 
-// Earliest first by failure_time: the root cause goes first even when its
-// victims were reaped before it.
+// What the failure says of itself, in the user's words: the exception and
+// the innermost frame of the user's code from its error file or its
+// traceback ("ValueError: boom; in its own code at /x/t.py:3 in main:
+// ..."), else the first line of its error file's message; "" when it said
+// nothing.
+std::string failure_message(const Failure& f);
+
+// The failure is a communication error (Gloo's "Connection closed by peer",
+// "Connection reset by peer", a broken pipe, NCCL's remote error or abort):
+// what a rank reports when a peer it talks to went away, so most often a
+// consequence of another rank's failure, not a cause.
+bool communication_error(const Failure& f);
+
+// How long after a failure another one may still be the cause of it: a
+// rank whose own error closes its connections (a `finally:
+// destroy_process_group()`) lets its peers fail before its traceback is out.
+// The supervisor keeps the group running this long after a communication
+// error, for the failure it follows to arrive; order_by_time() looks this
+// far.
+inline constexpr std::chrono::seconds kConsequenceWindow{2};
+
+// Root cause first: earliest first by failure_time, except that a
+// communication error never goes before a failure that is not one and
+// follows it by at most kConsequenceWindow; that failure goes first.
 void order_by_time(std::vector<Failure>& failures);
 
 // One line for the log: "rank 1 (local_rank 1, pid 42) exited with code 3";

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -189,6 +190,7 @@ void StreamSink::to_duplicate(std::string_view bytes) {
 }
 
 void StreamSink::keep_line(std::string_view line) {
+  traceback_.line(line, std::chrono::system_clock::now());
   if (tail_.size() == tail_max_) tail_.pop_front();
   tail_.emplace_back(line);
 }

@@ -1,6 +1,7 @@
 // Where the bytes of one worker stream go: the console with a per-rank line
-// prefix (unless filtered out or redirected without tee), a log file, and a
-// short in-memory tail that the failure summary shows.
+// prefix (unless filtered out or redirected without tee), a log file, and
+// what the failure summary shows of it: a short in-memory tail and the last
+// Python traceback or faulthandler report, whole (agent/python_traceback.h).
 //
 // The console is live: a line is shown as it ends, a '\r' redraw (a progress
 // bar) at once with the prefix again, and a fragment the worker leaves
@@ -20,6 +21,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "agent/python_traceback.h"
 
 namespace cxxrun::agent {
 
@@ -60,6 +63,9 @@ class StreamSink {
   // Emits a trailing partial line and closes the file.
   void finish();
   const std::deque<std::string>& tail() const { return tail_; }
+  // The stream's last traceback, kept with the tail (a stream with no tail
+  // keeps none).
+  const TracebackCapture& last_traceback() const { return traceback_; }
   // Every byte the stream brought so far: output is progress (agent/progress_monitor.h).
   unsigned long long bytes() const { return bytes_; }
   // Bytes the file did not take (a full disk, an I/O error), said in the
@@ -84,6 +90,7 @@ class StreamSink {
   size_t tail_max_;
   std::string partial_;  // the tail's line so far
   std::deque<std::string> tail_;
+  TracebackCapture traceback_;
   FilteredLog* duplicate_ = nullptr;
   std::string duplicate_partial_;  // the filtered copy's line so far
   std::string pending_;  // the console's fragment not shown yet

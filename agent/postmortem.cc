@@ -84,6 +84,17 @@ std::string core_text(bool dumped, const std::string& pattern, pid_t pid, const 
   return "to " + path;
 }
 
+std::string missing_fault_line(const Failure& f) {
+  // A handler that printed the stacks, then raised the signal again: the
+  // kernel logs a fault only when no handler takes it.
+  if (f.traceback.starts_with("Fatal Python error: "))
+    return "fault address unknown: Python's faulthandler caught the " + signal_name(f.signal) +
+           " and raised it again, so the kernel logged no fault line";
+  return "fault address unknown: no kernel fault line for pid " + std::to_string(f.pid) +
+         " (the kernel logs one only for a fault no handler caught, under the id of the thread that faulted; a "
+         "signal sent with kill leaves none)";
+}
+
 Postmortem::Postmortem(const std::string& job_token)
     : memory_(std::make_unique<MemoryCgroups>(MemoryCgroups::detect(job_token))) {
   kernel_ = KernelLog::open(no_kernel_log_);
@@ -163,8 +174,7 @@ void Postmortem::examine(Failure& f, int status, long long peak_rss) {
     else if (auto e = kernel_->find(f.pid, KernelEvent::Kind::fault))
       f.fault = "kernel: " + e->text;
     else
-      f.fault = "fault address unknown: no kernel fault line for pid " + std::to_string(f.pid) +
-                " (a fault in another of its threads is logged under that thread's id)";
+      f.fault = missing_fault_line(f);
   }
   if (f.signal) {
     f.core_dumped = WCOREDUMP(status);

@@ -11,7 +11,8 @@
 //     OOM killer killed and the thread that faulted;
 //   - otherwise the memory cgroup the worker ran in, shared with others: a
 //     rise of its OOM counter is reported as such, never pinned on a rank.
-// The worker's own peak RSS comes from wait4(), with no cgroup at all.
+// The peak RSS comes from wait4(), with no cgroup at all: the worker's own,
+// or one of the children it reaped (Failure::memory.peak_rss_of_children).
 //
 // Passive and non-blocking: the worker group calls it on the agent's loop.
 #pragma once
@@ -71,6 +72,10 @@ class Postmortem {
   std::string no_rank_cgroup_;  // why ranks share a memory cgroup
   std::map<pid_t, Watched> watched_;
 };
+
+// Why the kernel log has no fault line for crashed worker `f` (read from
+// its evidence: faulthandler's report on its stderr): the fault text then.
+std::string missing_fault_line(const Failure& f);
 
 // Where a core file of process `pid` (command `comm`) went, from
 // kernel.core_pattern: "core dumped to /cwd/core.42", "core dumped, piped

@@ -61,6 +61,9 @@ int failure_exit_code(const std::vector<Failure>& ordered) {
         break;
       default: break;
     }
+    // It failed after the OOM killer killed a child of it (a data
+    // loader's worker, most often): the job ran out of memory all the same.
+    if (f.memory.child_oom_kills > 0) return exit_code::oom;
     const int own = shell_exit_code(f);
     return exit_code::reserved(own) ? exit_code::unknown_failure : own;
   }

@@ -69,7 +69,9 @@ Decision decide(const Situation& s);
 // The exit code of a failed job whose failures are `ordered` root cause
 // first, by the first failure's cause (agent/death.h): a user's own failure
 // passes its code through (128 + signal when killed); an OOM kill gives
-// exit_code::oom, a hang cxxrun killed exit_code::hang. One the agent
+// exit_code::oom, and so does a failure after the OOM killer killed one of
+// the worker's children (MemoryEvidence::child_oom_kills); a hang cxxrun
+// killed gives exit_code::hang. One the agent
 // stopped has no code of its own, so the next is used; 1 when every listed
 // failure was stopped, or none could be read. A worker that outlived SIGKILL
 // anywhere in the list gives exit_code::unkillable.

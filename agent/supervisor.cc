@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
 #include "agent/fault_injector.h"
@@ -46,7 +47,7 @@ class Supervisor final : Workers::Listener {
   Supervisor(const Config& c, const rendezvous::Assignment& placement, LogDir& logs, Guardian* guardian,
              NodeHealth* health, Rendezvous& rdzv, const MakeWorkers& make_workers, std::function<void(int)> exit_now)
       : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), rdzv_(rdzv),
-        signals_(io_),
+        signals_(io_), window_(io_),
         host_(this_hostname()), exit_now_(std::move(exit_now)),
         group_(make_workers(io_, *this)),
         watchdog_(io_, c_, logs, *group_,
@@ -88,10 +89,23 @@ class Supervisor final : Workers::Listener {
  private:
   // Workers::Listener
   void on_worker_started(const Worker& w) override { reporter_.worker_started(w); }
-  void on_worker_exited(const Worker& w) override { watchdog_.forget(w.pid); }
+  void on_worker_exited(const Worker& w) override {
+    watchdog_.forget(w.pid);
+    // Everyone ended on their own while the group waited for more failures.
+    if (collecting_ && group_->running() == 0) asio::post(io_, [this] {
+      if (collecting_) stop(Cause::failure, SIGTERM);
+    });
+  }
   void on_worker_paused(const Worker& w) override { reporter_.worker_paused(w); }
   void on_worker_failed(const Failure& f) override {
     publish(f);
+    // A communication error is most often a peer's failure seen from here:
+    // that peer may be still exiting on its own, its traceback not out yet,
+    // and a stop now would kill it before it says why (agent/failure.h,
+    // kConsequenceWindow). Any other failure, or the group's end, stops it.
+    const bool consequence = communication_error(f) && group_->running() > 0;
+    if (collecting_ && consequence) return;
+    if (!collecting_ && consequence && phase_ == Phase::running) return collect(f);
     stop(Cause::failure, SIGTERM);
   }
   void on_earlier_failure(const Failure& f) override { publish(f); }
@@ -142,7 +156,25 @@ class Supervisor final : Workers::Listener {
     });
   }
 
+  // The group goes on for kConsequenceWindow after a communication error,
+  // for the failure it follows; nothing else is judged or started meanwhile.
+  void collect(const Failure& f) {
+    phase_ = Phase::stopping;
+    cause_ = Cause::failure;
+    collecting_ = true;
+    watchdog_.set_judging(false);
+    log_->warn("rank {} failed with a communication error, most often a consequence of another rank's failure; "
+               "waiting up to {} ms for the other workers to end on their own before stopping them",
+               f.rank, std::chrono::duration_cast<std::chrono::milliseconds>(kConsequenceWindow).count());
+    window_.expires_after(kConsequenceWindow);
+    window_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec && collecting_) stop(Cause::failure, SIGTERM);
+    });
+  }
+
   void stop(Cause cause, int sig) {
+    collecting_ = false;
+    window_.cancel();
     phase_ = Phase::stopping;
     cause_ = cause;
     watchdog_.set_judging(false);
@@ -432,6 +464,7 @@ class Supervisor final : Workers::Listener {
   Rendezvous& rdzv_;
   asio::io_context io_;
   asio::signal_set signals_;
+  asio::steady_timer window_;  // kConsequenceWindow after a communication error
   const std::string host_;
   // std::_Exit, unless a test gives another (agent/supervisor.h).
   const std::function<void(int)> exit_now_;
@@ -450,6 +483,7 @@ class Supervisor final : Workers::Listener {
   int attempt_ = 0;
   int alive_nodes_ = 1;
   int agent_signal_ = 0;
+  bool collecting_ = false;  // waiting out kConsequenceWindow before stopping the group
   bool outage_ = false;  // the replicated rendezvous store is unreachable; the workers go on
   bool rejoining_ = false;  // the link is in Rendezvous::rejoin(), which may block up to join_timeout
   std::vector<Failure> summary_;  // what the failure summary showed

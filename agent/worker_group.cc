@@ -6,6 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
@@ -54,6 +58,24 @@ std::string clock_time(std::chrono::system_clock::time_point tp) {
   char buf[16];
   strftime(buf, sizeof buf, "%H:%M:%S", &local);
   return buf;
+}
+
+// Whether `pid` (a zombie not yet reaped) had reaped children of its own:
+// their page faults were added to its cminflt and cmajflt (/proc/<pid>/stat).
+bool reaped_children(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto paren = stat.rfind(')');
+  if (paren == std::string::npos) return false;
+  std::istringstream fields(stat.substr(paren + 2));
+  std::string field;
+  long long cminflt = 0, cmajflt = 0;
+  // state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+  for (int i = 0; i < 11 && fields >> field; ++i) {
+    if (i == 8) cminflt = std::atoll(field.c_str());
+    if (i == 10) cmajflt = std::atoll(field.c_str());
+  }
+  return cminflt + cmajflt > 0;
 }
 
 }  // namespace
@@ -201,19 +223,29 @@ void WorkerGroup::open_pipe(Worker& w, WorkerPipe& p, int fd, int console, Std w
 }
 
 void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
-  int status;
-  pid_t pid;
-  rusage usage{};
   // WUNTRACED/WCONTINUED: a worker stopped by a signal would otherwise hang
   // the job without a word. wait4: its peak memory comes with its status.
-  while ((pid = wait4(-1, &status, WNOHANG | WUNTRACED | WCONTINUED, &usage)) > 0) {
+  // Each child is looked at first without reaping it (WNOWAIT): an ended
+  // worker's /proc/<pid>/stat still says whether it had reaped children,
+  // whose peaks wait4's includes.
+  for (int budget = 4096; budget > 0; --budget) {
+    siginfo_t info{};
+    if (waitid(P_ALL, 0, &info, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) break;
+    const pid_t pid = info.si_pid;
+    const bool children = info.si_code != CLD_STOPPED && info.si_code != CLD_CONTINUED && reaped_children(pid);
+    int status = 0;
+    rusage usage{};
+    if (wait4(pid, &status, WNOHANG | WUNTRACED | WCONTINUED, &usage) <= 0) break;
     const bool exited = WIFEXITED(status) || WIFSIGNALED(status);
     bool ours = false;
     if (exited && warm_.reaped(pid, status)) continue;
     for (auto& w : workers_) {
       if (!w->running || w->pid != pid) continue;
       ours = true;
-      if (exited) w->peak_rss = usage.ru_maxrss * 1024LL;  // kilobytes on Linux
+      if (exited) {
+        w->peak_rss = usage.ru_maxrss * 1024LL;  // kilobytes on Linux
+        w->peak_rss_of_children = children;
+      }
       exited ? on_exit(*w, status) : on_pause(*w, status);
     }
     if (!ours && exited) other(pid);
@@ -232,8 +264,18 @@ void WorkerGroup::on_exit(Worker& w, int status) {
   set_status(f, status);
   kills_.apply(f, /*traceback=*/true);
   if (shell_exit_code(f) == 0) {
-    if (!stopping_ && running() == 0) listener_.on_group_succeeded();
+    // After a failure the group stops, even while it waits for more
+    // (agent/supervisor.cc): that is no success.
+    if (!stopping_ && running() == 0 && failures_.empty()) listener_.on_group_succeeded();
     return;
+  }
+  // What it wrote last: its traceback tells when it failed.
+  if (w.err.sink()) {
+    w.err.drain_now();
+    f.stderr_tail.assign(w.err.sink()->tail().begin(), w.err.sink()->tail().end());
+    const TracebackCapture& tb = w.err.sink()->last_traceback();
+    f.traceback = tb.text();
+    if (tb.since()) f.traceback_time = *tb.since();
   }
   if (stopping_ && f.killed_by == Killer::grace) {
     // It ignored the stop signal for the whole grace: listed, since cxxrun
@@ -241,9 +283,10 @@ void WorkerGroup::on_exit(Worker& w, int status) {
     f.stopped = true;
   } else if (stopping_ && (f.signal == SIGTERM || f.signal == SIGKILL)) {
     // Our own stop signal, unless the worker had reported an error before
-    // we sent it: then it failed on its own (say, while tearing down after
-    // its error, and a peer's failure was seen first) and must be listed.
-    if (failure_time(f) >= stop_started_) return;  // no error file: the time we saw it
+    // we sent it (its error file, or its traceback on stderr): then it
+    // failed on its own (say, while tearing down after its error, and a
+    // peer's failure was seen first) and must be listed.
+    if (failure_time(f) >= stop_started_) return;  // no report: the time we saw it
     f.stopped = true;
     f.killed_by = Killer::none;
   }
@@ -251,8 +294,7 @@ void WorkerGroup::on_exit(Worker& w, int status) {
     postmortem_->examine(f, status, w.peak_rss);
   else
     f.memory.peak_rss = w.peak_rss;
-  w.err.drain_now();
-  f.stderr_tail.assign(w.err.sink()->tail().begin(), w.err.sink()->tail().end());
+  f.memory.peak_rss_of_children = w.peak_rss_of_children;
   log_->error("{}", describe(f));
   failures_.push_back(f);
   if (!stopping_) return listener_.on_worker_failed(f);

@@ -48,7 +48,8 @@ struct Worker {
   // Set while a signal has it stopped (SIGSTOP, SIGTSTP, ...), until SIGCONT.
   std::optional<std::chrono::system_clock::time_point> paused_since;
   int status = 0;  // waitpid status once it exited
-  long long peak_rss = -1;  // bytes, its peak resident memory once it exited
+  long long peak_rss = -1;  // bytes, its peak resident memory once it exited (wait4)
+  bool peak_rss_of_children = false;  // it had reaped children: that peak may be one of theirs
   WorkerPipe out, err;
 };
 

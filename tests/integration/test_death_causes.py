@@ -39,9 +39,9 @@ time.sleep(10)
 """
 
 
-@unittest.skipUnless(ROOT and own_v1_cgroup("memory"), "needs root and a cgroup v1 memory hierarchy")
-class OutOfMemory(TempDirTest):
-    """Rank 1 of a job in a memory cgroup limited to 128 MiB allocates 400 MiB."""
+class LimitedMemory(TempDirTest):
+    """A job in a memory cgroup limited to 128 MiB, running WORKER."""
+    WORKER = ""
 
     def setUp(self):
         super().setUp()
@@ -52,7 +52,7 @@ class OutOfMemory(TempDirTest):
             f.write(str(128 * 1024 * 1024))
         self.worker = os.path.join(self.dir, "alloc.py")
         with open(self.worker, "w") as f:
-            f.write(ALLOCATE_ON_RANK_1)
+            f.write(self.WORKER)
         os.chmod(self.worker, 0o644)
 
     def tearDown(self):
@@ -70,6 +70,12 @@ class OutOfMemory(TempDirTest):
                            [CXXRUN] + args, env=clean_env(TMPDIR=tmp, HOME=tmp), capture_output=True, text=True,
                            timeout=120, stdin=subprocess.DEVNULL, cwd=self.dir)
         return p.returncode, p.stderr
+
+
+@unittest.skipUnless(ROOT and own_v1_cgroup("memory"), "needs root and a cgroup v1 memory hierarchy")
+class OutOfMemory(LimitedMemory):
+    """Rank 1 allocates 400 MiB."""
+    WORKER = ALLOCATE_ON_RANK_1
 
     def test_the_oom_killed_rank_is_named_with_the_limit_and_its_peak(self):
         log = os.path.join(self.dir, "events.jsonl")
@@ -97,6 +103,42 @@ class OutOfMemory(TempDirTest):
         self.assertIn(f"memory cgroup {self.cgroup} counted 1 OOM kill while it ran, but other processes share it",
                       " ".join(root.split()))
         self.assertIn("is not readable", root)
+
+
+# Rank 1's data loader: a child process (forked, as torch's DataLoader forks
+# its workers) allocates 400 MiB; the OOM killer kills it; the rank sees its
+# worker die and raises, as torch does.
+CHILD_ALLOCATES_ON_RANK_1 = """
+import multiprocessing, os, time
+def load():
+    block = bytearray(400 * 1024 * 1024)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+if os.environ["RANK"] == "1":
+    time.sleep(0.3)
+    p = multiprocessing.get_context("fork").Process(target=load)
+    p.start()
+    p.join()
+    raise RuntimeError(f"DataLoader worker (pid {p.pid}) is killed by signal: Killed.")
+time.sleep(10)
+"""
+
+
+@unittest.skipUnless(ROOT and own_v1_cgroup("memory"), "needs root and a cgroup v1 memory hierarchy")
+class ChildOutOfMemory(LimitedMemory):
+    """Rank 1's data loader child is OOM-killed; rank 1 then fails with exit 1."""
+    WORKER = CHILD_ALLOCATES_ON_RANK_1
+
+    def test_a_rank_whose_child_the_oom_killer_killed_exits_241(self):
+        rc, err = self.launch(["--nproc-per-node=2", self.worker])
+        self.assertEqual(rc, 241, err)  # an OOM for the exit contract, not 1
+        _, root = summary_blocks(err)
+        root = " ".join(root.split())
+        self.assertIn("rank : 1 (local_rank: 1)", root)
+        self.assertIn("the OOM killer killed 1 of its child processes", root)
+        # wait4's peak includes the reaped child's: not called the rank's own.
+        self.assertRegex(root, r"peak RSS \d+(\.\d)? MiB of it or one of the child processes it reaped")
+        self.assertNotIn("its own peak RSS", root)
 
 
 @unittest.skipUnless(ROOT and own_v1_cgroup("freezer"), "needs root and a cgroup v1 freezer hierarchy")
@@ -198,9 +240,70 @@ class Crashes(TempDirTest):
         log = os.path.join(self.dir, "events.jsonl")
         rc, out, err = run(["--nproc-per-node=1", f"--event-log={log}", script])
         self.assertEqual(rc, 1, err)
-        self.assertIn("cause     : exception: a Python traceback on stderr", err)
-        self.assertIn("ValueError: boom", err)
+        self.assertIn("cause     : exception: a Python traceback on stderr: ValueError: boom; in its own code at "
+                      f"{script}:1 in <module>: raise ValueError('boom')", err)
         self.assertEqual([e["cause"] for e in failed_events(log)], ["exception"])
+
+    def test_a_long_traceback_is_an_exception_with_its_message_and_the_users_frame(self):
+        # Python 3.11's markers make four frames more than ten lines.
+        script = self.python("deep.py", """
+import json
+def parse(text):
+    return json.loads(text)
+def load(path):
+    return parse(open(path).read() + "{")
+def main():
+    load(__file__)
+main()
+""")
+        rc, out, err = run(["--nproc-per-node=1", script])
+        self.assertEqual(rc, 1, err)
+        _, root = summary_blocks(err)
+        self.assertIn(f"cause     : exception: a Python traceback on stderr: json.decoder.JSONDecodeError: Expecting "
+                      f"value: line 2 column 1 (char 1); in its own code at {script}:4 in parse: return "
+                      "json.loads(text)", root)
+        self.assertIn("traceback : Traceback (most recent call last):", root)
+
+    def test_a_segfault_in_a_side_thread_shows_the_thread_that_crashed(self):
+        script = self.python("side.py", """
+import ctypes, threading
+def crash():
+    ctypes.string_at(0)
+t = threading.Thread(target=crash)
+t.start()
+t.join()
+""")
+        rc, out, err = run(["--nproc-per-node=1", script])
+        self.assertEqual(rc, 139, err)
+        _, root = summary_blocks(err)
+        self.assertIn(f"cause     : crashed: SIGSEGV; faulthandler: the thread that crashed was in its own code at "
+                      f"{script}:4 in crash", root)
+        traceback = root[root.index("traceback : "):root.index("stderr (last")]
+        self.assertIn(f'File "{script}", line 4 in crash', traceback)
+        self.assertIn("(1 other thread not shown)", traceback)
+        self.assertNotIn(" in join", traceback)
+        if ROOT and os.access("/dev/kmsg", os.R_OK):
+            # The kernel logs no fault line for a signal a handler took.
+            self.assertIn("fault address unknown: Python's faulthandler caught the SIGSEGV and raised it again",
+                          " ".join(root.split()))
+            self.assertNotIn("another of its threads", root)
+
+    @unittest.skipUnless(ROOT and os.access("/dev/kmsg", os.R_OK), "the kernel log needs root here")
+    def test_a_main_thread_fault_faulthandler_took_says_so(self):
+        script = self.python("main.py", "import ctypes\nctypes.string_at(0)\n")
+        rc, out, err = run(["--nproc-per-node=1", script])
+        self.assertEqual(rc, 139, err)
+        _, root = summary_blocks(err)
+        root = " ".join(root.split())
+        self.assertIn("fault address unknown: Python's faulthandler caught the SIGSEGV and raised it again, so the "
+                      "kernel logged no fault line", root)
+        self.assertNotIn("another of its threads", root)
+
+    def python(self, name, body):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(body)
+        return path
 
 
 class CxxrunsOwnKills(TempDirTest):

@@ -1,9 +1,49 @@
 """A failing rank stops the others; the exit code and summary are right."""
 import json
 import os
+import re
 import signal
+import unittest
 
-from harness import EXAMPLES, TempDirTest, alive, read_pids, run, summary_blocks
+from harness import EXAMPLES, TORCH_PYTHON, TempDirTest, alive, clean_env, read_pids, run, summary_blocks, torch_importable
+
+# The common teardown pattern: every rank closes its process group in a
+# `finally`, so rank 3's own error closes the Gloo pairs before its traceback
+# (or @record's error file) is out, and its peers fail first with "Connection
+# closed by peer". Rank 3's teardown is a little slower (it writes a crash
+# report after the group is closed): its peers' failures are always seen
+# first. Its error is a shape error raised inside torch.
+TEARDOWN = """
+import os, time
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+
+def train():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    model = torch.nn.Linear(20, 4)
+    t = torch.ones(4)
+    for step in range(1000):
+        if rank == 3 and step == 3:
+            model(torch.ones(8, 10))
+        dist.all_reduce(t)
+
+
+def main():
+    try:
+        train()
+    finally:
+        dist.destroy_process_group()
+        if os.environ["RANK"] == "3":
+            time.sleep(0.5)  # its crash report
+
+
+if os.environ.get("USE_RECORD") == "1":
+    main = record(main)
+main()
+"""
 
 
 class FailureReport(TempDirTest):
@@ -101,3 +141,27 @@ exit 3
         # It never had a pid: the summary says so rather than "pid: 0".
         self.assertIn("exitcode  : 127 (pid: not started)", err)
         self.assertNotIn("pid: 0", err)
+
+
+@unittest.skipUnless(torch_importable(), f"torch is not importable by {TORCH_PYTHON}")
+class ConsequenceIsNotTheCause(TempDirTest):
+    """A communication error that follows a peer's failure is never the root
+    cause: the group waits a bounded window for the failure it follows, and a
+    rank exiting on its own is not killed before its traceback is out."""
+
+    def test_finally_destroy_process_group_blames_the_rank_that_raised(self):
+        script = os.path.join(self.dir, "teardown.py")
+        with open(script, "w") as f:
+            f.write(TEARDOWN)
+        line = TEARDOWN.splitlines().index("            model(torch.ones(8, 10))") + 1
+        for record in ("1", "0"):
+            with self.subTest(record=record):
+                rc, out, err = run(["--nproc-per-node=4", script], timeout=240,
+                                   env=clean_env(PYTHON_EXEC=TORCH_PYTHON, USE_RECORD=record))
+                self.assertEqual(rc, 1, err)
+                others, root = summary_blocks(err)
+                self.assertIn("rank      : 3 (local_rank: 3)", root)
+                self.assertIn("RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x10 and 20x4); in its own "
+                              f"code at {script}:{line} in train: model(torch.ones(8, 10))", " ".join(root.split()))
+                self.assertRegex(others, r"Connection (closed|reset) by peer")
+                self.assertNotIn("from cxxrun", root)  # it ended on its own, not by our stop
