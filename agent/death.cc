@@ -56,6 +56,8 @@ std::string memory_facts(const MemoryEvidence& m) {
            (m.peak_rss_of_children ? "peak RSS " + format_bytes(m.peak_rss) +
                                          " of it or one of the child processes it reaped (wait4 does not tell which)"
                                    : "its own peak RSS " + format_bytes(m.peak_rss));
+  if (m.peak_rss >= 0 && m.peak_rss_of_children && m.own_peak_at_least > 0)
+    out += "; its own peak RSS at least " + format_bytes(m.own_peak_at_least) + " (read while it ran)";
   return out;
 }
 

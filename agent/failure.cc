@@ -220,6 +220,7 @@ std::string to_record(const Failure& f, const std::string& host) {
                         {"peak", f.memory.peak},
                         {"peak_rss", f.memory.peak_rss},
                         {"peak_rss_of_children", f.memory.peak_rss_of_children},
+                        {"own_peak_at_least", f.memory.own_peak_at_least},
                         {"shared_oom_kills", f.memory.shared_oom_kills},
                         {"child_oom_kills", f.memory.child_oom_kills},
                         {"missing", f.memory.missing}}},
@@ -263,6 +264,7 @@ std::optional<Failure> from_record(const std::string& record) {
       f.memory.peak = m.value("peak", -1LL);
       f.memory.peak_rss = m.value("peak_rss", -1LL);
       f.memory.peak_rss_of_children = m.value("peak_rss_of_children", false);
+      f.memory.own_peak_at_least = m.value("own_peak_at_least", -1LL);
       f.memory.shared_oom_kills = m.value("shared_oom_kills", 0LL);
       f.memory.child_oom_kills = m.value("child_oom_kills", 0LL);
       f.memory.missing = m.value("missing", "");

@@ -27,6 +27,9 @@ struct MemoryEvidence {
   // It had reaped child processes (a data loader's workers, say): wait4's
   // peak is then the largest of its own and theirs, not surely its own.
   bool peak_rss_of_children = false;
+  // Then: its own peak resident set as last read while it ran (VmHWM); -1:
+  // not read.
+  long long own_peak_at_least = -1;
   // The cgroup is shared with other processes: its OOM counter rose by this
   // much while the worker ran, but cannot say whom the kernel killed.
   long long shared_oom_kills = 0;

@@ -5,7 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include "agent/cgroup.h"
 #include "agent/kernel_log.h"
@@ -84,6 +88,22 @@ std::string core_text(bool dumped, const std::string& pattern, pid_t pid, const 
   return "to " + path;
 }
 
+bool had_reaped_children(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 > stat.size()) return false;
+  std::istringstream fields(stat.substr(paren + 2));
+  std::string field;
+  long long cminflt = 0, cmajflt = 0;
+  // state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+  for (int i = 0; i < 11 && fields >> field; ++i) {
+    if (i == 8) cminflt = std::atoll(field.c_str());
+    if (i == 10) cmajflt = std::atoll(field.c_str());
+  }
+  return cminflt + cmajflt > 0;
+}
+
 std::string missing_fault_line(const Failure& f) {
   // A handler that printed the stacks, then raised the signal again: the
   // kernel logs a fault only when no handler takes it.
@@ -129,7 +149,19 @@ void Postmortem::started(int, pid_t pid) {
   watched_[pid] = w;
 }
 
-void Postmortem::examine(Failure& f, int status, long long peak_rss) {
+void Postmortem::sample(pid_t pid) {
+  const auto it = watched_.find(pid);
+  if (it == watched_.end()) return;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) {
+      const long long kib = std::atoll(line.c_str() + 6);
+      if (kib > 0) it->second.own_peak = std::max(it->second.own_peak, kib * 1024);
+      return;
+    }
+}
+
+void Postmortem::examine(Failure& f, int status, long long peak_rss, bool of_children) {
   if (kernel_) kernel_->poll();
   const auto it = watched_.find(f.pid);
   const Watched w = it == watched_.end() ? Watched{} : it->second;
@@ -137,6 +169,8 @@ void Postmortem::examine(Failure& f, int status, long long peak_rss) {
 
   MemoryEvidence& m = f.memory;
   m.peak_rss = peak_rss;
+  m.peak_rss_of_children = of_children;
+  if (of_children) m.own_peak_at_least = w.own_peak;
   long long new_kills = 0;
   if (!w.cgroup.empty()) {
     const MemoryReading r = MemoryCgroups::read(w.cgroup, w.own);

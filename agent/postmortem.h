@@ -47,9 +47,14 @@ class Postmortem {
   // A worker started (and joined its rank cgroup, if any): remembers where
   // its memory is accounted and that cgroup's OOM counter now.
   void started(int local_rank, pid_t pid);
+  // Reads the worker's own peak resident memory so far (VmHWM): what it
+  // was at least, when wait4's peak may be a child's.
+  void sample(pid_t pid);
   // Fills `f`'s memory, fault and core evidence. `wait_status` as waitpid
-  // gave it; `peak_rss` its own peak from wait4 in bytes (-1: unknown).
-  void examine(Failure& f, int wait_status, long long peak_rss);
+  // gave it; `peak_rss` its peak from wait4 in bytes (-1: unknown), which
+  // is the largest of its own and its reaped children's when
+  // `of_children` (had_reaped_children()).
+  void examine(Failure& f, int wait_status, long long peak_rss, bool of_children);
   // The attempt is over: its rank cgroups go.
   void end_attempt(int attempt);
   // A worker outlived SIGKILL: its rank cgroup is left behind at exit.
@@ -63,6 +68,7 @@ class Postmortem {
     std::string cgroup;
     bool own = false;
     long long oom_kills_at_start = -1;  // -1: no counter
+    long long own_peak = -1;  // bytes: its VmHWM as last sampled
     std::string comm, cwd;  // for the core file's name
   };
 
@@ -72,6 +78,11 @@ class Postmortem {
   std::string no_rank_cgroup_;  // why ranks share a memory cgroup
   std::map<pid_t, Watched> watched_;
 };
+
+// Whether `pid`, ended but not yet reaped, had reaped children of its own
+// (or had, before an exec): their page faults count in its cminflt and
+// cmajflt (/proc/<pid>/stat), and their peak in what wait4 gives for it.
+bool had_reaped_children(pid_t pid);
 
 // Why the kernel log has no fault line for crashed worker `f` (read from
 // its evidence: faulthandler's report on its stderr): the fault text then.

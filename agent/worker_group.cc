@@ -6,10 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
-#include <sstream>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
@@ -38,6 +34,9 @@ constexpr size_t kTailLines = 10;
 constexpr std::chrono::seconds kPipeDrainLimit{2};
 // How often the agent says that only stopped workers keep the job alive.
 constexpr std::chrono::seconds kPausedReminder{30};
+// How often each worker's own peak memory is read while it runs: wait4's
+// includes its reaped children's (agent/postmortem.h).
+constexpr std::chrono::seconds kMemorySample{1};
 
 // A failure of worker `w` of this attempt, as of now; `error_file` is where
 // it was told to write its error.
@@ -60,30 +59,12 @@ std::string clock_time(std::chrono::system_clock::time_point tp) {
   return buf;
 }
 
-// Whether `pid` (a zombie not yet reaped) had reaped children of its own:
-// their page faults were added to its cminflt and cmajflt (/proc/<pid>/stat).
-bool reaped_children(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto paren = stat.rfind(')');
-  if (paren == std::string::npos) return false;
-  std::istringstream fields(stat.substr(paren + 2));
-  std::string field;
-  long long cminflt = 0, cmajflt = 0;
-  // state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
-  for (int i = 0; i < 11 && fields >> field; ++i) {
-    if (i == 8) cminflt = std::atoll(field.c_str());
-    if (i == 10) cmajflt = std::atoll(field.c_str());
-  }
-  return cminflt + cmajflt > 0;
-}
-
 }  // namespace
 
 WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
                          pid_t guardian, Forkserver* forkserver, Postmortem* postmortem, Listener& listener)
     : io_(io), logs_(logs), token_(job_token), cgroup_(cgroup), guardian_(guardian), postmortem_(postmortem),
-      listener_(listener), base_env_(current_environment()), timer_(io), paused_timer_(io), warm_(io, forkserver),
+      listener_(listener), base_env_(current_environment()), timer_(io), paused_timer_(io), memory_timer_(io), warm_(io, forkserver),
       kills_(io, [this](pid_t pid) {
         for (auto& w : workers_)
           if (w->running && w->pid == pid) give_up_on(*w);
@@ -142,6 +123,7 @@ void WorkerGroup::start_workers() {
       return;
     }
   }
+  sample_memory();
   warm_.started([this] {
     std::vector<pid_t> pids;
     for (const auto& w : workers_)
@@ -232,7 +214,7 @@ void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
     siginfo_t info{};
     if (waitid(P_ALL, 0, &info, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) break;
     const pid_t pid = info.si_pid;
-    const bool children = info.si_code != CLD_STOPPED && info.si_code != CLD_CONTINUED && reaped_children(pid);
+    const bool children = info.si_code != CLD_STOPPED && info.si_code != CLD_CONTINUED && had_reaped_children(pid);
     int status = 0;
     rusage usage{};
     if (wait4(pid, &status, WNOHANG | WUNTRACED | WCONTINUED, &usage) <= 0) break;
@@ -290,17 +272,29 @@ void WorkerGroup::on_exit(Worker& w, int status) {
     f.stopped = true;
     f.killed_by = Killer::none;
   }
-  if (postmortem_)
-    postmortem_->examine(f, status, w.peak_rss);
-  else
+  if (postmortem_) {
+    postmortem_->examine(f, status, w.peak_rss, w.peak_rss_of_children);
+  } else {
     f.memory.peak_rss = w.peak_rss;
-  f.memory.peak_rss_of_children = w.peak_rss_of_children;
+    f.memory.peak_rss_of_children = w.peak_rss_of_children;
+  }
   log_->error("{}", describe(f));
   failures_.push_back(f);
   if (!stopping_) return listener_.on_worker_failed(f);
   // It may have failed before the failure that stopped the job: the other
   // nodes need it to name the root cause.
   if (f.stopped && f.killed_by != Killer::grace) listener_.on_earlier_failure(f);
+}
+
+void WorkerGroup::sample_memory() {
+  if (!postmortem_) return;
+  memory_timer_.expires_after(kMemorySample);
+  memory_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    for (const auto& w : workers_)
+      if (w->running) postmortem_->sample(w->pid);
+    sample_memory();
+  });
 }
 
 void WorkerGroup::on_pause(Worker& w, int status) {
@@ -496,6 +490,7 @@ void WorkerGroup::check_stopped() {
   if (open_pipes_ > 0) return;
   timer_.cancel();
   paused_timer_.cancel();
+  memory_timer_.cancel();
   kills_.stop_watching();
   strays_killed_ = false;
   stopping_ = false;

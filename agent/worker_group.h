@@ -112,6 +112,9 @@ class WorkerGroup final : public Workers {
   void on_exit(Worker& w, int status);
   void on_pause(Worker& w, int status);
   void remind_paused();
+  // Every kMemorySample, each running worker's own peak memory, for the
+  // postmortem.
+  void sample_memory();
   void arm_drain_limit();
   // Signals every process of the attempt that is not a worker, wherever it
   // went; returns how many.
@@ -131,6 +134,7 @@ class WorkerGroup final : public Workers {
   const EnvMap base_env_;
   boost::asio::steady_timer timer_;
   boost::asio::steady_timer paused_timer_;
+  boost::asio::steady_timer memory_timer_;
   std::shared_ptr<spdlog::logger> log_;
   Config c_;
   rendezvous::Assignment placement_;

@@ -263,3 +263,35 @@ TEST_CASE("fault line: a fault faulthandler caught says so, not that another thr
   CHECK_FALSE(contains(missing_fault_line(native), "faulthandler"));
   CHECK(contains(missing_fault_line(native), "no kernel fault line for pid 42"));
 }
+
+TEST_CASE("peak RSS: a worker's own peak read while it ran is said beside wait4's") {
+  Failure f;
+  f.pid = 42;
+  f.signal = SIGKILL;
+  f.memory.peak_rss = 400LL << 20;
+  f.memory.peak_rss_of_children = true;
+  f.memory.own_peak_at_least = 30LL << 20;
+  CHECK(contains(explain(f), "peak RSS 400 MiB of it or one of the child processes it reaped (wait4 does not tell "
+                             "which); its own peak RSS at least 30 MiB (read while it ran)"));
+}
+
+TEST_CASE("peak RSS: an ended worker's /proc says whether it had reaped children") {
+  auto ended_child = [](bool reaps) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (reaps) {
+        const pid_t grandchild = fork();
+        if (grandchild == 0) _exit(0);
+        waitpid(grandchild, nullptr, 0);
+      }
+      _exit(1);
+    }
+    siginfo_t info{};
+    REQUIRE(waitid(P_PID, pid, &info, WEXITED | WNOWAIT) == 0);  // a zombie, not reaped
+    const bool had = had_reaped_children(pid);
+    waitpid(pid, nullptr, 0);
+    return had;
+  };
+  CHECK(ended_child(true));
+  CHECK_FALSE(ended_child(false));
+}
