@@ -93,7 +93,7 @@ class Supervisor final : Workers::Listener {
     watchdog_.forget(w.pid);
     // Everyone ended on their own while the group waited for more failures.
     if (collecting_ && group_->running() == 0) asio::post(io_, [this] {
-      if (collecting_) stop(Cause::failure, SIGTERM);
+      if (collecting_) stop(cause_, SIGTERM);
     });
   }
   void on_worker_paused(const Worker& w) override { reporter_.worker_paused(w); }
@@ -105,7 +105,12 @@ class Supervisor final : Workers::Listener {
     // kConsequenceWindow). Any other failure, or the group's end, stops it.
     const bool consequence = communication_error(f) && group_->running() > 0;
     if (collecting_ && consequence) return;
-    if (!collecting_ && consequence && phase_ == Phase::running) return collect(f);
+    if (!collecting_ && consequence && phase_ == Phase::running) {
+      log_->warn("rank {} failed with a communication error, most often a consequence of another rank's failure; "
+                 "waiting up to {} ms for the other workers to end on their own before stopping them",
+                 f.rank, std::chrono::duration_cast<std::chrono::milliseconds>(kConsequenceWindow).count());
+      return collect(Cause::failure);
+    }
     stop(Cause::failure, SIGTERM);
   }
   void on_earlier_failure(const Failure& f) override { publish(f); }
@@ -158,17 +163,38 @@ class Supervisor final : Workers::Listener {
 
   // The group goes on for kConsequenceWindow after a communication error,
   // for the failure it follows; nothing else is judged or started meanwhile.
-  void collect(const Failure& f) {
+  void collect(Cause cause) {
     phase_ = Phase::stopping;
-    cause_ = Cause::failure;
+    cause_ = cause;
     collecting_ = true;
     watchdog_.set_judging(false);
-    log_->warn("rank {} failed with a communication error, most often a consequence of another rank's failure; "
-               "waiting up to {} ms for the other workers to end on their own before stopping them",
-               f.rank, std::chrono::duration_cast<std::chrono::milliseconds>(kConsequenceWindow).count());
     window_.expires_after(kConsequenceWindow);
     window_.async_wait([this](const boost::system::error_code& ec) {
-      if (!ec && collecting_) stop(Cause::failure, SIGTERM);
+      if (!ec && collecting_) stop(cause_, SIGTERM);
+    });
+  }
+
+  // A worker failed on another node. When every failure published so far
+  // is a communication error, the failure it follows may be one of this
+  // node's ranks, still exiting on its own: the group runs on as for a
+  // local one (collect). Otherwise, or when the records cannot be read, it
+  // stops at once.
+  void on_remote_failure() {
+    log_->warn("a worker failed on another node; stopping this node's workers");
+    collect(Cause::remote_failure);
+    link_->call([this, round = round_](Rendezvous& r) -> RendezvousLink::Then {
+      auto records = r.published_failures();
+      return [this, round, records = std::move(records)] {
+        if (!collecting_ || round != round_) return;
+        const bool consequence = !records.empty() && std::all_of(records.begin(), records.end(), [](const auto& r) {
+          const auto f = from_record(r);
+          return f && communication_error(*f);
+        });
+        if (!consequence || group_->running() == 0) return stop(Cause::remote_failure, SIGTERM);
+        log_->warn("the failure on another node is a communication error, most often a consequence of another "
+                   "rank's failure; waiting up to {} ms for this node's workers to end on their own",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(kConsequenceWindow).count());
+      };
     });
   }
 
@@ -299,9 +325,7 @@ class Supervisor final : Workers::Listener {
     if (phase_ == Phase::barrier) return act(decide(situation()));
     if (phase_ != Phase::running) return;  // already stopping: the decision reads job_event_
     switch (e) {
-      case RoundEvent::abort:
-        log_->warn("a worker failed on another node; stopping this node's workers");
-        return stop(Cause::remote_failure, SIGTERM);
+      case RoundEvent::abort: return on_remote_failure();
       case RoundEvent::join:
         log_->info("a node is waiting to join; restarting the job to take it in");
         return stop(Cause::membership, SIGTERM);

@@ -186,6 +186,16 @@ std::vector<std::string> C10dBackend::failure_records(std::chrono::milliseconds 
   }
 }
 
+std::vector<std::string> C10dBackend::published_failures() {
+  if (store_gone_) return {};
+  try {
+    return rdzv_->failure_records();
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot read the job's failures from the rendezvous store: {}", e.what());
+    return {};
+  }
+}
+
 void C10dBackend::leave(bool succeeded) {
   // A lost store cannot be told anything; every call would wait out its
   // deadline.

@@ -38,6 +38,7 @@ class C10dBackend : public Rendezvous {
   void publish_failure(const std::string& record) override;
   RoundEvent finish_round() override;
   std::vector<std::string> failure_records(std::chrono::milliseconds limit) override;
+  std::vector<std::string> published_failures() override;
   void leave(bool succeeded) override;
   void step_out() override;
   void decline(const std::string& why) override;

@@ -234,6 +234,9 @@ class Rendezvous {
   // After a failure: waits, at most `limit`, for every member's workers to
   // stop, then returns every failure record of the round in arrival order.
   virtual std::vector<std::string> failure_records(std::chrono::milliseconds limit) = 0;
+  // The failure records published so far, as they are: not a sign that this
+  // node stopped (failure_records() is). Empty where no record is shared.
+  virtual std::vector<std::string> published_failures() { return {}; }
 
   // The job is over on this node. A node hosting the store keeps it up until
   // every member has left (bounded by close_timeout).

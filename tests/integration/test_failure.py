@@ -4,8 +4,10 @@ import os
 import re
 import signal
 import unittest
+import uuid
 
-from harness import EXAMPLES, TORCH_PYTHON, TempDirTest, alive, clean_env, read_pids, run, summary_blocks, torch_importable
+from harness import (EXAMPLES, TORCH_PYTHON, TempDirTest, alive, clean_env, finish_all, free_port, read_pids, run,
+                     start, summary_blocks, torch_importable)
 
 # The common teardown pattern: every rank closes its process group in a
 # `finally`, so rank 3's own error closes the Gloo pairs before its traceback
@@ -20,13 +22,16 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 
+# The rank that fails: rank 3, or with FAIL_ON=alone the one worker of a node.
+FAILS = os.environ["RANK"] == "3" if os.environ.get("FAIL_ON") != "alone" else os.environ["LOCAL_WORLD_SIZE"] == "1"
+
+
 def train():
     dist.init_process_group("gloo")
-    rank = dist.get_rank()
     model = torch.nn.Linear(20, 4)
     t = torch.ones(4)
     for step in range(1000):
-        if rank == 3 and step == 3:
+        if FAILS and step == 3:
             model(torch.ones(8, 10))
         dist.all_reduce(t)
 
@@ -36,7 +41,7 @@ def main():
         train()
     finally:
         dist.destroy_process_group()
-        if os.environ["RANK"] == "3":
+        if FAILS:
             time.sleep(0.5)  # its crash report
 
 
@@ -165,3 +170,22 @@ class ConsequenceIsNotTheCause(TempDirTest):
                               f"code at {script}:{line} in train: model(torch.ones(8, 10))", " ".join(root.split()))
                 self.assertRegex(others, r"Connection (closed|reset) by peer")
                 self.assertNotIn("from cxxrun", root)  # it ended on its own, not by our stop
+
+    def test_a_peers_communication_error_on_another_node_does_not_stop_the_rank_that_raised(self):
+        # Node b's one worker raises; node a's three see the connections close
+        # and fail first. Node b must not stop its worker when it hears of
+        # them before the worker's own error is out.
+        script = os.path.join(self.dir, "teardown.py")
+        with open(script, "w") as f:
+            f.write(TEARDOWN)
+        port, run_id = free_port(), uuid.uuid4().hex[:10]
+        common = ["--nnodes=2", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run_id}"]
+        env = clean_env(PYTHON_EXEC=TORCH_PYTHON, USE_RECORD="1", FAIL_ON="alone")
+        agents = [start(common + ["--nproc-per-node=3", script], env=env),
+                  start(common + ["--nproc-per-node=1", script], env=env)]
+        for (rc, out, err), name in zip(finish_all(self, agents, timeout=240), ("a", "b")):
+            self.assertEqual(rc, 1, f"node {name}: {err}")
+            others, root = summary_blocks(err)
+            self.assertIn("RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x10 and 20x4)", root,
+                          f"node {name}: {err}")
+            self.assertRegex(others, r"Connection (closed|reset) by peer")
