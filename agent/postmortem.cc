@@ -1,5 +1,6 @@
 #include "agent/postmortem.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -152,6 +153,14 @@ void Postmortem::started(int, pid_t pid) {
 void Postmortem::sample(pid_t pid) {
   const auto it = watched_.find(pid);
   if (it == watched_.end()) return;
+  if (DIR* dir = opendir(("/proc/" + std::to_string(pid) + "/task").c_str())) {
+    // Bounded: a worker with more threads than this has its first ones kept.
+    constexpr size_t kMaxThreads = 4096;
+    while (dirent* e = readdir(dir))
+      if (e->d_name[0] != '.' && it->second.threads.size() < kMaxThreads)
+        it->second.threads.insert(static_cast<pid_t>(std::atoi(e->d_name)));
+    closedir(dir);
+  }
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);)
     if (line.rfind("VmHWM:", 0) == 0) {
@@ -207,15 +216,25 @@ void Postmortem::examine(Failure& f, int status, long long peak_rss, bool of_chi
       f.fault = "fault address unknown: " + no_kernel_log_;
     else if (auto e = kernel_->find(f.pid, KernelEvent::Kind::fault))
       f.fault = "kernel: " + e->text;
+    else if (auto t = thread_fault(w))
+      f.fault = "kernel: " + t->text + " (thread " + std::to_string(t->pid) + " of it)";
     else
       f.fault = missing_fault_line(f);
   }
+  if (kernel_)
+    for (pid_t tid : w.threads) kernel_->forget(tid);
   if (f.signal) {
     f.core_dumped = WCOREDUMP(status);
     f.core = core_text(f.core_dumped, first_line("/proc/sys/kernel/core_pattern"), f.pid, w.comm, w.cwd,
                        core_limit());
   }
   if (kernel_) kernel_->forget(f.pid);
+}
+
+std::optional<KernelEvent> Postmortem::thread_fault(const Watched& w) const {
+  for (pid_t tid : w.threads)
+    if (auto e = kernel_->find(tid, KernelEvent::Kind::fault)) return e;
+  return std::nullopt;
 }
 
 void Postmortem::end_attempt(int attempt) { memory_->end_attempt(attempt); }

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "agent/failure.h"
@@ -29,6 +30,7 @@
 namespace cxxrun::agent {
 
 class KernelLog;
+struct KernelEvent;
 class MemoryCgroups;
 
 class Postmortem {
@@ -48,7 +50,8 @@ class Postmortem {
   // its memory is accounted and that cgroup's OOM counter now.
   void started(int local_rank, pid_t pid);
   // Reads the worker's own peak resident memory so far (VmHWM): what it
-  // was at least, when wait4's peak may be a child's.
+  // was at least, when wait4's peak may be a child's; and its threads, whose
+  // ids the kernel's fault line may name instead of its pid.
   void sample(pid_t pid);
   // Fills `f`'s memory, fault and core evidence. `wait_status` as waitpid
   // gave it; `peak_rss` its peak from wait4 in bytes (-1: unknown), which
@@ -69,8 +72,14 @@ class Postmortem {
     bool own = false;
     long long oom_kills_at_start = -1;  // -1: no counter
     long long own_peak = -1;  // bytes: its VmHWM as last sampled
+    // Its threads as last sampled: the kernel logs a fault under the id of
+    // the thread that faulted.
+    std::set<pid_t> threads;
     std::string comm, cwd;  // for the core file's name
   };
+
+  // The kernel's fault line under one of `w`'s threads' ids.
+  std::optional<KernelEvent> thread_fault(const Watched& w) const;
 
   std::unique_ptr<MemoryCgroups> memory_;
   std::unique_ptr<KernelLog> kernel_;

@@ -304,6 +304,25 @@ t.join()
                       "kernel logged no fault line", root)
         self.assertNotIn("another of its threads", root)
 
+    @unittest.skipUnless(ROOT and os.access("/dev/kmsg", os.R_OK), "the kernel log needs root here")
+    def test_a_native_fault_in_a_side_thread_keeps_the_kernels_line(self):
+        # No faulthandler: the kernel logs the fault under the thread's id.
+        script = self.python("thread.py", """
+import ctypes, faulthandler, threading, time
+faulthandler.disable()
+def crash():
+    time.sleep(2)  # the agent reads its threads every second
+    ctypes.string_at(0)
+t = threading.Thread(target=crash)
+t.start()
+t.join()
+""")
+        rc, out, err = run(["--nproc-per-node=1", script])
+        self.assertEqual(rc, 139, err)
+        _, root = summary_blocks(err)
+        self.assertRegex(" ".join(root.split()), r"crashed: SIGSEGV; kernel: \S+\[(\d+)\]: segfault at 0 ip .* \(thread "
+                         r"\1 of it\)")
+
     def python(self, name, body):
         path = os.path.join(self.dir, name)
         with open(path, "w") as f:
