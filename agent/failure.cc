@@ -341,7 +341,10 @@ std::vector<Failure> job_failures(const std::vector<std::string>& records, const
 
 std::string describe(const Failure& f) {
   std::string how = f.signal ? "was killed by " + signal_name(f.signal) : "exited with code " + std::to_string(f.exit_code);
-  if (f.stopped) how = "had failed (its error file is written) and was stopped with " + signal_name(f.signal);
+  if (f.stopped)
+    how = std::string(has_file(f) || f.traceback.empty() ? "had failed (its error file is written)"
+                                                         : "had failed (its traceback is out)") +
+          " and was stopped with " + signal_name(f.signal);
   if (f.stopped && f.killed_by == Killer::grace)
     how = "did not stop within the shutdown grace and was killed with " + signal_name(f.signal);
   if (const Death d = cause_of(f); d != Death::exited && d != Death::not_started && !f.stopped) how += ": " + explain(f);

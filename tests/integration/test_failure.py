@@ -171,6 +171,36 @@ class ConsequenceIsNotTheCause(TempDirTest):
                 self.assertRegex(others, r"Connection (closed|reset) by peer")
                 self.assertNotIn("from cxxrun", root)  # it ended on its own, not by our stop
 
+    def test_a_rank_stopped_while_exiting_after_its_traceback_is_listed_and_blamed(self):
+        # Rank 3 raises; its exit then hangs in an atexit handler past the
+        # window, and the group's SIGTERM ends it. Its peers fail first, with
+        # the communication error they see. Its traceback was out before the
+        # stop: it is listed, and it is the root cause.
+        script = os.path.join(self.dir, "slow_exit.py")
+        with open(script, "w") as f:
+            f.write(f"""
+import atexit, os, time
+marker = os.path.join({self.dir!r}, "raised")
+if os.environ["RANK"] == "3":
+    atexit.register(time.sleep, 30)
+    open(marker, "w").close()
+    time.sleep(0.3)
+    raise ValueError("rank 3 lost its way")
+while not os.path.exists(marker):
+    time.sleep(0.01)
+raise RuntimeError("[../gloo/transport/tcp/pair.cc:598] Connection closed by peer [127.0.0.1]:1234")
+""")
+        rc, out, err = run(["--nproc-per-node=4", script], timeout=120)
+        self.assertEqual(rc, 1, err)
+        others, root = summary_blocks(err)
+        self.assertIn("rank      : 3 (local_rank: 3)", root)
+        self.assertIn("exitcode  : -15 (SIGTERM from cxxrun, after this failure)", root)
+        self.assertIn("cause     : exception: it reported an error, then SIGTERM from cxxrun stopped it: ValueError: "
+                      f"rank 3 lost its way; in its own code at {script}:8 in <module>", root)
+        self.assertIn("had failed (its traceback is out) and was stopped with SIGTERM", err)
+        for rank in range(3):
+            self.assertIn(f"rank      : {rank} (local_rank: {rank})", others)
+
     def test_a_peers_communication_error_on_another_node_does_not_stop_the_rank_that_raised(self):
         # Node b's one worker raises; node a's three see the connections close
         # and fail first. Node b must not stop its worker when it hears of
