@@ -154,12 +154,14 @@ void Postmortem::sample(pid_t pid) {
   const auto it = watched_.find(pid);
   if (it == watched_.end()) return;
   if (DIR* dir = opendir(("/proc/" + std::to_string(pid) + "/task").c_str())) {
-    // Bounded: a worker with more threads than this has its first ones kept.
+    // The threads it has now: one that faults later was among them for up to
+    // a sample's time. Bounded, for a worker with very many.
     constexpr size_t kMaxThreads = 4096;
+    std::set<pid_t> threads;
     while (dirent* e = readdir(dir))
-      if (e->d_name[0] != '.' && it->second.threads.size() < kMaxThreads)
-        it->second.threads.insert(static_cast<pid_t>(std::atoi(e->d_name)));
+      if (e->d_name[0] != '.' && threads.size() < kMaxThreads) threads.insert(static_cast<pid_t>(std::atoi(e->d_name)));
     closedir(dir);
+    it->second.threads = std::move(threads);
   }
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);)

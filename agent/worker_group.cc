@@ -213,11 +213,15 @@ void WorkerGroup::reap(const std::function<void(pid_t)>& other) {
   for (int budget = 4096; budget > 0; --budget) {
     siginfo_t info{};
     if (waitid(P_ALL, 0, &info, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) break;
-    const pid_t pid = info.si_pid;
-    const bool children = info.si_code != CLD_STOPPED && info.si_code != CLD_CONTINUED && had_reaped_children(pid);
+    pid_t pid = info.si_pid;
+    bool children = info.si_code != CLD_STOPPED && info.si_code != CLD_CONTINUED && had_reaped_children(pid);
     int status = 0;
     rusage usage{};
-    if (wait4(pid, &status, WNOHANG | WUNTRACED | WCONTINUED, &usage) <= 0) break;
+    if (wait4(pid, &status, WNOHANG | WUNTRACED | WCONTINUED, &usage) <= 0) {
+      // Another thread reaped it meanwhile: take whichever child is ready.
+      children = false;
+      if ((pid = wait4(-1, &status, WNOHANG | WUNTRACED | WCONTINUED, &usage)) <= 0) break;
+    }
     const bool exited = WIFEXITED(status) || WIFSIGNALED(status);
     bool ours = false;
     if (exited && warm_.reaped(pid, status)) continue;
