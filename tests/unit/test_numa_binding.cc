@@ -26,7 +26,9 @@ using namespace cxxrun::agent;
 
 namespace {
 
-const std::string kData = (fs::path(__FILE__).parent_path().parent_path() / "data").string();
+// The build names the folder: __FILE__ is relative when a compiler cache
+// rewrites paths, and the tests run from another directory.
+const std::string kData = CXXRUN_TEST_DATA_DIR;
 const std::string kEightGpus = kData + "/numa-2x2-8gpu.xml";
 const std::string kNoGpu = kData + "/numa-no-gpu.xml";
 const std::string kTwoCpus = kData + "/numa-1node-2cpu-2gpu.xml";
