@@ -302,12 +302,28 @@ bool communication_error(const Failure& f) {
                      [](const std::string& line) { return mentions_communication_error(line); });
 }
 
+bool killed_on_a_verdict(const Failure& f) {
+  return f.killed_by == Killer::hang || f.killed_by == Killer::file_timer || f.killed_by == Killer::fault_injection;
+}
+
 void order_by_time(std::vector<Failure>& failures) {
   std::vector<std::pair<std::chrono::system_clock::time_point, size_t>> keys;
   for (size_t i = 0; i < failures.size(); ++i) keys.emplace_back(failure_time(failures[i]), i);
   std::stable_sort(keys.begin(), keys.end());
   std::vector<Failure> sorted;
   for (const auto& [t, i] : keys) sorted.push_back(failures[i]);
+  const auto to_front = [&sorted](size_t i) {
+    std::rotate(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(i),
+                sorted.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+  };
+  // The first verdict's kill is what the failures just before it followed.
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (failure_time(sorted[i]) - failure_time(sorted.front()) > kConsequenceWindow) break;
+    if (!killed_on_a_verdict(sorted[i])) continue;
+    to_front(i);
+    failures = std::move(sorted);
+    return;
+  }
   // A communication error follows a peer's failure: the first failure that
   // is not one, landing a little later, is what it followed.
   if (!sorted.empty() && communication_error(sorted.front())) {
@@ -315,8 +331,7 @@ void order_by_time(std::vector<Failure>& failures) {
     for (size_t i = 1; i < sorted.size(); ++i) {
       if (failure_time(sorted[i]) - first > kConsequenceWindow) break;
       if (communication_error(sorted[i])) continue;
-      std::rotate(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(i),
-                  sorted.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      to_front(i);
       break;
     }
   }

@@ -124,9 +124,17 @@ bool communication_error(const Failure& f);
 // far.
 inline constexpr std::chrono::seconds kConsequenceWindow{2};
 
-// Root cause first: earliest first by failure_time, except that a
-// communication error never goes before a failure that is not one and
-// follows it by at most kConsequenceWindow; that failure goes first.
+// A rank cxxrun itself ended on a verdict (a hang, a file-timer scope that
+// expired, an injected fault): while it was judged, nothing else had failed,
+// so what fails around its end follows it.
+bool killed_on_a_verdict(const Failure& f);
+
+// Root cause first: earliest first by failure_time, except that
+//  - a rank killed on a verdict goes before the failures of at most
+//    kConsequenceWindow before it: its peers' errors come as its sockets
+//    close, a moment before its own end is reaped;
+//  - a communication error never goes before a failure that is not one and
+//    follows it by at most kConsequenceWindow; that failure goes first.
 void order_by_time(std::vector<Failure>& failures);
 
 // One line for the log: "rank 1 (local_rank 1, pid 42) exited with code 3";

@@ -120,6 +120,41 @@ TEST_CASE("root cause: a communication error that follows a peer's failure is no
   }
 }
 
+TEST_CASE("root cause: a rank killed on a hang verdict goes before the peers that fail as it ends") {
+  // Rank 2 was stopped (SIGSTOP) and killed by the hang watchdog; rank 3
+  // began a traceback as rank 2's sockets closed, a moment before rank 2's
+  // end was reaped, and the group's stop then ended it mid-traceback (no
+  // message: nothing marks it as a communication error).
+  const auto t = std::chrono::system_clock::now();
+  Failure hung = with_time(2, t + 40ms, "");
+  hung.exit_code = 0;
+  hung.signal = SIGKILL;
+  hung.killed_by = Killer::hang;
+  hung.kill_reason = "rank 2 was stopped by a signal";
+  Failure peer = with_time(3, t + 60ms, "  File \"/job/w.py\", line 42, in <module>");
+  peer.traceback = "Traceback (most recent call last):\n  File \"/job/w.py\", line 42, in <module>\n";
+  peer.traceback_time = t;
+  std::vector<Failure> failures{peer, hung};
+  REQUIRE(failure_time(peer) < failure_time(hung));
+  order_by_time(failures);
+  CHECK(failures[0].rank == 2);
+  CHECK(failures[1].rank == 3);
+
+  SECTION("a failure well before the verdict's kill stays first") {
+    Failure early = with_time(1, t - kConsequenceWindow - 1s, "ValueError: x");
+    std::vector<Failure> two{hung, early};
+    order_by_time(two);
+    CHECK(two[0].rank == 1);
+  }
+  SECTION("the group's own stop is not a verdict") {
+    Failure graced = hung;
+    graced.killed_by = Killer::grace;
+    std::vector<Failure> two{peer, graced};
+    order_by_time(two);
+    CHECK(two[0].rank == 3);
+  }
+}
+
 TEST_CASE("root cause: a traceback printed just before the end dates the failure; an old caught one does not") {
   const auto t = std::chrono::system_clock::now();
   Failure f = with_time(0, t, "x");
