@@ -78,6 +78,18 @@ std::string native_stack(pid_t pid) {
   return out;
 }
 
+// A process a signal stopped (SIGSTOP, SIGTSTP): /proc/<pid>/stat's state
+// is 'T'. A signal sent to it stays pending until it is continued, so its
+// hook cannot dump; eu-stack can read it where it stands, and its ptrace
+// detach leaves it stopped (a later SIGKILL still ends it).
+bool stopped_by_signal(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const size_t end = stat.rfind(')');  // the name may hold spaces and ')'
+  return end != std::string::npos && end + 2 < stat.size() && stat[end + 2] == 'T';
+}
+
 }  // namespace
 
 int stack_signal() { return SIGRTMIN + 3; }
@@ -163,7 +175,15 @@ void StackDump::collect(int attempt, const std::vector<Target>& targets, Done do
     Pending::Each e;
     e.target = t;
     const std::string file = logs_.file(attempt, t.local_rank, "stacks.txt");
-    const pid_t python = hook_to_signal(t, file);
+    pid_t python = hook_to_signal(t, file);
+    // A stopped worker is read from outside: the process that would run
+    // the hook, or the worker itself.
+    pid_t outside = t.pid;
+    if (python > 0 && stopped_by_signal(python)) {
+      spdlog::debug("hang stacks: rank {}: pid {} is stopped; reading its stack from outside", t.rank, python);
+      outside = python;
+      python = 0;
+    }
     if (python > 0) {
       e.file = file;
       e.start = e.last = size_of(file);
@@ -172,7 +192,7 @@ void StackDump::collect(int attempt, const std::vector<Target>& targets, Done do
     if (python > 0)
       kill(python, stack_signal());
     else
-      read_from_outside(p.each.size() - 1, t.pid);
+      read_from_outside(p.each.size() - 1, outside);
   }
   timer_.expires_after(kPoll);
   timer_.async_wait([this](const boost::system::error_code& ec) {

@@ -5,9 +5,10 @@
 // worker's stacks.txt; the agent sends the signal and reads what was
 // appended, but only to a process whose hook can still take it
 // (agent/stack_hook.h: the same process as registered, in the worker's tree,
-// its descriptor still the stacks file, the signal still caught). Any other
-// worker, and one whose hook wrote nothing within kSilentHook, is read from
-// outside by elfutils' eu-stack (ptrace; root or the same user with ptrace
+// its descriptor still the stacks file, the signal still caught) and that is
+// not stopped by a signal (it could not run the handler until continued).
+// Any other worker, a stopped one, and one whose hook wrote nothing within
+// kSilentHook, is read from outside by elfutils' eu-stack (ptrace; root or the same user with ptrace
 // allowed). Each rank's stack goes to <attempt dir>/hang-<n>/rank-<rank>.txt,
 // one bundle per hang, in a fresh 0700 directory of 0600 files
 // (agent/private_files.h).

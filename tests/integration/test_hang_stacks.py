@@ -327,3 +327,10 @@ class Blame(TempDirTest):
         _, root = summary_blocks(err)
         self.assertIn("rank      : 2 (local_rank: 2)", root)
         self.assertIn("rank 2 was stopped by a signal at", root)
+        # Its hook cannot run while it is stopped: its stack is read from
+        # outside where it stands (the interpreter's, in the kill that stopped
+        # it), and it stays stopped until the watchdog's SIGKILL.
+        self.assertNotIn("rank 2: no stack", err)
+        self.assertIn("rank 2 waits in kill at python3", root)
+        self.assertRegex(root, r"traceback : PID \d+ - process\n\s+TID \d+:")
+        self.assertNotRegex(err, r"rank 2 \(local_rank 2, pid \d+\) continued")

@@ -177,3 +177,64 @@ TEST_CASE("a signalled hook that writes nothing is read from outside", "[stack_d
   REQUIRE(got.stacks.count(0));
   if (access("/usr/bin/eu-stack", X_OK) == 0) CHECK(got.stacks.at(0).find("TID") != std::string::npos);
 }
+
+namespace {
+
+// Whether `sig` waits in `pid`'s pending sets (/proc/<pid>/status SigPnd, ShdPnd).
+bool signal_pending(pid_t pid, int sig) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  bool pending = false;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)
+      pending = pending || ((std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1);
+  return pending;
+}
+
+char state_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const size_t end = stat.rfind(')');
+  return end == std::string::npos || end + 2 >= stat.size() ? '?' : stat[end + 2];
+}
+
+}  // namespace
+
+TEST_CASE("a worker a signal stopped is read from outside and stays stopped", "[stack_dump]") {
+  // Its hook could take the signal, but not while it is stopped: the signal
+  // would wait until a SIGCONT (and dump then, into a later hang's reading).
+  TempDir tmp;
+  LogDir logs(job_in(tmp.path));
+  logs.prepare_attempt(0, 1);
+  const std::string file = logs.file(0, 0, "stacks.txt");
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    signal(stack_signal(), count);
+    const std::string text = registration(getpid(), process_start_time(getpid()), fd);
+    if (write(fd, text.data(), text.size()) < 0) _exit(1);
+    if (write(ready[1], "x", 1) < 0) _exit(1);
+    for (int i = 0; i < 600; ++i) sleep(1);
+    _exit(0);
+  }
+  close(ready[1]);
+  char c;
+  REQUIRE(read(ready[0], &c, 1) == 1);
+  close(ready[0]);
+  REQUIRE(kill(child, SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, WUNTRACED) == child);
+  REQUIRE(WIFSTOPPED(status));
+  const Collected got = collect(logs, child);
+  CHECK_FALSE(signal_pending(child, stack_signal()));
+  CHECK(state_of(child) == 'T');  // eu-stack's detach left it stopped
+  kill(child, SIGKILL);
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+  REQUIRE(got.stacks.count(0));
+  if (access("/usr/bin/eu-stack", X_OK) == 0) CHECK(got.stacks.at(0).find("TID") != std::string::npos);
+}
