@@ -192,8 +192,9 @@ HangPicture picture(const std::map<int, std::string>& dumps) {
 
   int alone = 0;
   for (const auto& g : p.groups) {
-    p.line += (p.line.empty() ? "" : "; ") + std::string(g.ranks.size() == 1 ? "rank " : "ranks ") +
-              rank_list(g.ranks) + (g.ranks.size() == 1 ? " waits in " : " wait in ") + g.where;
+    p.group_lines.push_back(std::string(g.ranks.size() == 1 ? "rank " : "ranks ") + rank_list(g.ranks) +
+                            (g.ranks.size() == 1 ? " waits in " : " wait in ") + g.where);
+    p.line += (p.line.empty() ? "" : "; ") + p.group_lines.back();
     if (g.ranks.size() == 1) {
       ++alone;
       p.apart = g.ranks[0];
@@ -202,9 +203,11 @@ HangPicture picture(const std::map<int, std::string>& dumps) {
   // Apart from the others only when the others agree among themselves: one
   // rank alone, every other group two ranks or more.
   if (alone != 1 || p.groups.size() < 2) p.apart.reset();
-  if (!p.without.empty())
-    p.line += (p.line.empty() ? "" : "; ") + std::string(p.without.size() == 1 ? "rank " : "ranks ") +
-              rank_list(p.without) + ": no stack";
+  if (!p.without.empty()) {
+    p.group_lines.push_back(std::string(p.without.size() == 1 ? "rank " : "ranks ") + rank_list(p.without) +
+                            ": no stack");
+    p.line += (p.line.empty() ? "" : "; ") + p.group_lines.back();
+  }
   return p;
 }
 
@@ -238,6 +241,7 @@ Blame blame(const HangPicture& p, const std::vector<Accused>& named, const std::
     }
     b.rank = first->rank;
     if (running.size() <= 1) return b;  // no peer to stand apart from: nothing to add
+    b.cause = named.size() == 1;
     b.reason = named.size() == 1
                    ? "no rank stands apart; rank " + std::to_string(b.rank) + " is killed for its own verdict"
                    : "no rank stands apart; rank " + std::to_string(b.rank) + " is killed as the first of ranks " +
@@ -247,6 +251,7 @@ Blame blame(const HangPicture& p, const std::vector<Accused>& named, const std::
   if (!running.empty()) {
     b.rank = running.front();
     if (running.size() == 1) return b;
+    b.cause = false;
     b.reason = "no rank stands apart; rank " + std::to_string(b.rank) +
                " was killed only to stop the job, not as its cause";
   }

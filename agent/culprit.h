@@ -71,6 +71,9 @@ struct HangPicture {
   // "ranks 0–2 wait in all_reduce at w.py:61; rank 3 waits in wedge at
   // w.py:78"; ranks without a stack are named as such.
   std::string line;
+  // The same, one entry a group (ranks without a stack last): what the
+  // failure summary lists when no rank could be named as the cause.
+  std::vector<std::string> group_lines;
   std::optional<int> apart;  // the rank that stands apart, when one does
 };
 
@@ -98,6 +101,11 @@ struct Blame {
   // waits for it", "no rank stands apart; rank 0 was killed only to stop the
   // job, not as its cause".
   std::string reason;
+  // Whether the rank is blamed as the hang's cause (stopped, standing apart,
+  // or the one rank a judge named). False when no rank stands apart and it
+  // is killed only to stop the job (3 with several named, and 4): then no
+  // root cause can be named, and the summary says so (agent/failure.h).
+  bool cause = true;
 };
 
 // Whom one tick's verdicts blame and kill, in this order:

@@ -210,6 +210,7 @@ std::string to_record(const Failure& f, const std::string& host) {
                        std::chrono::duration_cast<std::chrono::nanoseconds>(f.traceback_time.time_since_epoch()).count()},
                       {"killed_by", killer_id(f.killed_by)},
                       {"kill_reason", f.kill_reason},
+                      {"no_root_cause", f.no_root_cause},
                       {"memory",
                        {{"oom_killed", f.memory.oom_killed},
                         {"how_known", f.memory.how_known},
@@ -253,6 +254,7 @@ std::optional<Failure> from_record(const std::string& record) {
     f.traceback_time = from_ns(j.value("traceback_time_ns", 0LL));
     f.killed_by = killer_from_id(j.value("killed_by", ""));
     f.kill_reason = j.value("kill_reason", "");
+    f.no_root_cause = j.value("no_root_cause", std::vector<std::string>{});
     if (j.contains("memory") && j["memory"].is_object()) {
       const auto& m = j["memory"];
       f.memory.oom_killed = m.value("oom_killed", false);
@@ -316,11 +318,29 @@ void order_by_time(std::vector<Failure>& failures) {
     std::rotate(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(i),
                 sorted.begin() + static_cast<std::ptrdiff_t>(i) + 1);
   };
-  // The first verdict's kill is what the failures just before it followed.
+  const auto blames_a_rank = [](const Failure& f) { return killed_on_a_verdict(f) && f.no_root_cause.empty(); };
+  // The first verdict's kill is what the failures just before it followed;
+  // one that blamed a rank before one that killed a rank only to stop a
+  // hung job (no_root_cause), which names no cause: another node's verdict
+  // that blamed a rank then goes first, wherever it is in the list.
+  size_t pick = sorted.size();
   for (size_t i = 0; i < sorted.size(); ++i) {
     if (failure_time(sorted[i]) - failure_time(sorted.front()) > kConsequenceWindow) break;
     if (!killed_on_a_verdict(sorted[i])) continue;
-    to_front(i);
+    if (pick == sorted.size()) pick = i;
+    if (blames_a_rank(sorted[i])) {
+      pick = i;
+      break;
+    }
+  }
+  if (pick < sorted.size() && !blames_a_rank(sorted[pick]))
+    for (size_t i = 0; i < sorted.size(); ++i)
+      if (blames_a_rank(sorted[i])) {
+        pick = i;
+        break;
+      }
+  if (pick < sorted.size()) {
+    to_front(pick);
     failures = std::move(sorted);
     return;
   }
@@ -374,10 +394,22 @@ std::string format_summary(const std::string& entrypoint, const std::string& hos
   if (failures.size() == 1) others << "  <NO_OTHER_FAILURES>\n";
   for (size_t i = 1; i < failures.size(); ++i) append_failure(others, i, host, failures[i]);
   std::ostringstream root;
+  // torch's heading, unless the rank first listed was killed only to stop a
+  // hung job: then the heading says no root cause could be named and why,
+  // with where each group of ranks waits, and that failure is shown as what
+  // it is.
+  const std::vector<std::string>& none = failures[0].no_root_cause;
+  std::string heading = "Root Cause (first observed failure):";
+  if (!none.empty()) {
+    heading = "Root Cause (none could be named: " + none.front() + "):";
+    for (size_t i = 1; i < none.size(); ++i) root << "  " << none[i] << "\n";
+    root << "First observed failure (rank " << failures[0].rank
+         << ", killed only to stop the job, not as its cause):\n";
+  }
   append_failure(root, 0, host, failures[0]);
 
   std::string title = entrypoint + " FAILED";
-  size_t width = title.size();
+  size_t width = std::max(title.size(), heading.size());
   const std::string others_text = others.str(), root_text = root.str();
   for (const std::string* block : {&others_text, &root_text}) {
     std::istringstream lines(*block);
@@ -387,7 +419,7 @@ std::string format_summary(const std::string& entrypoint, const std::string& hos
   const std::string eq(width, '='), dash(width, '-');
   std::ostringstream os;
   os << "\n" << eq << "\n" << title << "\n" << dash << "\nFailures:\n" << others_text << dash
-     << "\nRoot Cause (first observed failure):\n" << root_text << eq << "\n";
+     << "\n" << heading << "\n" << root_text << eq << "\n";
   return os.str();
 }
 

@@ -60,6 +60,12 @@ struct Failure {
   // words ("no heartbeat for 10 s", "file-timer scope 'step' expired").
   Killer killed_by = Killer::none;
   std::string kill_reason;
+  // Not empty when cxxrun killed it only to stop a hung job whose stacks
+  // single out no rank (agent/culprit.h, Blame::cause): why no root cause
+  // can be named ("no rank stands apart"), then where each group of ranks
+  // waits ("ranks 0, 1 wait in all_reduce at w.py:9"). The summary then
+  // says that no rank is the root cause instead of presenting this one.
+  std::vector<std::string> no_root_cause;
   // What the kernel said (agent/postmortem.h).
   MemoryEvidence memory;
   std::string fault;  // the kernel's line on the fault (address, ip, library)
@@ -132,7 +138,9 @@ bool killed_on_a_verdict(const Failure& f);
 // Root cause first: earliest first by failure_time, except that
 //  - a rank killed on a verdict goes before the failures of at most
 //    kConsequenceWindow before it: its peers' errors come as its sockets
-//    close, a moment before its own end is reaped;
+//    close, a moment before its own end is reaped; a verdict that blamed a
+//    rank goes before one that killed a rank only to stop a hung job
+//    (no_root_cause), wherever it is in the list;
 //  - a communication error never goes before a failure that is not one and
 //    follows it by at most kConsequenceWindow; that failure goes first.
 void order_by_time(std::vector<Failure>& failures);
@@ -152,8 +160,10 @@ std::optional<Failure> from_record(const std::string& record);
 std::vector<Failure> job_failures(const std::vector<std::string>& records, const std::vector<Failure>& local,
                                   const std::string& host);
 
-// The summary box. `failures` is non-empty; failures[0] is the root cause.
-// A worker that never started shows "(pid: not started)".
+// The summary box. `failures` is non-empty; failures[0] is the root cause,
+// or, when its no_root_cause is set, the first failure under a heading that
+// says no root cause could be named, and why. A worker that never started
+// shows "(pid: not started)".
 std::string format_summary(const std::string& entrypoint, const std::string& host,
                            const std::vector<Failure>& failures);
 

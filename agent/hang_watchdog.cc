@@ -298,7 +298,14 @@ void HangWatchdog::act(const std::vector<Verdict>& verdicts, const std::map<int,
   // A worker's death ends the attempt: what its peers' judges say until the
   // group is stopped is this hang again.
   if (target && kill_v.sig == SIGKILL) settled_ = true;
-  group_.kill_process(kill_v.pid, kill_v.sig, kill_v.killer, why, r.stack);
+  // No rank could be named as the cause: the summary says so, with the
+  // groups, instead of presenting the rank killed to stop the job.
+  std::vector<std::string> no_root_cause;
+  if (!b.cause && kill_v.rank == b.rank) {
+    no_root_cause.push_back("no rank stands apart");
+    no_root_cause.insert(no_root_cause.end(), p.group_lines.begin(), p.group_lines.end());
+  }
+  group_.kill_process(kill_v.pid, kill_v.sig, kill_v.killer, why, r.stack, no_root_cause);
 }
 
 // One line per hang, whichever judges spoke in its tick: with several, no

@@ -15,8 +15,9 @@ void KillLedger::clear() {
   stop_watching();
 }
 
-void KillLedger::note(pid_t pid, Killer by, const std::string& why, const std::string& stack) {
-  kills_.insert({pid, Kill{by, why, stack}});
+void KillLedger::note(pid_t pid, Killer by, const std::string& why, const std::string& stack,
+                      const std::vector<std::string>& no_root_cause) {
+  kills_.insert({pid, Kill{by, why, stack, no_root_cause}});
 }
 
 bool KillLedger::killed_by(pid_t pid, Killer by) const {
@@ -29,6 +30,7 @@ void KillLedger::apply(Failure& f, bool traceback) const {
   if (kill == kills_.end()) return;
   f.killed_by = kill->second.by;
   f.kill_reason = kill->second.why;
+  f.no_root_cause = kill->second.no_root_cause;
   // The summary's traceback: what it was doing when cxxrun killed it.
   if (traceback && !kill->second.stack.empty() && !read_error_file(f.error_file)) f.message = kill->second.stack;
 }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -27,9 +28,10 @@ class KillLedger {
 
   // A new attempt: nothing noted, nothing watched.
   void clear();
-  // cxxrun kills `pid` (by `by`, for `why`; `stack`: what it was doing).
-  // The first reason stands.
-  void note(pid_t pid, Killer by, const std::string& why, const std::string& stack = "");
+  // cxxrun kills `pid` (by `by`, for `why`; `stack`: what it was doing;
+  // `no_root_cause`: Failure::no_root_cause). The first reason stands.
+  void note(pid_t pid, Killer by, const std::string& why, const std::string& stack = "",
+            const std::vector<std::string>& no_root_cause = {});
   // Whether `pid` was noted as killed by `by`.
   bool killed_by(pid_t pid, Killer by) const;
   // Copies the kill of f.pid into `f`; with `traceback`, its stack becomes
@@ -47,6 +49,7 @@ class KillLedger {
     Killer by = Killer::none;
     std::string why;
     std::string stack;
+    std::vector<std::string> no_root_cause;
   };
   void check();
 

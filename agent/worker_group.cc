@@ -365,10 +365,11 @@ bool WorkerGroup::signal_rank(int rank, int sig) {
   return false;
 }
 
-void WorkerGroup::kill_process(pid_t pid, int sig, Killer by, const std::string& why, const std::string& stack) {
+void WorkerGroup::kill_process(pid_t pid, int sig, Killer by, const std::string& why, const std::string& stack,
+                               const std::vector<std::string>& no_root_cause) {
   // pid <= 0 would signal a process group, or every process.
   if (pid <= 0) return;
-  kills_.note(pid, by, why, stack);
+  kills_.note(pid, by, why, stack, no_root_cause);
   ::kill(pid, sig);
   if (sig == SIGKILL) watch_kill(pid);
 }

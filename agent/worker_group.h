@@ -89,7 +89,8 @@ class WorkerGroup final : public Workers {
   void signal_all(int sig) override;
   // Fault injection: sends `sig` to the worker with global rank `rank`.
   bool signal_rank(int rank, int sig) override;
-  void kill_process(pid_t pid, int sig, Killer by, const std::string& why, const std::string& stack = "") override;
+  void kill_process(pid_t pid, int sig, Killer by, const std::string& why, const std::string& stack = "",
+                    const std::vector<std::string>& no_root_cause = {}) override;
   bool hung(int local_rank) const override;
 
   int running() const override;

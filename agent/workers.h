@@ -74,8 +74,11 @@ class Workers {
   // sent one is reported as killed by `by`, for `why`. A worker still alive
   // Config::kill_timeout after cxxrun's SIGKILL is reported unkillable.
   // `stack`: what the worker was doing (a hang's stack), shown as its
-  // failure's traceback.
-  virtual void kill_process(pid_t pid, int sig, Killer by, const std::string& why, const std::string& stack = "") = 0;
+  // failure's traceback. `no_root_cause`: not empty when the worker is
+  // killed only to stop the job and no rank can be named as the cause
+  // (Failure::no_root_cause).
+  virtual void kill_process(pid_t pid, int sig, Killer by, const std::string& why, const std::string& stack = "",
+                            const std::vector<std::string>& no_root_cause = {}) = 0;
   // Reaps every exited child (SIGCHLD); `other` gets children that are not
   // workers.
   virtual void reap(const std::function<void(pid_t pid)>& other) = 0;

@@ -320,6 +320,14 @@ class Blame(TempDirTest):
         self.assertNotIn("stands apart;", err.replace("no rank stands apart;", ""))
         _, root = summary_blocks(err)
         self.assertIn("killed only to stop the job, not as its cause", root)
+        # The summary does not present the killed rank as the root cause: it
+        # says none could be named, and shows the groups.
+        self.assertNotIn("Root Cause (first observed failure)", err)
+        self.assertRegex(root, r"^Root Cause \(none could be named: no rank stands apart\):\n"
+                               r"  ranks 0, 1 wait in all_reduce at w\.py:\d+\n"
+                               r"  ranks 2, 3 wait in barrier at w\.py:\d+\n"
+                               r"First observed failure \(rank 0, killed only to stop the job, not as its cause\):\n"
+                               r"\[0\]:\n")
 
     def test_a_stopped_rank_is_the_reason_of_the_hang(self):
         err = self.job("stop", ["--hang-timeout=4"])

@@ -83,6 +83,40 @@ TEST_CASE("summary names the root cause, its signal and stderr tail") {
   CHECK(single.find("<NO_OTHER_FAILURES>") != std::string::npos);
 }
 
+TEST_CASE("summary of a hang that names no rank says no root cause could be named, with the groups") {
+  Failure killed{0, 0, 4242, 0, SIGKILL, std::chrono::system_clock::now(), "", {}, "", ""};
+  killed.killed_by = Killer::hang;
+  killed.kill_reason = "no worker made progress; no rank stands apart; rank 0 was killed only to stop the job, "
+                       "not as its cause";
+  killed.no_root_cause = {"no rank stands apart", "ranks 0, 1 wait in all_reduce at w.py:9",
+                          "ranks 2, 3 wait in barrier at w.py:11"};
+  const std::string s = format_summary("train", "node-a", {killed});
+  const size_t heading = s.find("Root Cause (none could be named: no rank stands apart):\n");
+  REQUIRE(heading != std::string::npos);
+  CHECK(s.find("Root Cause (first observed failure)") == std::string::npos);
+  const size_t groups = s.find("\n  ranks 0, 1 wait in all_reduce at w.py:9\n  ranks 2, 3 wait in barrier at w.py:11\n");
+  CHECK(groups > heading);
+  const size_t first = s.find("First observed failure (rank 0, killed only to stop the job, not as its cause):\n[0]:");
+  CHECK(first > groups);
+  CHECK(s.find("rank      : 0 (local_rank: 0)") > first);
+  // It travels with the failure to the other nodes.
+  const auto back = from_record(to_record(killed, "node-a"));
+  REQUIRE(back);
+  CHECK(back->no_root_cause == killed.no_root_cause);
+  // Another failure, later or from another node, goes first: it may be the cause.
+  Failure blamed{1, 5, 4250, 0, SIGKILL, killed.time + std::chrono::milliseconds(300), "", {}, "node-b", ""};
+  blamed.killed_by = Killer::hang;
+  blamed.kill_reason = "no worker made progress; rank 5 stands apart";
+  std::vector<Failure> both{killed, blamed};
+  order_by_time(both);
+  CHECK(both[0].rank == 5);
+  CHECK(format_summary("train", "node-a", both).find("Root Cause (first observed failure):") != std::string::npos);
+  // A rank blamed as the cause keeps torch's heading.
+  killed.no_root_cause.clear();
+  CHECK(format_summary("train", "node-a", {killed}).find("Root Cause (first observed failure):\n[0]:") !=
+        std::string::npos);
+}
+
 TEST_CASE("failures are ordered by when their error files were written") {
   // torch's whole-second timestamps tie; the files' own times do not.
   const std::string same_second =

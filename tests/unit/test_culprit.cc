@@ -425,6 +425,12 @@ TEST_CASE("culprit: one tick's verdicts blame the rank the stacks single out, no
   b = blame(split, {}, {}, running);
   CHECK(b.rank == 0);
   CHECK(b.reason == "no rank stands apart; rank 0 was killed only to stop the job, not as its cause");
+  CHECK_FALSE(b.cause);
+  CHECK(split.group_lines ==
+        std::vector<std::string>{"ranks 0, 1 wait in all_reduce at w.py:9", "ranks 2, 3 wait in barrier at w.py:11"});
+  CHECK_FALSE(blame(split, {{2, 10ms}, {1, 50ms}, {3, 50ms}}, {}, running).cause);
+  CHECK(blame(split, {{2, 10ms}}, {}, running).cause);  // its own verdict
+  CHECK(blame(picture({{0, ar}, {1, ar}, {2, ar}, {3, ba}}), {}, {}, running).cause);  // stands apart
   CHECK(blame(HangPicture{}, {}, {}, {}).rank == -1);
   // One rank on the node: nobody to stand apart from, nothing pretended.
   b = blame(picture({{0, ar}}), {{0, 1s}}, {}, {0});

@@ -93,7 +93,8 @@ class FakeWorkers final : public Workers {
   void signal_all(int) override {}
   bool signal_rank(int, int) override { return false; }
   void reap(const std::function<void(pid_t)>&) override {}
-  void kill_process(pid_t, int, Killer, const std::string&, const std::string&) override {}
+  void kill_process(pid_t, int, Killer, const std::string&, const std::string&,
+                    const std::vector<std::string>&) override {}
   bool hung(int) const override { return false; }
   int running() const override {
     int n = 0;
