@@ -241,9 +241,16 @@ Blame blame(const HangPicture& p, const std::vector<Accused>& named, const std::
     }
     b.rank = first->rank;
     if (running.size() <= 1) return b;  // no peer to stand apart from: nothing to add
-    b.cause = named.size() == 1;
+    // One named rank is the cause only when no other rank waits where it
+    // waits: in a 2-2 split, or with every rank alike, the others went
+    // silent with it, and it was named first by a few milliseconds.
+    const bool shares_its_place = std::any_of(p.groups.begin(), p.groups.end(), [&](const HangPicture::Group& g) {
+      return g.ranks.size() > 1 && std::find(g.ranks.begin(), g.ranks.end(), b.rank) != g.ranks.end();
+    });
+    b.cause = named.size() == 1 && !shares_its_place;
     b.reason = named.size() == 1
-                   ? "no rank stands apart; rank " + std::to_string(b.rank) + " is killed for its own verdict"
+                   ? "no rank stands apart; rank " + std::to_string(b.rank) + " is killed for its own verdict" +
+                         (b.cause ? "" : ", not as the cause")
                    : "no rank stands apart; rank " + std::to_string(b.rank) + " is killed as the first of ranks " +
                          rank_list(ranks) + " past its limit, not as the cause";
     return b;

@@ -102,9 +102,10 @@ struct Blame {
   // job, not as its cause".
   std::string reason;
   // Whether the rank is blamed as the hang's cause (stopped, standing apart,
-  // or the one rank a judge named). False when no rank stands apart and it
-  // is killed only to stop the job (3 with several named, and 4): then no
-  // root cause can be named, and the summary says so (agent/failure.h).
+  // or the one rank a judge named while no other rank waits where it waits).
+  // False when no rank stands apart and it is killed only to stop the job
+  // (3 with several named or with a peer at its place, and 4): then no root
+  // cause can be named, and the summary says so (agent/failure.h).
   bool cause = true;
 };
 

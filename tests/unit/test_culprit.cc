@@ -420,7 +420,15 @@ TEST_CASE("culprit: one tick's verdicts blame the rank the stacks single out, no
   CHECK(b.reason == "no rank stands apart; rank 1 is killed as the first of ranks 1\u20133 past its limit, not as the cause");
   b = blame(split, {{2, 10ms}}, {}, running);
   CHECK(b.rank == 2);
+  // Rank 3 waits where rank 2 does: rank 2 was only named first.
+  CHECK(b.reason == "no rank stands apart; rank 2 is killed for its own verdict, not as the cause");
+  CHECK_FALSE(b.cause);
+  // Named alone where no other rank waits (the others each elsewhere): its own verdict is the cause.
+  b = blame(picture({{0, ar}, {1, ba}, {2, python_in("broadcast", 13)}, {3, python_in("gather", 15)}}), {{2, 10ms}},
+            {}, running);
+  CHECK(b.rank == 2);
   CHECK(b.reason == "no rank stands apart; rank 2 is killed for its own verdict");
+  CHECK(b.cause);
   // --hang-timeout names nobody: the job is stopped, no rank is its cause.
   b = blame(split, {}, {}, running);
   CHECK(b.rank == 0);
@@ -429,7 +437,6 @@ TEST_CASE("culprit: one tick's verdicts blame the rank the stacks single out, no
   CHECK(split.group_lines ==
         std::vector<std::string>{"ranks 0, 1 wait in all_reduce at w.py:9", "ranks 2, 3 wait in barrier at w.py:11"});
   CHECK_FALSE(blame(split, {{2, 10ms}, {1, 50ms}, {3, 50ms}}, {}, running).cause);
-  CHECK(blame(split, {{2, 10ms}}, {}, running).cause);  // its own verdict
   CHECK(blame(picture({{0, ar}, {1, ar}, {2, ar}, {3, ba}}), {}, {}, running).cause);  // stands apart
   CHECK(blame(HangPicture{}, {}, {}, {}).rank == -1);
   // One rank on the node: nobody to stand apart from, nothing pretended.
