@@ -157,6 +157,15 @@ void set_status(Failure& f, int status) {
   }
 }
 
+std::string clock_time(std::chrono::system_clock::time_point tp) {
+  const time_t t = std::chrono::system_clock::to_time_t(tp);
+  tm local{};
+  localtime_r(&t, &local);
+  char buf[16];
+  strftime(buf, sizeof buf, "%H:%M:%S", &local);
+  return buf;
+}
+
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);

@@ -88,6 +88,10 @@ int shell_exit_code(const Failure& f);
 // Decodes a waitpid() status.
 void set_status(Failure& f, int wait_status);
 
+// "12:00:01": a wall-clock time of day, local, as the log lines print it
+// (a worker seen stopped, in the group's line and the hang's blame).
+std::string clock_time(std::chrono::system_clock::time_point tp);
+
 // "SIGSEGV" for 11; "signal 99" for unknown numbers.
 std::string signal_name(int sig);
 

@@ -34,17 +34,6 @@ constexpr std::chrono::milliseconds kStackDumpGrace{1000};
 // /proc walk, so not every tick.
 constexpr int kProgressEveryTicks = 10;
 
-// The wall-clock time a worker was seen stopped, as the group's "was
-// stopped by" line printed it.
-std::string clock_time(std::chrono::system_clock::time_point tp) {
-  const time_t t = std::chrono::system_clock::to_time_t(tp);
-  tm local{};
-  localtime_r(&t, &local);
-  char buf[16];
-  strftime(buf, sizeof buf, "%H:%M:%S", &local);
-  return buf;
-}
-
 }  // namespace
 
 HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const LogDir& logs, Workers& group,

@@ -50,15 +50,6 @@ Failure failure_of(int local_rank, int rank, pid_t pid, const std::string& error
   return f;
 }
 
-std::string clock_time(std::chrono::system_clock::time_point tp) {
-  const time_t t = std::chrono::system_clock::to_time_t(tp);
-  tm local{};
-  localtime_r(&t, &local);
-  char buf[16];
-  strftime(buf, sizeof buf, "%H:%M:%S", &local);
-  return buf;
-}
-
 }  // namespace
 
 WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
