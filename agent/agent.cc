@@ -4,6 +4,9 @@
 #include <signal.h>
 #include <sys/prctl.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <iostream>
 #include <random>
 #include <spdlog/spdlog.h>
@@ -16,6 +19,7 @@
 #include "agent/node_health.h"
 #include "agent/open_files.h"
 #include "agent/postmortem.h"
+#include "agent/private_files.h"
 #include "agent/python_hook.h"
 #include "agent/restart_policy.h"
 #include "agent/supervisor.h"
@@ -52,11 +56,41 @@ std::unique_ptr<JobCgroup> contain(const Config& config, const std::string& toke
   return cgroup;
 }
 
+// Where the hook lives when the run directory does not: removed at exit.
+struct HookDir {
+  std::string removed_at_exit;
+  HookDir() = default;
+  HookDir(const HookDir&) = delete;
+  HookDir& operator=(const HookDir&) = delete;
+  ~HookDir() {
+    std::error_code ignored;
+    if (!removed_at_exit.empty()) std::filesystem::remove_all(removed_at_exit, ignored);
+  }
+};
+
 // Every Python process of the job, the forkserver included, reads cxxrun's
 // sitecustomize (agent/python_hook.h): the stack dump a hang verdict takes.
-void hook_python(const LogDir& logs) {
+// Workers execute it at every start, so it is kept where no other user can
+// put another in its place: the run directory's python/, unless the run
+// directory sits in one that another user can change (a --log-dir others
+// can write without the sticky bit, or one of its parents), where they
+// could move the run directory aside and make their own; then a private
+// temporary directory that nobody else can replace.
+void hook_python(const LogDir& logs, HookDir& temporary) {
   if (!logs.enabled()) return;
-  const std::string dir = logs.run_dir() + "/python";
+  std::string dir = logs.run_dir() + "/python";
+  if (const std::string unsafe = replaceable_by_others(logs.run_dir()); !unsafe.empty()) {
+    const std::string base = safe_temp_base();
+    std::string made = base + "/cxxrun-hook-XXXXXX";
+    if (base.empty() || mkdtemp(made.data()) == nullptr) {
+      spdlog::warn("{} can be changed by other users and there is no private temporary directory for cxxrun's Python "
+                   "hook; Python workers' stacks cannot be taken at a hang",
+                   unsafe);
+      return;
+    }
+    temporary.removed_at_exit = made;
+    dir = made + "/python";
+  }
   std::string why_not;
   if (!install_python_hook(dir, why_not)) {
     spdlog::warn("{}; Python workers' stacks cannot be taken at a hang", why_not);
@@ -128,7 +162,8 @@ int run(const Config& input) {
   LogDir logs(config);
   std::string containment;
   std::unique_ptr<JobCgroup> cgroup = contain(config, token, containment);
-  hook_python(logs);
+  HookDir hook_dir;
+  hook_python(logs, hook_dir);
   Postmortem postmortem(token);
   const std::vector<std::string> cgroups = {cgroup ? cgroup->path() : "", postmortem.memory_dir()};
   Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", logs.removed_at_exit(), cgroups);

@@ -14,6 +14,7 @@
 #include "agent/config.h"
 #include "agent/failure.h"
 #include "agent/hostname.h"
+#include "agent/private_files.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -87,9 +88,14 @@ EventLog::EventLog(const std::string& path, bool console)
   if (path.empty()) return;
   // O_NONBLOCK: opening a FIFO with no reader fails instead of hanging, and
   // a full one drops events; regular files ignore the flag. A file it
-  // creates is 0600: the job's events are the job's user's.
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0600);
-  if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "cannot open event log " + path);
+  // creates is 0600: the job's events are the job's user's. A link another
+  // user planted at the path is not followed (agent/private_files.h).
+  std::string why;
+  fd_ = open_named_file(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, why);
+  if (fd_ < 0) {
+    const int e = errno;
+    throw std::system_error(e, std::generic_category(), "cannot open event log " + path + (e == ELOOP ? " (" + why + ")" : ""));
+  }
 }
 
 EventLog::~EventLog() {

@@ -19,6 +19,7 @@
 #include "agent/failure.h"
 #include "agent/gpu_health.h"
 #include "agent/hostname.h"
+#include "agent/private_files.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -176,23 +177,8 @@ namespace {
 // FIFO would block, a device is no list). -1, with `why`, when not.
 int open_exclude_file(const std::string& file, std::string& why) {
   constexpr int kFlags = O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK;  // read: its last byte
-  int fd = ::open(file.c_str(), kFlags | O_NOFOLLOW, 0600);
-  if (fd < 0 && errno == ELOOP) {
-    struct stat link {};
-    if (lstat(file.c_str(), &link) != 0 || !S_ISLNK(link.st_mode)) {
-      why = std::strerror(errno);
-      return -1;
-    }
-    if (link.st_uid != geteuid() && link.st_uid != 0) {
-      why = fmt::format("it is a symbolic link of another user's (uid {}), not followed", link.st_uid);
-      return -1;
-    }
-    fd = ::open(file.c_str(), kFlags, 0600);
-  }
-  if (fd < 0) {
-    why = std::strerror(errno);
-    return -1;
-  }
+  const int fd = open_named_file(file, kFlags, why);
+  if (fd < 0) return -1;
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     why = "it is not a regular file";

@@ -5,7 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace cxxrun::agent {
 
@@ -82,6 +85,74 @@ int open_private_file(const std::string& path, bool fresh, bool truncate) {
   if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) return fail(EPERM);
   if (::fchmod(fd, 0600) != 0 || (truncate && ::ftruncate(fd, 0) != 0)) return fail(errno);
   if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) return fail(errno);
+  return fd;
+}
+
+namespace {
+
+// `path`'s directory and each one above it, as written: "/a/b" gives "/a/b",
+// "/a", "/" (a relative path is taken from the current directory).
+std::vector<std::string> chain(std::string path) {
+  if (path.empty() || path[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) return {};
+    path = std::string(cwd) + "/" + path;
+  }
+  std::vector<std::string> out;
+  for (int depth = 0; depth < 256; ++depth) {
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    out.push_back(path);
+    if (path == "/") break;
+    const size_t slash = path.rfind('/');
+    path = slash == 0 ? "/" : path.substr(0, slash);
+  }
+  return out;
+}
+
+bool others_can_change(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return true;
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) return true;
+  return (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0;
+}
+
+}  // namespace
+
+std::string replaceable_by_others(const std::string& dir) {
+  std::vector<std::string> dirs = chain(dir);
+  if (dirs.empty()) return dir;
+  char real[PATH_MAX];
+  if (::realpath(dir.c_str(), real) == nullptr) return dir;
+  for (const std::string& d : chain(real)) dirs.push_back(d);
+  for (const std::string& d : dirs)
+    if (others_can_change(d)) return d;
+  return "";
+}
+
+std::string safe_temp_base() {
+  const char* tmpdir = ::getenv("TMPDIR");
+  for (const char* base : {tmpdir, "/tmp", "/dev/shm"})
+    if (base && *base && ::access(base, W_OK | X_OK) == 0 && replaceable_by_others(base).empty()) return base;
+  return "";
+}
+
+int open_named_file(const std::string& path, int flags, std::string& why) {
+  int fd = ::open(path.c_str(), flags | O_NOFOLLOW, 0600);
+  if (fd < 0 && errno == ELOOP) {
+    struct stat link {};
+    if (::lstat(path.c_str(), &link) != 0 || !S_ISLNK(link.st_mode)) {
+      errno = ELOOP;
+      why = std::strerror(errno);
+      return -1;
+    }
+    if (link.st_uid != ::geteuid() && link.st_uid != 0) {
+      why = "it is a symbolic link of another user's (uid " + std::to_string(link.st_uid) + "), not followed";
+      errno = ELOOP;
+      return -1;
+    }
+    fd = ::open(path.c_str(), flags, 0600);
+  }
+  if (fd < 0) why = std::strerror(errno);
   return fd;
 }
 

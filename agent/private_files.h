@@ -38,6 +38,26 @@ bool make_private_dirs(const std::string& path, std::string& why_not);
 // a link, EPERM for a file that is not ours, a FIFO or a socket).
 int open_private_file(const std::string& path, bool fresh, bool truncate);
 
+// A directory, `dir` itself or one above it, that lets a user other than
+// this one (or root) rename or replace what is in it: writable by its group
+// or others without the sticky bit, or owned by another user. Looked up
+// along both `dir` as written and its real path. "" when there is none:
+// then what this user makes under `dir` stays where it was made, so a file
+// there may be executed. A path that cannot be read counts as replaceable.
+std::string replaceable_by_others(const std::string& dir);
+
+// Where to make a private temporary directory (mkdtemp) that a worker will
+// execute from: the first of $TMPDIR, /tmp and /dev/shm that no other user
+// can replace (replaceable_by_others); "" when none.
+std::string safe_temp_base();
+
+// Opens a file the user named (--event-log, --exclude-file) with `flags`
+// (O_CREAT's mode 0600). Its last component is followed when it is a link
+// of this user's or root's making, the user's own choice, never one another
+// user planted in a directory they can write, which would make cxxrun write
+// where they chose. -1 with the reason in `why` (errno set) when not.
+int open_named_file(const std::string& path, int flags, std::string& why);
+
 // open_private_file(path, false, true) as a stdio stream; nullptr with errno.
 std::FILE* open_private_stream(const std::string& path);
 

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/failure.h"
+#include "agent/private_files.h"
 #include "agent/python_hook.h"
 
 namespace cxxrun::agent {
@@ -52,10 +53,14 @@ constexpr const char* kOwnSitecustomize =
 constexpr const char* kOwnSiteVariable = "CXXRUN_FORKSERVER_SITE";
 
 // A private directory (0700, a name no one else can take: mkdtemp) with the
-// zygote's sitecustomize in it.
+// zygote's sitecustomize in it, in a temporary directory where no other user
+// can move it aside and put their own in its place before the zygote runs it
+// (safe_temp_base: not a $TMPDIR others can write without the sticky bit).
 std::string make_own_site() {
-  const char* tmp = getenv("TMPDIR");
-  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/cxxrun-forkserver-XXXXXX";
+  const std::string base = safe_temp_base();
+  if (base.empty())
+    throw std::runtime_error("no temporary directory that only this user can change ($TMPDIR, /tmp, /dev/shm)");
+  std::string dir = base + "/cxxrun-forkserver-XXXXXX";
   if (!mkdtemp(dir.data()))
     throw std::runtime_error("cannot create a directory in " + dir.substr(0, dir.rfind('/')) + ": " + strerror(errno));
   const std::string file = dir + "/sitecustomize.py";

@@ -9,6 +9,7 @@ import glob
 import os
 import pwd
 import stat
+import subprocess
 import unittest
 
 from harness import TempDirTest, clean_env, run, start, end, wait_for
@@ -28,6 +29,19 @@ for _ in range(1200):
     if os.path.exists(go):
         break
     time.sleep(0.05)
+"""
+
+# Waits for the test to say go, then starts a Python child, as a worker's
+# DataLoader or subprocess does: the child reads the hook from PYTHONPATH.
+STARTS_A_CHILD = """
+import os, subprocess, sys, time
+print("started", flush=True)
+go = sys.argv[1]
+for _ in range(1200):
+    if os.path.exists(go):
+        break
+    time.sleep(0.05)
+sys.exit(subprocess.run([sys.executable, "-c", "import cxxrun"]).returncode)
 """
 
 # Every rank wedges with no progress, each after a different thing done to
@@ -148,6 +162,55 @@ class SharedMachine(TempDirTest):
             finally:
                 end(p)
         self.assertEqual(p.returncode, 0)
+
+    @unittest.skipUnless(os.geteuid() == 0 and NOBODY is not None, "needs root and a user 'nobody'")
+    def test_a_log_dir_others_can_change_never_holds_what_workers_execute(self):
+        # World-writable without the sticky bit: another user can move the
+        # run directory aside and make one of their own, with a python/ of
+        # their own, at its name.
+        os.chmod(self.dir, 0o755)
+        logs = os.path.join(self.dir, "open")
+        os.mkdir(logs)
+        os.chmod(logs, 0o777)
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write(STARTS_A_CHILD)
+        go = os.path.join(self.dir, "go")
+        owned = os.path.join(logs, "owned")
+        for method in ("forkserver", "spawn"):
+            with self.subTest(start_method=method):
+                for old in glob.glob(os.path.join(logs, "*")):
+                    if os.path.isdir(old):
+                        subprocess.run(["rm", "-rf", old], check=True)
+                for leftover in (go, owned):
+                    if os.path.exists(leftover):
+                        os.unlink(leftover)
+                p = start(["--nproc-per-node=1", "--redirects=3", f"--start-method={method}",
+                           f"--log-dir={logs}", script, go])
+                try:
+                    wait_for(lambda: glob.glob(os.path.join(logs, "*", "attempt_0", "0", "stdout.log")), timeout=30,
+                             what="the worker's log")
+                    run_dir = glob.glob(os.path.join(logs, "*"))[0]
+
+                    def replace():
+                        os.rename(run_dir, run_dir + ".aside")
+                        os.makedirs(os.path.join(run_dir, "python", "cxxrun"))
+                        for module in ("sitecustomize.py", "cxxrun/__init__.py"):
+                            with open(os.path.join(run_dir, "python", module), "w") as f:
+                                f.write(f"open({owned!r}, 'w').write(str(__import__('os').getuid()))\n")
+
+                    self.assertEqual(as_user(NOBODY, replace), "ok")
+                finally:
+                    open(go, "w").close()
+                    try:
+                        _, err = p.communicate(timeout=60)
+                    finally:
+                        end(p)
+                self.assertFalse(os.path.exists(owned), "a worker's child ran another user's sitecustomize")
+                # The hook is still there for the workers, elsewhere, and
+                # gone with the job.
+                self.assertEqual(p.returncode, 0, err)
+                self.assertEqual(glob.glob(os.path.join(clean_env()["TMPDIR"], "cxxrun-hook-*")), [])
 
     def test_everything_in_the_run_directory_is_private_whatever_the_umask(self):
         script = os.path.join(self.dir, "wedge.py")

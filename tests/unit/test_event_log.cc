@@ -295,3 +295,30 @@ TEST_CASE("event log: names are torchrun's where torchrun has one") {
   CHECK(event_context(standalone, one_node).rdzv_backend == "c10d");
   CHECK(event_context(local, one_node).world_size == 1);
 }
+
+TEST_CASE("event log: a link another user planted at the path is not followed") {
+  if (geteuid() != 0) {
+    WARN("skipped: needs root, to make a link of another user's");
+    return;
+  }
+  TempDir dir;
+  const auto target = dir.path / "target";
+  std::ofstream(target) << "";
+  const auto link = dir.path / "events.jsonl";
+  std::filesystem::create_symlink(target, link);
+  REQUIRE(lchown(link.c_str(), 12345, 12345) == 0);
+  try {
+    EventLog log(link.string());
+    FAIL("expected std::system_error");
+  } catch (const std::system_error& e) {
+    CHECK(std::string(e.what()).find("uid 12345") != std::string::npos);
+  }
+  CHECK(std::filesystem::file_size(target) == 0);
+  // This user's own link is the user's choice: followed.
+  REQUIRE(lchown(link.c_str(), 0, 0) == 0);
+  {
+    EventLog log(link.string());
+    log.agent_event(AgentEvent::failed, {std::nullopt, std::string("received SIGTERM"), {}});
+  }
+  CHECK(std::filesystem::file_size(target) > 0);
+}
