@@ -17,13 +17,19 @@
 # A worker is a grandchild: the zygote's child forks it and exits at once, so
 # the worker is re-parented to the agent (a child subreaper) and the agent
 # supervises it exactly like one it started by exec.
+import sys
+
+# What an interpreter's start imported, before the zygote's own imports and
+# its preload: only a module imported since can be one a worker's first
+# sys.path entry would have shadowed (_shadowed).
+_AT_START = frozenset(sys.modules)
+
 import ctypes
 import gc
 import json
 import os
 import select
 import socket
-import sys
 import time
 
 _PR_SET_PDEATHSIG = 1
@@ -364,6 +370,42 @@ def _customize():
             site.execusercustomize()
 
 
+# The first module this process has that a worker whose first sys.path
+# entry is `entry` would not have had: one the zygote imported (itself, or
+# in its preload) while the same name is a module or package in `entry`,
+# where an exec'd worker finds it first (a json.py beside the script). None
+# when there is none.
+def _shadowed(entry):
+    from importlib.machinery import all_suffixes
+
+    try:
+        names = os.listdir(entry or ".")
+    except OSError:
+        return None
+    suffixes = all_suffixes()
+    for name in names:
+        module = None
+        if any(name.endswith(suffix) for suffix in suffixes):
+            module = name.partition(".")[0]
+        elif any(os.path.isfile(os.path.join(entry or ".", name, "__init__" + suffix)) for suffix in suffixes):
+            module = name
+        if module and module in sys.modules and module not in _AT_START:
+            return module
+    return None
+
+
+# The worker's first sys.path entry, as _run adds it; None for none, False
+# for an entry that is not a directory (a zip run as a script).
+def _first_entry(args):
+    if args[0] in ("-m", "-c"):
+        return None if getattr(sys.flags, "safe_path", False) else os.getcwd()
+    if _is_sys_path_entry(args[0]):
+        return os.path.join(os.getcwd(), args[0]) if os.path.isdir(args[0]) else False
+    if getattr(sys.flags, "safe_path", False):
+        return None
+    return os.path.dirname(os.path.realpath(args[0]))
+
+
 # Runs argv ([python, -u, script | -m module | -c code, args...]) as
 # `python -u` would, in a fresh __main__ module. sys.path is the worker's
 # up to its first entry (the zygote's environment and cwd are the
@@ -379,6 +421,15 @@ def _run(argv):
     args = argv[1:]
     while args and args[0] == "-u":
         args = args[1:]
+    # A module the zygote imported that the worker's first entry shadows
+    # would be the zygote's in a forked worker, the entry's in an exec'd
+    # one: this worker is exec'd then, as it is, with the same argv and
+    # environment (as are those of a zip, which is not looked into).
+    entry = _first_entry(args)
+    if entry is False or (entry is not None and _shadowed(entry)):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, argv)
     # What the worker's interpreter would show, not the zygote's command line.
     sys.orig_argv = list(argv)
     main = types.ModuleType("__main__")

@@ -168,6 +168,23 @@ class ForkedPythonEnv(TempDirTest):
                     env = {"PYTHONSAFEPATH": safe} if safe else {}
                     self.check(args, "forkserver", **env)
 
+    def test_a_module_beside_the_script_that_the_zygote_imported_is_the_workers(self):
+        # The zygote imported json itself; an exec'd worker finds the json.py
+        # beside its script first, and so must the forked default's worker.
+        script = self.write("app2/train.py", "import torch, json\n"
+                            "print('json', getattr(json, 'MARK', 'stdlib'), flush=True)\n"
+                            "print('forked', " + FORKED + ", flush=True)\n")
+        self.write("app2/json.py", "MARK = 'beside the script'\n")
+        for method in ([], ["--start-method=spawn"]):
+            with self.subTest(start_method=method):
+                p = subprocess.run([CXXRUN, "--standalone", "--nproc-per-node=1"] + method + [script],
+                                   env=clean_env(PYTHON_EXEC=TORCH_PYTHON, PYTHONPATH=self.python_path),
+                                   capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("[default0]:json beside the script", p.stdout, p.stderr)
+                if not method:
+                    self.assertIn("forkserver: ready", p.stderr)
+
     def test_the_zygote_imports_nothing_from_the_agents_cwd(self):
         # `python -c` (how the zygote starts) puts the cwd first on sys.path;
         # an exec'd worker of a script elsewhere never looks there.
