@@ -15,6 +15,8 @@
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 
+#include "agent/private_files.h"
+
 namespace cxxrun::agent {
 namespace {
 
@@ -32,9 +34,16 @@ std::string random_hex(int bytes) {
   return out;
 }
 
+// Where no other user can move the directory aside and put a FIFO of their
+// own at the name the workers open (safe_temp_base: not a $TMPDIR others
+// can write without the sticky bit); $TMPDIR or /tmp when there is none.
 std::string make_private_dir() {
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/cxxrun_timer_XXXXXX";
+  std::string base = safe_temp_base();
+  if (base.empty()) {
+    const char* tmpdir = std::getenv("TMPDIR");
+    base = tmpdir && *tmpdir ? tmpdir : "/tmp";
+  }
+  std::string tmpl = base + "/cxxrun_timer_XXXXXX";
   if (!mkdtemp(tmpl.data())) throw std::runtime_error("file timer: cannot create " + tmpl + ": " + strerror(errno));
   return tmpl;
 }

@@ -34,10 +34,13 @@ bool writable_dir(const char* path) {
 }
 
 // tmpfs first: the pages are written at every beat and never need a disk.
+// Where no other user can move the directory aside and put pages of their
+// own at the names the workers open (agent/private_files.h).
 std::string make_private_dir() {
   const char* tmpdir = std::getenv("TMPDIR");
-  const char* base = writable_dir("/dev/shm") ? "/dev/shm" : writable_dir(tmpdir) ? tmpdir : "/tmp";
-  std::string tmpl = std::string(base) + "/cxxrun_heartbeat_XXXXXX";
+  std::string base = writable_dir("/dev/shm") && replaceable_by_others("/dev/shm").empty() ? "/dev/shm" : safe_temp_base();
+  if (base.empty()) base = writable_dir(tmpdir) ? tmpdir : "/tmp";
+  std::string tmpl = base + "/cxxrun_heartbeat_XXXXXX";
   if (!mkdtemp(tmpl.data())) fail("create a directory in", base);
   return tmpl;
 }

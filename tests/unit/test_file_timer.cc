@@ -64,6 +64,27 @@ TEST_CASE("file timer makes a private FIFO and removes it") {
   CHECK_FALSE(exists(path.substr(0, path.rfind('/'))));
 }
 
+TEST_CASE("file timer: its own FIFO is never in a TMPDIR others can replace") {
+  char shared[] = "/tmp/cxxrun_ft_shared_XXXXXX";
+  REQUIRE(mkdtemp(shared));
+  REQUIRE(chmod(shared, 0777) == 0);  // writable by all, no sticky bit
+  const char* old = getenv("TMPDIR");
+  const std::string saved = old ? old : "";
+  setenv("TMPDIR", shared, 1);
+  std::string path;
+  {
+    FileTimerServer server;
+    path = server.path();
+  }
+  if (old)
+    setenv("TMPDIR", saved.c_str(), 1);
+  else
+    unsetenv("TMPDIR");
+  rmdir(shared);
+  CHECK(path.rfind(std::string(shared) + "/", 0) != 0);
+  CHECK(path.rfind("/tmp/cxxrun_timer_", 0) == 0);
+}
+
 TEST_CASE("file timer replaces a file at a given path") {
   char dir[] = "/tmp/cxxrun_ft_test_XXXXXX";
   REQUIRE(mkdtemp(dir));
