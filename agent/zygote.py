@@ -384,12 +384,19 @@ def _shadowed(entry):
         return None
     suffixes = all_suffixes()
     for name in names:
+        path = os.path.join(entry or ".", name)
         module = None
         if any(name.endswith(suffix) for suffix in suffixes):
             module = name.partition(".")[0]
-        elif any(os.path.isfile(os.path.join(entry or ".", name, "__init__" + suffix)) for suffix in suffixes):
+        elif any(os.path.isfile(os.path.join(path, "__init__" + suffix)) for suffix in suffixes):
             module = name
-        if module and module in sys.modules and module not in _AT_START:
+        if not module or module not in sys.modules or module in _AT_START:
+            continue
+        # The same file (the entry is on PYTHONPATH too) is no other module.
+        found = getattr(sys.modules[module], "__file__", None) or ""
+        if module == name:
+            found = os.path.dirname(found)
+        if not found or os.path.realpath(found) != os.path.realpath(path):
             return module
     return None
 

@@ -184,6 +184,18 @@ class ForkedPythonEnv(TempDirTest):
                 self.assertIn("[default0]:json beside the script", p.stdout, p.stderr)
                 if not method:
                     self.assertIn("forkserver: ready", p.stderr)
+                    self.assertIn("[default0]:forked False", p.stdout)
+        # A module the zygote took from the script's own directory (it is on
+        # PYTHONPATH as well) is the same module: the worker is forked.
+        os.unlink(os.path.join(self.dir, "app2", "json.py"))
+        self.write("app2/mine.py", "")
+        p = subprocess.run([CXXRUN, "--standalone", "--nproc-per-node=1", "--start-method=forkserver",
+                            "--preload=mine", script],
+                           env=clean_env(PYTHON_EXEC=TORCH_PYTHON, PYTHONPATH=self.python_path + ":" + self.dir + "/app2"),
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("preloaded: mine", p.stderr)
+        self.assertIn("[default0]:forked True", p.stdout, p.stderr)
 
     def test_the_zygote_imports_nothing_from_the_agents_cwd(self):
         # `python -c` (how the zygote starts) puts the cwd first on sys.path;
