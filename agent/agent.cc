@@ -166,7 +166,8 @@ int run(const Config& input) {
   hook_python(logs, hook_dir);
   Postmortem postmortem(token);
   const std::vector<std::string> cgroups = {cgroup ? cgroup->path() : "", postmortem.memory_dir()};
-  Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", logs.removed_at_exit(), cgroups);
+  Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", {logs.removed_at_exit(), hook_dir.removed_at_exit},
+                    cgroups);
   // Before the rendezvous: an explicit forkserver's preload overlaps the
   // wait for the other nodes.
   Forkserver forkserver(config, token, cgroup.get());

@@ -23,7 +23,7 @@
 namespace cxxrun::agent {
 namespace {
 
-[[noreturn]] void guardian_main(int pipe_r, const std::string& token_prefix, const std::string& cleanup_dir,
+[[noreturn]] void guardian_main(int pipe_r, const std::string& token_prefix, const std::vector<std::string>& cleanup_dirs,
                                 const std::vector<std::string>& cgroups) {
   // Terminal signals are for the agent to handle and forward; the guardian
   // must stay alive until the agent is gone.
@@ -53,13 +53,14 @@ namespace {
     if (!cgroups[i].empty() && !kill_and_remove_cgroup(cgroups[i]))
       dprintf(2, "cxxrun-guardian: cannot remove the job's cgroup %s: %s\n", cgroups[i].c_str(), strerror(errno));
   std::error_code ignored;
-  if (agent_died && !cleanup_dir.empty()) std::filesystem::remove_all(cleanup_dir, ignored);
+  for (const std::string& dir : cleanup_dirs)
+    if (agent_died && !dir.empty()) std::filesystem::remove_all(dir, ignored);
   _exit(0);
 }
 
 }  // namespace
 
-Guardian::Guardian(const std::string& token_prefix, const std::string& cleanup_dir,
+Guardian::Guardian(const std::string& token_prefix, const std::vector<std::string>& cleanup_dirs,
                    const std::vector<std::string>& cgroups) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
@@ -74,7 +75,7 @@ Guardian::Guardian(const std::string& token_prefix, const std::string& cleanup_d
     // or socket of the agent open.
     int keep = fds[0] == 3 ? 3 : dup2(fds[0], 3);
     close_range(4, ~0U, 0);
-    guardian_main(keep, token_prefix, cleanup_dir, cgroups);
+    guardian_main(keep, token_prefix, cleanup_dirs, cgroups);
   }
   close(fds[0]);
   pipe_w_ = fds[1];

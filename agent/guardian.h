@@ -17,12 +17,13 @@ namespace cxxrun::agent {
 class Guardian {
  public:
   // Forks the guardian. Call before any thread is started.
-  // cleanup_dir: removed once the agent is gone ("" = nothing to remove).
+  // cleanup_dirs: removed once the agent is gone ("": nothing to remove).
   // cgroups: the job's cgroup (agent/cgroup.h) first, killed and removed
   // once the agent is gone ("": none, the token finds the job's processes),
   // then other cgroup trees of the job to remove (per-rank memory
   // cgroups, agent/postmortem.h).
-  Guardian(const std::string& job_token_prefix, const std::string& cleanup_dir, const std::vector<std::string>& cgroups);
+  Guardian(const std::string& job_token_prefix, const std::vector<std::string>& cleanup_dirs,
+           const std::vector<std::string>& cgroups);
   ~Guardian();
   Guardian(const Guardian&) = delete;
   Guardian& operator=(const Guardian&) = delete;

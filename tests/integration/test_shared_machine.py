@@ -8,6 +8,7 @@ forked default and spawn alike (agent/private_files.h, agent/stack_hook.h)."""
 import glob
 import os
 import pwd
+import signal
 import stat
 import subprocess
 import unittest
@@ -211,6 +212,26 @@ class SharedMachine(TempDirTest):
                 # gone with the job.
                 self.assertEqual(p.returncode, 0, err)
                 self.assertEqual(glob.glob(os.path.join(clean_env()["TMPDIR"], "cxxrun-hook-*")), [])
+
+    def test_the_hooks_own_directory_goes_with_an_agent_killed_by_sigkill(self):
+        os.chmod(self.dir, 0o755)
+        logs = os.path.join(self.dir, "open")
+        os.mkdir(logs)
+        os.chmod(logs, 0o777)  # others can replace the run directory: the hook is kept elsewhere
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write(WAITING)
+        hooks = os.path.join(clean_env()["TMPDIR"], "cxxrun-hook-*")
+        before = set(glob.glob(hooks))
+        p = start(["--nproc-per-node=1", "--redirects=3", f"--log-dir={logs}", script, os.path.join(self.dir, "go")])
+        try:
+            wait_for(lambda: set(glob.glob(hooks)) - before, timeout=30, what="the hook's directory")
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+            # The guardian removes it once the agent is gone.
+            wait_for(lambda: not set(glob.glob(hooks)) - before, timeout=30, what="the hook's directory to go")
+        finally:
+            end(p)
 
     def test_everything_in_the_run_directory_is_private_whatever_the_umask(self):
         script = os.path.join(self.dir, "wedge.py")
