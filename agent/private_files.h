@@ -51,6 +51,14 @@ std::string replaceable_by_others(const std::string& dir);
 // can replace (replaceable_by_others); "" when none.
 std::string safe_temp_base();
 
+// The absolute path of the program `name` as $PATH finds it (execvp's
+// default when unset), for what cxxrun runs of its own accord (eu-stack at
+// a hang): a relative entry (empty, ".") is skipped, since it names the
+// current directory, which may be one that others can write, and so is a
+// directory that another user can replace (replaceable_by_others). "" when
+// no entry holds it.
+std::string trusted_program(const std::string& name);
+
 // Opens a file the user named (--event-log, --exclude-file) with `flags`
 // (O_CREAT's mode 0600). Its last component is followed when it is a link
 // of this user's or root's making, the user's own choice, never one another

@@ -64,9 +64,22 @@ bool write_fresh(const std::string& path, const std::string& text) {
   return false;
 }
 
-// eu-stack's view of `pid`, bounded: it runs on a thread of its own.
+// `text` as one shell word.
+std::string shell_word(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// eu-stack's view of `pid`, bounded: it runs on a thread of its own. Both
+// programs are the ones PATH names in directories no other user can change
+// (trusted_program): never one planted in the agent's cwd.
 std::string native_stack(pid_t pid) {
-  const std::string command = "timeout -s KILL 2 eu-stack -m -s -p " + std::to_string(pid) + " 2>&1";
+  const std::string timeout = trusted_program("timeout"), eu_stack = trusted_program("eu-stack");
+  if (eu_stack.empty()) return "eu-stack not found (Debian: apt install elfutils)\n";
+  if (timeout.empty()) return "timeout not found (coreutils): eu-stack not run\n";
+  const std::string command =
+      shell_word(timeout) + " -s KILL 2 " + shell_word(eu_stack) + " -m -s -p " + std::to_string(pid) + " 2>&1";
   FILE* p = popen(command.c_str(), "r");
   if (!p) return "";
   std::string out;

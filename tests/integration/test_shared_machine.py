@@ -13,7 +13,7 @@ import stat
 import subprocess
 import unittest
 
-from harness import TempDirTest, clean_env, run, start, end, wait_for
+from harness import CXXRUN, TempDirTest, clean_env, run, start, end, wait_for
 
 try:
     NOBODY = pwd.getpwnam("nobody").pw_uid
@@ -280,6 +280,39 @@ class StackSignal(TempDirTest):
                     with open(os.path.join(bundle, f"rank-{rank}.txt")) as f:
                         # Read from outside: eu-stack's threads, or its absence said.
                         self.assertRegex(f.read(), r"TID \d+|eu-stack not found", f"rank {rank}")
+
+    def test_the_stack_reader_is_never_a_program_planted_in_the_cwd(self):
+        # PATH with an empty entry (the cwd), a common slip ('PATH=$PATH:'),
+        # and a cwd others can write: what cxxrun runs of its own accord at a
+        # hang is the system's eu-stack, never theirs.
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write(WEDGED)
+        cwd = os.path.join(self.dir, "shared")
+        os.mkdir(cwd)
+        os.chmod(cwd, 0o777)
+        planted = os.path.join(self.dir, "planted-ran")
+        for name in ("eu-stack", "timeout"):
+            with open(os.path.join(cwd, name), "w") as f:
+                f.write(f"#!/bin/sh\necho {name} >> {planted}\n")
+            os.chmod(os.path.join(cwd, name), 0o755)
+        # The cwd by an empty entry, then by its name: a directory others
+        # can write is no place to take a program from either.
+        for first in ("", cwd):
+            with self.subTest(first_path_entry=first):
+                if os.path.exists(planted):
+                    os.unlink(planted)
+                env = clean_env()
+                env["PATH"] = first + ":" + env.get("PATH", "/usr/bin:/bin")
+                logs = os.path.join(self.dir, f"logs{len(first)}")
+                p = subprocess.run([CXXRUN, "--nproc-per-node=1", "--hang-timeout=2", f"--log-dir={logs}", script,
+                                    self.dir], cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
+                                   stdin=subprocess.DEVNULL)
+                self.assertEqual(p.returncode, 240, p.stderr)
+                self.assertFalse(os.path.exists(planted), "cxxrun ran a program planted in its cwd")
+                bundle = glob.glob(os.path.join(logs, "*", "attempt_0", "hang-0"))[0]
+                with open(os.path.join(bundle, "rank-0.txt")) as f:
+                    self.assertRegex(f.read(), r"TID \d+|eu-stack not found")
 
 
 if __name__ == "__main__":
