@@ -30,6 +30,13 @@ def _cxxrun_register():
         # the low numbers back. The agent checks that the descriptor still is
         # this file before it signals (agent/stack_hook.h).
         fd = _os.open(path, _os.O_WRONLY | _os.O_APPEND | _os.O_CREAT | _os.O_NOFOLLOW | _os.O_CLOEXEC, 0o600)
+        # Only a regular file of this user's: one another user left at the
+        # name (a run directory they could replace) would get the stacks.
+        st = _os.fstat(fd)
+        if st.st_uid != _os.geteuid() or (st.st_mode & 0o170000) != 0o100000:
+            _os.close(fd)
+            return
+        _os.fchmod(fd, 0o600)
         try:
             import fcntl
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -134,4 +135,29 @@ TEST_CASE("a worker's error file is private and never written through a link", "
   CHECK_FALSE(cxxrun::worker::write_error_file("boom"));
   CHECK_FALSE(fs::exists(tmp.path + "/elsewhere"));
   unsetenv("TORCHELASTIC_ERROR_FILE");
+}
+
+TEST_CASE("the hook dumps stacks only into a file of this user's", "[log_dir]") {
+  if (geteuid() != 0) {
+    WARN("skipped: needs root, to leave a file of another user's");
+    return;
+  }
+  TempDir tmp;
+  std::string why_not;
+  REQUIRE(install_python_hook(tmp.path + "/python", why_not));
+  // A file another user left at the stacks file's name, open to all.
+  const std::string theirs = tmp.path + "/stacks.txt";
+  std::ofstream(theirs) << "";
+  REQUIRE(chown(theirs.c_str(), 12345, 12345) == 0);
+  REQUIRE(chmod(theirs.c_str(), 0666) == 0);
+  const std::string python = "CXXRUN_STACK_SIGNAL=37 PYTHONPATH=" + tmp.path + "/python python3 -c pass";
+  REQUIRE(std::system(("CXXRUN_STACK_FILE=" + theirs + " " + python).c_str()) == 0);
+  CHECK(fs::file_size(theirs) == 0);
+  // This user's own file is used, and made 0600.
+  const std::string ours = tmp.path + "/ours.txt";
+  std::ofstream(ours) << "";
+  REQUIRE(chmod(ours.c_str(), 0644) == 0);
+  REQUIRE(std::system(("CXXRUN_STACK_FILE=" + ours + " " + python).c_str()) == 0);
+  CHECK(fs::file_size(ours) > 0);
+  CHECK((fs::status(ours).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
 }
