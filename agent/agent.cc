@@ -104,13 +104,11 @@ void hook_python(const LogDir& logs, HookDir& temporary) {
 // the event log, --exclude-file, and the rendezvous, so that the others
 // stop waiting for it) and never joins.
 int step_out(const Config& config, const CheckResult& failed) {
-  const std::string line = failure_line(failed);
-  spdlog::error("this node is unhealthy ({}); it does not join job {}, so that a spare can take its place",
-                line, config.run_id);
   EventLog events(config.event_log, config.event_log_console);
   events.context() = event_context(config, rendezvous::Assignment{});
-  events.node_unhealthy(failed.name, line);
-  exclude_this_node(config.health.exclude_file);
+  const std::string line =
+      step_out_of_job(*spdlog::default_logger(), config, failed, false,
+                      [&](const std::string& check, const std::string& l) { events.node_unhealthy(check, l); });
   rendezvous::make_rendezvous(config.rdzv, worker_store_plan(config))->decline(line);
   Situation unhealthy;
   unhealthy.cause = Cause::unhealthy;

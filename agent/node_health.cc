@@ -216,4 +216,18 @@ void exclude_this_node(const std::string& file) {
   ::close(fd);  // and the lock with it
 }
 
+std::string step_out_of_job(spdlog::logger& log, const Config& config, const CheckResult& failed, bool joined,
+                            const std::function<void(const std::string& check, const std::string& line)>& record) {
+  const std::string line = failure_line(failed);
+  if (joined)
+    log.error("this node is unhealthy ({}); it steps out of job {} so that a spare can take its place", line,
+              config.run_id);
+  else
+    log.error("this node is unhealthy ({}); it does not join job {}, so that a spare can take its place", line,
+              config.run_id);
+  record(failed.name, line);
+  exclude_this_node(config.health.exclude_file);
+  return line;
+}
+
 }  // namespace cxxrun::agent

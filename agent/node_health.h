@@ -26,6 +26,10 @@
 #include "agent/config.h"
 #include "agent/host_checks.h"
 
+namespace spdlog {
+class logger;
+}
+
 namespace cxxrun::agent {
 
 class GpuHealth;
@@ -91,5 +95,14 @@ std::string failure_line(const CheckResult& failed);
 // this user (or root) made it, and only a regular file is written. A file
 // that cannot be written is a warning, never a reason to hide the verdict.
 void exclude_this_node(const std::string& file);
+
+// The one act of a node that steps out, before its first round (`joined`
+// false: it does not join) or at a restart (true: it steps out): one error
+// line in `log`, then `record` (the NODE_UNHEALTHY event, written the way
+// the caller writes events), then --exclude-file. Returns failure_line, for
+// the caller to give the rendezvous (decline before joining, step_out after)
+// so that the other nodes stop waiting for this one.
+std::string step_out_of_job(spdlog::logger& log, const Config& config, const CheckResult& failed, bool joined,
+                            const std::function<void(const std::string& check, const std::string& line)>& record);
 
 }  // namespace cxxrun::agent

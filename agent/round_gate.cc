@@ -45,11 +45,8 @@ void RoundGate::before_round(std::function<void()> go, std::function<void()> out
 // Neither joins the next round nor closes the rendezvous (agent.cc skips
 // leave() for this exit): the job goes on without this node.
 void RoundGate::step_out(const CheckResult& failed, std::function<void()> out) {
-  const std::string line = failure_line(failed);
-  log_->error("this node is unhealthy ({}); it steps out of job {} so that a spare can take its place", line,
-              c_.run_id);
-  reporter_.node_unhealthy(failed.name, line);
-  exclude_this_node(c_.health.exclude_file);
+  step_out_of_job(*log_, c_, failed, true,
+                  [this](const std::string& check, const std::string& line) { reporter_.node_unhealthy(check, line); });
   link_.call([this, out = std::move(out)](rendezvous::Rendezvous& r) -> RendezvousLink::Then {
     std::string error;
     try {

@@ -20,17 +20,25 @@ std::string nnodes_text(int min, int max) {
   return min == max ? std::to_string(min) : std::to_string(min) + ":" + std::to_string(max);
 }
 
+namespace {
+
+// How every "too few nodes" line ends, in the user's --nnodes spelling.
+std::string below_minimum(const RendezvousSettings& s) {
+  return "fewer than the minimum of " + std::to_string(s.min_nodes) + " (--nnodes=" +
+         nnodes_text(s.min_nodes, s.max_nodes) + "); stopping";
+}
+
+}  // namespace
+
 std::string stepped_out_too_few(const RendezvousSettings& s, int stepped_out, int left) {
   return nodes(stepped_out) + " of job " + s.run_id + " stepped out (a failed health check) and no spare waits: " +
-         std::to_string(left) + " nodes are left, fewer than the minimum of " + std::to_string(s.min_nodes) +
-         " (--nnodes=" + nnodes_text(s.min_nodes, s.max_nodes) + "); stopping";
+         std::to_string(left) + " nodes are left, " + below_minimum(s);
 }
 
 // Declared in rendezvous.h (the agent says it too); here beside its sibling.
 std::string too_few_alive(const RendezvousSettings& s, int alive) {
   return "only " + nodes(alive) + " of job " + s.run_id + (alive == 1 ? " is" : " are") +
-         " alive, fewer than the minimum of " + std::to_string(s.min_nodes) + " (--nnodes=" +
-         nnodes_text(s.min_nodes, s.max_nodes) + "); stopping";
+         " alive, " + below_minimum(s);
 }
 
 RoundCompletion::RoundCompletion(const RendezvousSettings& settings, int expected, Clock::time_point deadline)
@@ -38,7 +46,6 @@ RoundCompletion::RoundCompletion(const RendezvousSettings& settings, int expecte
 
 RoundCompletion::Next RoundCompletion::next(const RoundSeen& seen, Clock::time_point now) {
   const int min = s_.min_nodes, max = s_.max_nodes, count = seen.count;
-  const std::string nnodes = " (--nnodes=" + nnodes_text(min, max) + "); stopping";
   Next out;
   if (count >= max) {
     out.members = max;
@@ -57,7 +64,7 @@ RoundCompletion::Next RoundCompletion::next(const RoundSeen& seen, Clock::time_p
       throw RendezvousLost(nodes(declined) + " of job " + s_.run_id + " stepped out before joining (" +
                            seen.declined.front() + ") and no spare came within " +
                            seconds_text(s_.last_call_timeout) + ": " + nodes(count) + (count == 1 ? " is" : " are") +
-                           " in, fewer than the minimum of " + std::to_string(min) + nnodes);
+                           " in, " + below_minimum(s_));
   }
   // Re-forming a known group: members of the last round that stepped out
   // (agent/node_health.h) are not waited for.

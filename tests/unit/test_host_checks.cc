@@ -15,6 +15,9 @@
 #include "agent/host_checks.h"
 #include "agent/node_health.h"
 
+#include <spdlog/logger.h>
+#include <spdlog/sinks/ostream_sink.h>
+
 using namespace cxxrun::agent;
 using namespace std::chrono_literals;
 using Catch::Contains;
@@ -231,6 +234,31 @@ TEST_CASE("exclude file: one line per node that steps out, appended") {
   CHECK(a == host);
   CHECK(b == host);
   CHECK_FALSE(std::getline(in, c));
+}
+
+TEST_CASE("stepping out: one act, first round or restart: the line, the event, the exclude file") {
+  TempDir dir;
+  Config c;
+  c.run_id = "job7";
+  c.health.exclude_file = (dir.path / "exclude").string();
+  const CheckResult failed{"rdma", false, "RDMA port mlx5_0/1 is DOWN (Polling)", {}};
+  std::ostringstream said;
+  spdlog::logger log("node", std::make_shared<spdlog::sinks::ostream_sink_st>(said));
+  log.set_pattern("%v");
+  std::vector<std::string> events;
+  const auto record = [&](const std::string& check, const std::string& line) { events.push_back(check + ": " + line); };
+  const std::string line = step_out_of_job(log, c, failed, false, record);
+  step_out_of_job(log, c, failed, true, record);
+  CHECK(line == failure_line(failed));
+  CHECK(said.str() == "this node is unhealthy (" + line + "); it does not join job job7, so that a spare can take its place\n"
+                      "this node is unhealthy (" + line + "); it steps out of job job7 so that a spare can take its place\n");
+  CHECK(events == std::vector<std::string>(2, "rdma: " + line));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::ifstream in(c.health.exclude_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str() == std::string(host) + "\n" + host + "\n");
 }
 
 TEST_CASE("exclude file: a last line left without its end is ended first") {
