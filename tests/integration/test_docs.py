@@ -2,7 +2,10 @@
 against what the programs themselves say in --help: `man cxxrun` lists every
 flag --help lists, and completion offers every long option, for cxxrun and
 cxxrun-rdzv. zsh is not on the test machines: its files are checked as text
-(every long option is named), the bash ones are run in bash."""
+(every long option is named), the bash ones are run in bash. And the map
+against the tree: docs/architecture.md names every product header, the
+README's layout every top-level directory."""
+import glob
 import os
 import re
 import shutil
@@ -104,6 +107,40 @@ class Completion(unittest.TestCase):
             self.assertTrue(text.startswith(f"#compdef {program}\n"))
             named = set(re.findall(r"^  '(--[\w-]+)", text, re.M))
             self.assertEqual(sorted(long_flags(program) - named), [], program)
+
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PRODUCT = ["launcher", "agent", "rendezvous", "store", "net", "etcd", "worker_runtime", "common"]
+
+
+def product_headers():
+    """Every .h of the product, as the map spells it ("agent/spawn.h")."""
+    found = []
+    for component in PRODUCT:
+        for path in glob.glob(os.path.join(SOURCE, component, "**", "*.h"), recursive=True):
+            found.append(os.path.relpath(path, SOURCE))
+    return sorted(found)
+
+
+class Map(unittest.TestCase):
+    def test_architecture_names_every_product_header(self):
+        with open(os.path.join(SOURCE, "docs", "architecture.md")) as f:
+            text = f.read()
+        headers = product_headers()
+        self.assertIn("agent/agent.h", headers)  # the glob found the tree
+        unnamed = [h for h in headers if not re.search(r"(?<![\w/])" + re.escape(h) + r"(?![\w.])", text)]
+        self.assertEqual(unnamed, [], "docs/architecture.md does not name these headers: add each where it belongs")
+
+    def test_readme_layout_names_every_top_level_directory(self):
+        with open(os.path.join(SOURCE, "README.md")) as f:
+            text = f.read()
+        layout = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+        # Hidden ones (.git, .ci) and build trees aside.
+        dirs = sorted(d for d in os.listdir(SOURCE) if os.path.isdir(os.path.join(SOURCE, d))
+                      and not d.startswith((".", "build")))
+        self.assertIn("net", dirs)
+        unnamed = [d for d in dirs if f"`{d}/`" not in layout]
+        self.assertEqual(unnamed, [], "README.md's Layout does not name these directories")
 
 
 if __name__ == "__main__":
