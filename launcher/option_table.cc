@@ -46,8 +46,10 @@ constexpr OptionSpec kOptions[] = {
     {"--monitor-interval,--monitor_interval", "MONITOR_INTERVAL", "0.1", value, launch,
      "Accepted for compatibility (seconds, > 0); cxxrun reacts to worker exits at once."},
     {"--start-method,--start_method", "{spawn,fork,forkserver}", "spawn", value, launch,
-     "Not given: a Python program's first attempt starts as spawn, and its restarts fork warm "
-     "workers from an interpreter that imported what the first attempt's workers did. "
+     "Not given: a Python script that imports torch at its top level forks every worker, the first "
+     "attempt's too, from one interpreter that imported torch once for the node; any other Python "
+     "program's first attempt starts as spawn, and its restarts fork warm workers from an interpreter "
+     "that imported what the first attempt's workers did. "
      "forkserver: fork every Python worker from one interpreter that imported --preload once; "
      "spawn and fork start each by exec."},
     {"--event-log-handler,--event_log_handler", "EVENT_LOG_HANDLER", "null", value, launch,

@@ -73,6 +73,15 @@ class ManPages(unittest.TestCase):
     def test_man_cxxrun_rdzv_lists_every_flag_of_its_help(self):
         self.check("cxxrun-rdzv")
 
+    def test_start_method_says_what_the_default_does_now(self):
+        # Not given, a script that imports torch at its top level forks its
+        # workers from the first attempt on (agent/forkserver.h): --help and
+        # the page made from the same row say so, not that it starts as spawn.
+        said = "forks every worker, the first attempt's too, from one interpreter that imported torch once"
+        out = subprocess.run([PROGRAMS["cxxrun"], "--help"], capture_output=True, text=True, timeout=10).stdout
+        self.assertIn(said, " ".join(out.split()))
+        self.assertIn(said, " ".join(re.sub(r"-\n\s*", "-", self.render("cxxrun")).split()))
+
     def test_man_pages_name_the_environment(self):
         text = self.render("cxxrun")
         self.assertIn("PET_NPROC_PER_NODE", text)
