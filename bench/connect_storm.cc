@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "args.h"
 #include "wire_bytes.h"
 
 using Clock = std::chrono::steady_clock;
@@ -301,20 +302,13 @@ class Storm {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--host")) o.host = argv[i + 1];
-    else if (!strcmp(argv[i], "--port")) o.port = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--clients")) o.clients = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--per-source")) o.per_source = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--max-open")) o.max_open = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--value-bytes")) o.value_bytes = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--timeout")) o.timeout = atof(argv[i + 1]);
-    else if (!strcmp(argv[i], "--server-pid")) o.server_pid = atoi(argv[i + 1]);
-    else {
-      fprintf(stderr, "connect_storm: unknown argument %s\n", argv[i]);
-      return 2;
-    }
-  }
+  using bench_args::arg;
+  if (!bench_args::parse("connect_storm", argc, argv,
+                         {arg("--host", o.host), arg("--port", o.port), arg("--clients", o.clients),
+                          arg("--per-source", o.per_source), arg("--max-open", o.max_open),
+                          arg("--value-bytes", o.value_bytes), arg("--timeout", o.timeout),
+                          arg("--server-pid", o.server_pid)}))
+    return 2;
   in_addr probe{};
   if (o.port <= 0 || o.port > 65535 || o.clients <= 0 || o.per_source <= 0 || o.per_source > 20000 ||
       o.value_bytes < 0 || o.timeout <= 0 || o.max_open < 0 || inet_pton(AF_INET, o.host.c_str(), &probe) != 1) {

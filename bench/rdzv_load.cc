@@ -50,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "args.h"
 #include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/etcd_job_store.h"
 #include "store/client.h"
@@ -82,22 +83,15 @@ std::vector<std::string> split(const std::string& text) {
 }
 
 bool parse(int argc, char** argv, Args& a) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--host")) a.host = argv[i + 1];
-    else if (!strcmp(argv[i], "--port")) a.port = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--etcd")) a.etcd = split(argv[i + 1]);
-    else if (!strcmp(argv[i], "--nodes")) a.nodes = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--nproc")) a.nproc = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--recover")) a.recover = !strcmp(argv[i + 1], "1");
-    else if (!strcmp(argv[i], "--procs")) a.procs = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--timeout")) a.timeout_s = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--spread")) a.spread = !strcmp(argv[i + 1], "1");
-    else if (!strcmp(argv[i], "--keep-alive")) a.keep_alive_ms = static_cast<int>(atof(argv[i + 1]) * 1000);
-    else {
-      fprintf(stderr, "rdzv_load: unknown argument %s\n", argv[i]);
-      return false;
-    }
-  }
+  using bench_args::arg;
+  if (!bench_args::parse(
+          "rdzv_load", argc, argv,
+          {arg("--host", a.host), arg("--port", a.port),
+           {"--etcd", [&a](const char* v) { a.etcd = split(v); }}, arg("--nodes", a.nodes), arg("--nproc", a.nproc),
+           arg("--recover", a.recover), arg("--procs", a.procs), arg("--timeout", a.timeout_s),
+           arg("--spread", a.spread),
+           {"--keep-alive", [&a](const char* v) { a.keep_alive_ms = static_cast<int>(atof(v) * 1000); }}}))
+    return false;
   if ((a.port <= 0 && a.etcd.empty()) || a.nodes <= 0 || a.procs <= 0 || a.procs > a.nodes || a.timeout_s <= 0 ||
       a.keep_alive_ms < 0) {
     fprintf(stderr, "rdzv_load: --port P or --etcd MEMBERS, --nodes N > 0, 1 <= --procs <= N, --timeout S > 0 "

@@ -47,6 +47,7 @@
 #include <tuple>
 #include <vector>
 
+#include "args.h"
 #include "wire_bytes.h"
 
 using Clock = std::chrono::steady_clock;
@@ -440,18 +441,11 @@ class Sim {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--host")) o.host = argv[i + 1];
-    else if (!strcmp(argv[i], "--port")) o.port = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--nodes")) o.nodes = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--nproc")) o.nproc = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--timeout")) o.timeout = atof(argv[i + 1]);
-    else if (!strcmp(argv[i], "--recover")) o.recover = !strcmp(argv[i + 1], "1");
-    else {
-      fprintf(stderr, "rdzv_sim: unknown argument %s\n", argv[i]);
-      return 2;
-    }
-  }
+  using bench_args::arg;
+  if (!bench_args::parse("rdzv_sim", argc, argv,
+                         {arg("--host", o.host), arg("--port", o.port), arg("--nodes", o.nodes),
+                          arg("--nproc", o.nproc), arg("--timeout", o.timeout), arg("--recover", o.recover)}))
+    return 2;
   in_addr probe{};
   if (o.port <= 0 || o.port > 65535 || o.nodes <= 0 || o.nproc <= 0 || o.timeout <= 0 ||
       inet_pton(AF_INET, o.host.c_str(), &probe) != 1) {

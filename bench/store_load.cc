@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "args.h"
 #include "wire_bytes.h"
 
 using Clock = std::chrono::steady_clock;
@@ -113,19 +114,12 @@ int main(int argc, char** argv) {
   std::string host = "127.0.0.1", protocol = "legacy";
   int port = 0, clients = 64, threads = 1, value_bytes = 64;
   double seconds = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--host")) host = argv[i + 1];
-    else if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--clients")) clients = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
-    else if (!strcmp(argv[i], "--value-bytes")) value_bytes = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--protocol")) protocol = argv[i + 1];
-    else {
-      fprintf(stderr, "store_load: unknown argument %s\n", argv[i]);
-      return 2;
-    }
-  }
+  using bench_args::arg;
+  if (!bench_args::parse("store_load", argc, argv,
+                         {arg("--host", host), arg("--port", port), arg("--clients", clients),
+                          arg("--threads", threads), arg("--seconds", seconds), arg("--value-bytes", value_bytes),
+                          arg("--protocol", protocol)}))
+    return 2;
   if (port <= 0 || clients <= 0 || seconds <= 0 || value_bytes < 0 || threads <= 0 || threads > clients ||
       (protocol != "legacy" && protocol != "modern")) {
     fprintf(stderr,
