@@ -9,7 +9,6 @@
 #include <optional>
 
 #include "etcd/client.h"
-#include "etcd/options.h"
 #include "etcd/watch.h"
 #include "rendezvous/etcd_store.h"
 #include "store/client.h"
@@ -54,7 +53,7 @@ EtcdLiveness::EtcdLiveness(const RendezvousSettings& settings, etcd::Client& cli
       call_timeout_(std::max(milliseconds(500), settings.keep_alive_interval)),
       // Joining is a step of the rendezvous, with its deadline: a thousand
       // nodes joining at once may keep etcd busy longer than a beat may take.
-      join_timeout_(settings.read_timeout),
+      read_timeout_(settings.read_timeout),
       client_(client) {}
 
 EtcdLiveness::~EtcdLiveness() = default;
@@ -77,9 +76,9 @@ void EtcdLiveness::joining(const std::string& alive_prefix, int slot) {
   // lease lapsing among thousands re-joining is not pushed to this one.
   stop_watching();
   as_store_errors("cannot hold a lease on etcd", [&] {
-    if (lease_ == 0 || client_.lease_keep_alive(lease_, join_timeout_) == 0) grant(join_timeout_);
+    if (lease_ == 0 || client_.lease_keep_alive(lease_, read_timeout_) == 0) grant(read_timeout_);
     alive_key_ = slot_key(key_prefix_ + alive_prefix, slot);
-    resend_while_indeterminate(std::chrono::steady_clock::now() + join_timeout_,
+    resend_while_indeterminate(std::chrono::steady_clock::now() + read_timeout_,
                                [&](milliseconds t) { client_.put(alive_key_, "", lease_, t); });
   });
 }
@@ -110,7 +109,7 @@ std::pair<int64_t, std::set<int>> EtcdLiveness::read_dead(const std::string& pre
 // a range key by key: one snapshot by the assigner, not one per member, or
 // a round of N costs N^2.
 std::string EtcdLiveness::snapshot(const std::string& alive_prefix, int members) {
-  auto [revision, dead] = read_dead(key_prefix_ + alive_prefix, members, join_timeout_);
+  auto [revision, dead] = read_dead(key_prefix_ + alive_prefix, members, read_timeout_);
   std::string out = std::to_string(revision);
   for (int slot : dead) out += (out.find(':') == std::string::npos ? ":" : ",") + std::to_string(slot);
   return out;
@@ -144,11 +143,11 @@ void EtcdLiveness::joined(const std::string& alive_prefix, int members, const st
   members_ = members;
   watch_.reset();
   auto taken = parse_snapshot(snapshot);
-  if (!taken) taken = read_dead(watched_, members, join_timeout_);
+  if (!taken) taken = read_dead(watched_, members, read_timeout_);
   dead_ = taken->second;
   // From the revision after the snapshot: a member gone since is an event.
   resume_from_ = taken->first + 1;
-  rewatch(join_timeout_);
+  rewatch(read_timeout_);
 }
 
 void EtcdLiveness::rewatch(milliseconds timeout) {

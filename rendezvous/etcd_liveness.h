@@ -78,7 +78,7 @@ class EtcdLiveness : public MemberLiveness {
   const std::string key_prefix_;
   const int64_t ttl_seconds_;
   const std::chrono::milliseconds call_timeout_;  // a beat's
-  const std::chrono::milliseconds join_timeout_;  // a step of the rendezvous: read_timeout
+  const std::chrono::milliseconds read_timeout_;  // a step of the rendezvous (a join, a read of the dead)
   etcd::Client& client_;
   int64_t lease_ = 0;
   std::string alive_key_;  // etcd's key, on the lease

@@ -1,7 +1,7 @@
 // The rendezvous seam: everything the agent needs from whatever the nodes of
 // a job meet through. The agent joins, sends keep-alives, learns of round
 // events, publishes failures and leaves only through Rendezvous; backends
-// (local, static, c10d; etcd later) implement it. docs/architecture.md shows
+// (local, static, and c10d over a TCPStore or etcd) implement it. docs/architecture.md shows
 // where it sits.
 //
 // Thread rule: every call but watch()'s callback blocks, each with a
