@@ -23,7 +23,6 @@
 #include "agent/python_hook.h"
 #include "agent/restart_policy.h"
 #include "agent/supervisor.h"
-#include "agent/worker_env_writer.h"
 #include "common/env_names.h"
 #include "rendezvous/backends.h"
 #include "rendezvous/rendezvous.h"

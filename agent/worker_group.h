@@ -30,7 +30,6 @@
 #include "agent/warm_start.h"
 #include "agent/worker_env_writer.h"
 #include "agent/worker_pipe.h"
-#include "agent/worker_stdio.h"
 #include "agent/workers.h"
 
 namespace cxxrun::agent {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "net/endpoint.h"
 #include "rendezvous/round_completion.h"
 
 namespace cxxrun::rendezvous {
