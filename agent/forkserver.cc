@@ -141,7 +141,7 @@ bool Forkserver::settle(const std::vector<pid_t>& workers) {
     return false;
   }
   if (++same_ < kSettledLooks) return false;
-  // The zygote's own way back (agent/zygote.py, _idle), done from here.
+  // The zygote's own way back (agent/python/zygote.py, _idle), done from here.
   const pid_t pid = zygote_->pid();
   sched_param normal{};
   sched_setscheduler(pid, SCHED_OTHER, &normal);

@@ -76,7 +76,7 @@ class Forkserver {
   // zygote with their packages preloaded once there are some. `after`: how
   // long since their attempt started, for the log line.
   void learn(const std::vector<pid_t>& workers, std::chrono::milliseconds after);
-  // A learned zygote preloads at idle priority (agent/zygote.py, _idle), so
+  // A learned zygote preloads at idle priority (agent/python/zygote.py, _idle), so
   // that it never slows the workers' own start. Once their maps stop
   // growing for kSettledLooks looks they are up, and it gets a fair share of the
   // CPU, so that it is warm soon even where training keeps every core

@@ -8,7 +8,8 @@
 // `import cxxrun; cxxrun.heartbeat(); with cxxrun.section("step", 600):`,
 // the heartbeat page (common/heartbeat_layout.h) for the main thread. A process that already handles the
 // signal keeps its handler. Python started with -S, -I or -E does not read
-// it (docs/hangs.md).
+// it (docs/hangs.md). The Python is agent/python/sitecustomize.py and
+// agent/python/cxxrun/__init__.py, built in (agent/python_sources.h).
 #pragma once
 
 #include <string>

@@ -20,6 +20,7 @@
 #include "agent/failure.h"
 #include "agent/private_files.h"
 #include "agent/python_hook.h"
+#include "agent/python_sources.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -29,7 +30,7 @@ using Clock = std::chrono::steady_clock;
 
 // A fork of an interpreter that imported torch takes about 10 ms, but a
 // request may arrive while the zygote imports what it preloads when idle
-// (agent/zygote.py, seconds); this only bounds a zygote that stopped
+// (agent/python/zygote.py, seconds); this only bounds a zygote that stopped
 // answering.
 constexpr auto kForkDeadline = 30s;
 // The ready line is sent in one write once poll() said it is there.
@@ -38,13 +39,13 @@ constexpr auto kLineDeadline = 1s;
 // `python -c` put "" (the agent's cwd) first on sys.path, unless
 // PYTHONSAFEPATH: gone before the zygote imports anything, so that no module
 // someone left in that directory runs in it, and each worker gets its own
-// first entry (agent/zygote.py, _run).
+// first entry (agent/python/zygote.py, _run).
 constexpr const char* kBootstrap =
     "import sys; getattr(sys.flags, 'safe_path', 0) or sys.path.pop(0); "
     "exec(compile(sys.stdin.read(), 'cxxrun-forkserver', 'exec'))";
 
 // The zygote's sitecustomize: site then runs neither the user's nor
-// usercustomize in it (agent/zygote.py runs both in each worker, _customize).
+// usercustomize in it (agent/python/zygote.py runs both in each worker, _customize).
 constexpr const char* kOwnSitecustomize =
     "# cxxrun's forkserver (agent/zygote.h): each worker runs its own sitecustomize and usercustomize.\n"
     "import sys\n"

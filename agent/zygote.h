@@ -1,5 +1,5 @@
 // The agent's end of the forkserver (--start-method=forkserver; the Python
-// side is agent/zygote.py, the design docs/forkserver.md). One interpreter
+// side is agent/python/zygote.py, the design docs/forkserver.md). One interpreter
 // per node and job imports the preload list while the rendezvous runs, then
 // forks each Python worker on request, so a restart costs a fork instead of
 // an interpreter start and `import torch`.
@@ -32,7 +32,7 @@ class Zygote {
   // Starts the interpreter with `envp` (the agent's, with nothing of any one
   // worker) in `cgroup` (nullptr: the agent's). `idle`: it preloads at idle
   // priority, beside running workers, and has no first attempt to serve
-  // (agent/zygote.py). Its PYTHONPATH starts with a private directory
+  // (agent/python/zygote.py). Its PYTHONPATH starts with a private directory
   // (mkdtemp, under TMPDIR) holding a sitecustomize of its own, so that the
   // user's sitecustomize and usercustomize run in each worker, not once in
   // the zygote; the zygote removes it as it starts. Throws
@@ -83,8 +83,5 @@ class Zygote {
   std::chrono::steady_clock::time_point started_;
   std::string own_site_;  // the private directory; removed again at the end if the zygote did not
 };
-
-// The Python source of agent/zygote.py, built in.
-extern const char* const kZygoteSource;
 
 }  // namespace cxxrun::agent

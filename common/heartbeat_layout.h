@@ -13,7 +13,7 @@
  * Worker, beat: last_beat_ns = CLOCK_MONOTONIC now; beats += 1. The agent
  *   judges the heartbeat only once last_beat_ns != 0: a program that never
  *   beats is never judged. A beat says the worker's main work progressed:
- *   Python's cxxrun.heartbeat() (agent/python_hook.cc) writes one from a side
+ *   Python's cxxrun.heartbeat() (agent/python/cxxrun/__init__.py) writes one from a side
  *   thread only when the main thread moved since the last it wrote (the
  *   first always, so beating only from a side thread still arms the judge).
  * Worker, section: a named span with its own timeout, kept in one of

@@ -4,7 +4,8 @@ flag --help lists, and completion offers every long option, for cxxrun and
 cxxrun-rdzv. zsh is not on the test machines: its files are checked as text
 (every long option is named), the bash ones are run in bash. And the map
 against the tree: docs/architecture.md names every product header, the
-README's layout every top-level directory."""
+README's layout every top-level directory, and no Python hides in a C++
+string literal."""
 import glob
 import os
 import re
@@ -139,6 +140,24 @@ class Map(unittest.TestCase):
         self.assertIn("agent/agent.h", headers)  # the glob found the tree
         unnamed = [h for h in headers if not re.search(r"(?<![\w/])" + re.escape(h) + r"(?![\w.])", text)]
         self.assertEqual(unnamed, [], "docs/architecture.md does not name these headers: add each where it belongs")
+
+    def test_no_python_in_a_cxx_string_literal(self):
+        """Python is written as .py files (agent/python/, embedded at build
+        time by agent/CMakeLists.txt), never in a C++ raw string."""
+        sources = []
+        for component in PRODUCT:
+            for ext in ("*.cc", "*.h", "*.in"):
+                sources += glob.glob(os.path.join(SOURCE, component, "**", ext), recursive=True)
+        self.assertIn(os.path.join(SOURCE, "agent", "python_hook.cc"), sources)  # the glob found the tree
+        python_line = re.compile(r'^\s*(import \w|from [\w.]+ import |def \w+\(|class \w+.*:$|""")', re.M)
+        found = []
+        for path in sources:
+            with open(path) as f:
+                text = f.read()
+            for m in re.finditer(r'R"([^()\\\s"]{0,16})\((.*?)\)\1"', text, re.S):
+                if m.group(1).lower() == "py" or python_line.search(m.group(2)):
+                    found.append(f"{os.path.relpath(path, SOURCE)}: R\"{m.group(1)}(")
+        self.assertEqual(found, [], "Python in a C++ raw string: move it to a file of agent/python/")
 
     def test_readme_layout_names_every_top_level_directory(self):
         with open(os.path.join(SOURCE, "README.md")) as f:

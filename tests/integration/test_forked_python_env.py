@@ -1,5 +1,5 @@
 """A worker forked from the forkserver (the default for a script that imports
-torch at its top level; agent/zygote.py) starts as an exec'd one does under
+torch at its top level; agent/python/zygote.py) starts as an exec'd one does under
 --start-method=spawn: sys.path by Python's own rules with the worker's
 environment (PYTHONSAFEPATH, PYTHONPATH's order, the script's directory, the
 cwd for -m, "" for -c), the user's sitecustomize and usercustomize run in

@@ -19,7 +19,7 @@ import zipfile
 from harness import (CXXRUN, TORCH_PYTHON, OrphanCheckTest, alive, clean_env, end, run, start,
                      torch_importable, wait_for, with_marker)
 
-ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../agent/zygote.py")
+ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../agent/python/zygote.py")
 
 
 def kernel_shows_forked_workers():
