@@ -313,6 +313,13 @@ bool communication_error(const Failure& f) {
                      [](const std::string& line) { return mentions_communication_error(line); });
 }
 
+bool only_communication_errors(const std::vector<std::string>& records) {
+  return !records.empty() && std::all_of(records.begin(), records.end(), [](const std::string& record) {
+    const auto f = from_record(record);
+    return f && communication_error(*f);
+  });
+}
+
 bool killed_on_a_verdict(const Failure& f) {
   return f.killed_by == Killer::hang || f.killed_by == Killer::file_timer || f.killed_by == Killer::fault_injection;
 }

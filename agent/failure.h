@@ -126,6 +126,11 @@ std::string failure_message(const Failure& f);
 // consequence of another rank's failure, not a cause.
 bool communication_error(const Failure& f);
 
+// Every failure other nodes published (their records) is a communication
+// error: the failure they follow may not be out yet. False for none, or
+// for a record that does not parse.
+bool only_communication_errors(const std::vector<std::string>& records);
+
 // How long after a failure another one may still be the cause of it: a
 // rank whose own error closes its connections (a `finally:
 // destroy_process_group()`) lets its peers fail before its traceback is out.

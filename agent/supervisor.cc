@@ -183,13 +183,9 @@ class Supervisor final : Workers::Listener {
     log_->warn("a worker failed on another node; stopping this node's workers");
     collect(Cause::remote_failure);
     link_->call([this, round = round_](Rendezvous& r) -> RendezvousLink::Then {
-      auto records = r.published_failures();
-      return [this, round, records = std::move(records)] {
+      const bool consequence = only_communication_errors(r.published_failures());
+      return [this, round, consequence] {
         if (!collecting_ || round != round_) return;
-        const bool consequence = !records.empty() && std::all_of(records.begin(), records.end(), [](const auto& r) {
-          const auto f = from_record(r);
-          return f && communication_error(*f);
-        });
         if (!consequence || group_->running() == 0) return stop(Cause::remote_failure, SIGTERM);
         log_->warn("the failure on another node is a communication error, most often a consequence of another "
                    "rank's failure; waiting up to {} ms for this node's workers to end on their own",

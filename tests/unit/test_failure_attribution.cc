@@ -118,6 +118,14 @@ TEST_CASE("root cause: a communication error that follows a peer's failure is no
     Failure remote = *from_record(to_record(failures[1], "node-b"));
     CHECK(communication_error(remote));
   }
+  SECTION("another node's records: all communication errors, or not") {
+    const std::string closed0 = to_record(with_time(0, t, closed), "node-b");
+    const std::string reset2 = to_record(with_time(2, t, "RuntimeError: Connection reset by peer"), "node-b");
+    CHECK(only_communication_errors({closed0, reset2}));
+    CHECK_FALSE(only_communication_errors({closed0, to_record(with_time(3, t, "ValueError: x"), "node-b")}));
+    CHECK_FALSE(only_communication_errors({}));
+    CHECK_FALSE(only_communication_errors({closed0, "not a record"}));
+  }
 }
 
 TEST_CASE("root cause: a rank killed on a hang verdict goes before the peers that fail as it ends") {
