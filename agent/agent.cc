@@ -11,16 +11,16 @@
 #include <random>
 #include <spdlog/spdlog.h>
 
-#include "agent/cgroup.h"
-#include "agent/guardian.h"
-#include "agent/event_log.h"
-#include "agent/forkserver.h"
-#include "agent/log_dir.h"
-#include "agent/node_health.h"
-#include "agent/open_files.h"
-#include "agent/postmortem.h"
-#include "agent/private_files.h"
-#include "agent/python_hook.h"
+#include "agent/process/cgroup.h"
+#include "agent/process/guardian.h"
+#include "agent/report/event_log.h"
+#include "agent/warm/forkserver.h"
+#include "agent/workers/log_dir.h"
+#include "agent/health/node_health.h"
+#include "agent/process/open_files.h"
+#include "agent/forensics/postmortem.h"
+#include "agent/process/private_files.h"
+#include "agent/python/hook.h"
 #include "agent/restart_policy.h"
 #include "agent/supervisor.h"
 #include "common/env_names.h"
@@ -68,7 +68,7 @@ struct HookDir {
 };
 
 // Every Python process of the job, the forkserver included, reads cxxrun's
-// sitecustomize (agent/python_hook.h): the stack dump a hang verdict takes.
+// sitecustomize (agent/python/hook.h): the stack dump a hang verdict takes.
 // Workers execute it at every start, so it is kept where no other user can
 // put another in its place: the run directory's python/, unless the run
 // directory sits in one that another user can change (a --log-dir others

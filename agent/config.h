@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/numa_placement.h"
+#include "agent/numa/placement.h"
 #include "rendezvous/rendezvous.h"
 #include "store/wire.h"
 
@@ -33,7 +33,7 @@ inline bool has(Std set, Std bit) {
 }
 
 // --tty: which worker streams are pseudo-terminals rather than pipes; the
-// rule per stream is in agent/worker_stdio.h (stdio_request).
+// rule per stream is in agent/workers/worker_stdio.h (stdio_request).
 enum class Tty { auto_, always, never };
 
 // "--redirects 3" (all ranks) or "--redirects 0:1,2:3" (per local rank; the
@@ -77,7 +77,7 @@ struct HealthPath {
   unsigned long long min_free = 0;
 };
 
-// What a node checks before every round (agent/node_health.h). The GPU and
+// What a node checks before every round (agent/health/node_health.h). The GPU and
 // RDMA checks need no option: they run where the host has GPUs (NVML loads)
 // or RDMA ports.
 struct HealthChecks {
@@ -91,7 +91,7 @@ struct HealthChecks {
   int max_node_failures = 0;
 };
 
-// Warm Python workers, forked from a zygote (agent/forkserver.h).
+// Warm Python workers, forked from a zygote (agent/warm/forkserver.h).
 struct ForkserverOptions {
   std::string python;  // "": every worker starts by exec
   std::vector<std::string> preload;  // modules imported once, before any fork
@@ -99,7 +99,7 @@ struct ForkserverOptions {
   // The default for a Python program (no --start-method): where `script`
   // imports torch at its top level the zygote starts at once, as under
   // forkserver; otherwise the first attempt starts by exec and the zygote
-  // starts once the workers show what they import (agent/forkserver.h).
+  // starts once the workers show what they import (agent/warm/forkserver.h).
   // false: --start-method=forkserver, the zygote starts at once.
   bool learn = false;
   std::string script;  // the source file run as __main__; "" for -m
@@ -159,7 +159,7 @@ struct Config {
   std::vector<std::string> duplicate_stderr_filters;
   Tty tty = Tty::auto_;
 
-  // Containment (agent/cgroup.h): the job's processes in a cgroup of their
+  // Containment (agent/process/cgroup.h): the job's processes in a cgroup of their
   // own where cgroup v2 is writable; false (CXXRUN_CONTAINMENT=subreaper):
   // only the agent's child subreaper and the environment token find them.
   bool use_cgroup = true;
@@ -197,7 +197,7 @@ struct Config {
   std::map<std::string, std::chrono::milliseconds> section_timeouts;
   int stack_dump_signal = 0;
   // --hang-timeout: no worker of this node made progress (CPU, output,
-  // heartbeats) for this long (agent/progress_monitor.h); 0 = off.
+  // heartbeats) for this long (agent/hang/progress_monitor.h); 0 = off.
   std::chrono::milliseconds hang_timeout{0};
   // torchrun's file-timer watchdog: TORCHELASTIC_ENABLE_FILE_TIMER=1, FIFO at
   // TORCHELASTIC_TIMER_FILE ("" = a fresh path).
@@ -211,7 +211,7 @@ struct Config {
   ForkserverOptions forkserver;
 
   // --numa-binding: where each local rank runs, taken before its program
-  // starts (agent/numa_binding.h); one entry per local rank, empty: no binding.
+  // starts (agent/numa/binding.h); one entry per local rank, empty: no binding.
   std::vector<NumaPlacement> numa_binding;
 };
 

@@ -2,7 +2,7 @@
 // the launcher (bad input, internal errors) too. docs/exit-codes.md and the
 // README's table are their contract for users and schedulers; which one a
 // job gets is decided in agent/restart_policy.h, from the cause of each
-// ended worker (agent/death.h).
+// ended worker (agent/forensics/death.h).
 //
 // A user's own failure passes through (its code, or 128 + signal, as a shell
 // reports it); causes outside the user's program get codes of their own, in
@@ -37,7 +37,7 @@ constexpr int internal_error = 1;
 constexpr int hang = 240;
 constexpr int oom = 241;
 constexpr int unkillable = 242;
-constexpr int node_unhealthy = 243;  // agent/node_health.h
+constexpr int node_unhealthy = 243;  // agent/health/node_health.h
 constexpr int lost = 244;  // too few nodes left, or the rendezvous store lost
 // 240-244 mean only the causes above: a user's program that exits with one
 // of them gives the job exit code 1 instead (its own code stays in the

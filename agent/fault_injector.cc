@@ -2,7 +2,7 @@
 
 #include <signal.h>
 
-#include "agent/worker_group.h"
+#include "agent/workers/workers.h"
 
 namespace cxxrun::agent {
 

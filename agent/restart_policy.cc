@@ -1,4 +1,5 @@
 #include "agent/restart_policy.h"
+#include "agent/forensics/death.h"
 
 namespace cxxrun::agent {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "agent/exit_codes.h"
-#include "agent/failure.h"
+#include "agent/forensics/failure.h"
 #include "rendezvous/rendezvous.h"
 
 namespace cxxrun::agent {
@@ -28,7 +28,7 @@ enum class Cause {
   rendezvous_failed,  // joining or re-forming the job failed, or the workers' store could not be renewed
   released,           // this node waited as a spare, and the job succeeded without it
   reported,           // the failure summary is out: exit with its code (Situation::summary)
-  unhealthy,          // this node failed a health check before a round: it steps out (agent/node_health.h)
+  unhealthy,          // this node failed a health check before a round: it steps out (agent/health/node_health.h)
 };
 
 struct Situation {
@@ -43,7 +43,7 @@ struct Situation {
   // Cause::membership: members alive afterwards, and --nnodes' minimum.
   int alive_nodes = 1;
   int min_nodes = 1;
-  // A worker here outlived SIGKILL (agent/death.h): the node is unhealthy,
+  // A worker here outlived SIGKILL (agent/forensics/death.h): the node is unhealthy,
   // so the job ends here with the summary, whatever the cause or budget.
   bool unkillable = false;
   // Cause::reported: the failures the summary showed, root cause first.
@@ -67,7 +67,7 @@ struct Decision {
 Decision decide(const Situation& s);
 
 // The exit code of a failed job whose failures are `ordered` root cause
-// first, by the first failure's cause (agent/death.h): a user's own failure
+// first, by the first failure's cause (agent/forensics/death.h): a user's own failure
 // passes its code through (128 + signal when killed); an OOM kill gives
 // exit_code::oom, and so does a failure after the OOM killer killed one of
 // the worker's children (MemoryEvidence::child_oom_kills); a hang cxxrun

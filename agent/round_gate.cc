@@ -3,9 +3,9 @@
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
-#include "agent/node_health.h"
+#include "agent/health/node_health.h"
 #include "agent/rendezvous_link.h"
-#include "agent/reporter.h"
+#include "agent/report/reporter.h"
 
 namespace cxxrun::agent {
 

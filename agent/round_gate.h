@@ -1,5 +1,5 @@
 // What stands between a decision to restart and the next round: whether
-// this node may take part (agent/node_health.h's checks, run off the loop;
+// this node may take part (agent/health/node_health.h's checks, run off the loop;
 // --max-node-failures), and, for one that may not, stepping out of the job:
 // one log line, the NODE_UNHEALTHY event, --exclude-file, and word to the
 // other nodes through the rendezvous (Rendezvous::step_out), so that they
@@ -13,7 +13,7 @@
 #include <spdlog/logger.h>
 
 #include "agent/config.h"
-#include "agent/host_checks.h"
+#include "agent/health/host_checks.h"
 
 namespace cxxrun::agent {
 

@@ -13,16 +13,17 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/fault_injector.h"
-#include "agent/guardian.h"
-#include "agent/hang_watchdog.h"
+#include "agent/process/guardian.h"
+#include "agent/hang/watchdog.h"
 #include "agent/hostname.h"
 #include "agent/keep_alive.h"
 #include "agent/round_gate.h"
 #include "agent/rendezvous_link.h"
-#include "agent/reporter.h"
+#include "agent/report/reporter.h"
 #include "agent/restart_policy.h"
-#include "agent/worker_group.h"
+#include "agent/workers/worker_group.h"
 #include "rendezvous/rendezvous.h"
+#include "agent/forensics/summary.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -101,7 +102,7 @@ class Supervisor final : Workers::Listener {
     publish(f);
     // A communication error is most often a peer's failure seen from here:
     // that peer may be still exiting on its own, its traceback not out yet,
-    // and a stop now would kill it before it says why (agent/failure.h,
+    // and a stop now would kill it before it says why (agent/forensics/failure.h,
     // kConsequenceWindow). Any other failure, or the group's end, stops it.
     const bool consequence = communication_error(f) && group_->running() > 0;
     if (collecting_ && consequence) return;

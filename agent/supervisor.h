@@ -11,7 +11,7 @@
 #include <string>
 
 #include "agent/config.h"
-#include "agent/workers.h"
+#include "agent/workers/workers.h"
 
 namespace boost::asio {
 class io_context;
@@ -36,12 +36,12 @@ class LogDir;
 // is what the user asked for, and stays so; `first` is this node's place in
 // the round rdzv.join() formed (the supervisor holds each round's, and hands
 // it to the worker group); `job_token` is unique to this agent run;
-// `cgroup` holds the job's processes (nullptr: none, agent/cgroup.h);
+// `cgroup` holds the job's processes (nullptr: none, agent/process/cgroup.h);
 // `forkserver` forks Python workers warm where it can (nullptr: all start
-// by exec, agent/forkserver.h);
+// by exec, agent/warm/forkserver.h);
 // `postmortem` gathers the kernel's evidence on ended workers
-// (agent/postmortem.h); `health` checks the node before every restart
-// (agent/node_health.h).
+// (agent/forensics/postmortem.h); `health` checks the node before every restart
+// (agent/health/node_health.h).
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
               JobCgroup* cgroup, Forkserver* forkserver, Postmortem& postmortem, NodeHealth& health,
               rendezvous::Rendezvous& rdzv, const std::string& job_token);

@@ -1,5 +1,5 @@
 // The environment variables a worker is started with: the agent writes them
-// (agent/worker_env_writer.h), the worker runtime reads them
+// (agent/process/worker_env_writer.h), the worker runtime reads them
 // (worker_runtime/worker_env_reader.h). One list, so the two sides cannot
 // disagree on a name. torchrun's own variables are described in
 // docs/torchrun-compat.md §3; the CXXRUN_ ones are cxxrun's.
@@ -37,13 +37,13 @@ inline constexpr char kNcclAsyncErrorHandling[] = "TORCH_NCCL_ASYNC_ERROR_HANDLI
 // and torchrun's file-timer FIFO.
 inline constexpr char kHeartbeatFile[] = CXXRUN_HEARTBEAT_ENV;
 inline constexpr char kTimerFile[] = "TORCHELASTIC_TIMER_FILE";
-// Stacks at a hang (agent/stack_dump.h): where cxxrun's Python hook writes a
+// Stacks at a hang (agent/hang/stack_dump.h): where cxxrun's Python hook writes a
 // worker's dumps, and the signal it registers them for.
 inline constexpr char kStackFile[] = "CXXRUN_STACK_FILE";
 inline constexpr char kStackSignal[] = "CXXRUN_STACK_SIGNAL";
 
 // Carried by every process of a job, inherited by its descendants: how the
-// agent finds them all (agent/process_tree.h). Value "<job>:<attempt>".
+// agent finds them all (agent/process/process_tree.h). Value "<job>:<attempt>".
 inline constexpr char kJobToken[] = "CXXRUN_JOB_TOKEN";
 
 }  // namespace cxxrun::env

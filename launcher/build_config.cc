@@ -18,8 +18,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "agent/numa_binding.h"
-#include "agent/private_files.h"
+#include "agent/numa/binding.h"
+#include "agent/process/private_files.h"
 #include "launcher/devices.h"
 #include "launcher/extensions.h"
 #include "launcher/program.h"
@@ -138,7 +138,7 @@ std::vector<std::string> visible_devices(const Env& env, const RawValue& nproc, 
   return devices;
 }
 
-// The agent creates <log-dir>/<run_id>_<random>/ (agent/log_dir.cc), and a
+// The agent creates <log-dir>/<run_id>_<random>/ (agent/workers/log_dir.cc), and a
 // failure there is exit 1 after the store is up. Doing first what it will do
 // (create the directory, then one inside it) catches every reason, root's
 // included: a read-only file system, a file in the way, /proc.
@@ -149,7 +149,7 @@ void check_log_dir(const RawValue& value) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw UsageError(fmt::format("{}: {} is not a directory", value.shown(), dir));
-  // Made 0700, as everything cxxrun makes for a job (agent/private_files.h).
+  // Made 0700, as everything cxxrun makes for a job (agent/process/private_files.h).
   std::string why_not;
   if (!agent::make_private_dirs(dir, why_not)) throw UsageError(fmt::format("{}: {}", value.shown(), why_not));
   std::string probe = (fs::path(dir) / ".cxxrun_probe_XXXXXX").string();

@@ -288,7 +288,7 @@ void check_health_endpoint(const RawOptions& raw, const Env& env, const agent::C
               "not an address of this machine, so the health server cannot listen on it");
   }
   if (c.health_port == 0) return;  // any free port
-  // Where the server will bind (agent/health_server.cc): "" is [::] or else
+  // Where the server will bind (agent/report/health_server.cc): "" is [::] or else
   // 0.0.0.0, "localhost" is 127.0.0.1.
   std::vector<std::string> binds{host};
   if (host.empty()) binds = {"::", "0.0.0.0"};

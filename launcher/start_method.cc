@@ -41,7 +41,7 @@ void apply_start_method(const RawOptions& raw, const Program& program, agent::Co
   const RawValue* preload = raw.find("preload");
   const std::vector<std::string> preloaded = modules(preload ? *preload : RawValue{kDefaultPreload, "--preload"});
   // No --start-method (nor PET_START_METHOD): warm restarts for a Python
-  // program without slowing its first launch (agent/forkserver.h).
+  // program without slowing its first launch (agent/warm/forkserver.h).
   const bool chosen = raw.given.count("start_method") > 0;
   if (chosen && method.text != "forkserver") {
     if (preload) warnings.push_back(preload->shown() + " has no effect without --start-method=forkserver");

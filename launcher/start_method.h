@@ -1,6 +1,6 @@
 // How Python workers start: --start-method (torchrun's spawn, fork or
 // forkserver) and cxxrun's --preload. forkserver forks each Python worker
-// from one interpreter that imported the preload list once (agent/zygote.h,
+// from one interpreter that imported the preload list once (agent/warm/zygote.h,
 // docs/forkserver.md); spawn and fork exec a fresh interpreter per worker,
 // as torchrun does for a script. A native program always starts by exec.
 #pragma once

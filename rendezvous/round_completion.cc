@@ -67,7 +67,7 @@ RoundCompletion::Next RoundCompletion::next(const RoundSeen& seen, Clock::time_p
                            " in, " + below_minimum(s_));
   }
   // Re-forming a known group: members of the last round that stepped out
-  // (agent/node_health.h) are not waited for.
+  // (agent/health/node_health.h) are not waited for.
   const int left = expected_ > 0 ? seen.stepped_out : 0;
   const int want = std::min(max, expected_ - left);
   if (expected_ > 0 && want < min && count < min)

@@ -13,7 +13,7 @@ build_packages=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgloo-dev
   libssl-dev
-  libhwloc-dev  # GPUs, NUMA nodes and caches for --numa-binding (agent/numa_topology.h)
+  libhwloc-dev  # GPUs, NUMA nodes and caches for --numa-binding (agent/numa/topology.h)
 )
 # Tests, the fuzzer, benchmarks and packaging.
 test_packages=(
@@ -22,7 +22,7 @@ test_packages=(
   python3 python3-torch
   python3-yaml  # reads examples/kubernetes/ in tests/integration/test_kubernetes.py
   procps iproute2 util-linux
-  elfutils  # eu-stack: a native worker's stack when it hangs (agent/stack_dump.h)
+  elfutils  # eu-stack: a native worker's stack when it hangs (agent/hang/stack_dump.h)
   tmux  # a real terminal for the --tty test (tests/integration/test_tty.py)
   # bench/rdzv_scale.py --plot draws the recovery phases; munkres stands in
   # for fonttools' "scipy | munkres", whose scipy pulls pythran and with it

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <exception>
 
-#include "agent/file_timer.h"
+#include "agent/hang/file_timer.h"
 
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {

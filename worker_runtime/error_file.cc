@@ -25,7 +25,7 @@ bool write_error_file(const std::string& message, const std::string& details) {
   if (!details.empty()) extra["py_callstack"] = details;
   nlohmann::json doc = {{"message", {{"message", message}, {"extraInfo", extra}}}};
   // 0600 and never through a link, as everything in the run directory
-  // (agent/private_files.h, which a worker cannot include).
+  // (agent/process/private_files.h, which a worker cannot include).
   const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return false;
   const std::string text = doc.dump();

@@ -1,4 +1,4 @@
-# Written by cxxrun (agent/python_hook.h): a stack dump for hang reports,
+# Written by cxxrun (agent/python/hook.h): a stack dump for hang reports,
 # then the sitecustomize this one shadows.
 import os as _os
 import sys as _sys
@@ -19,7 +19,7 @@ def _cxxrun_register():
         # 0600, never through a link; then moved to a high descriptor: a
         # program that closes what it inherited and opens its own files gets
         # the low numbers back. The agent checks that the descriptor still is
-        # this file before it signals (agent/stack_hook.h).
+        # this file before it signals (agent/hang/stack_hook.h).
         fd = _os.open(path, _os.O_WRONLY | _os.O_APPEND | _os.O_CREAT | _os.O_NOFOLLOW | _os.O_CLOEXEC, 0o600)
         # Only a regular file of this user's: one another user left at the
         # name (a run directory they could replace) would get the stacks.

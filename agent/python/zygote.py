@@ -3,7 +3,7 @@
 # the agent sends over descriptor 3, so a restart pays for a fork instead of
 # an interpreter start and `import torch`.
 #
-# The agent (agent/zygote.cc) runs it as `python -u -c <this> <agent pid>
+# The agent (agent/warm/zygote.cc) runs it as `python -u -c <this> <agent pid>
 # <explicit 0|1> <module,...>`. Messages on the socket, one JSON object per
 # line each way:
 #   zygote -> agent  {"ready": true, "preloaded": [...], "failed": [...]}
@@ -301,7 +301,7 @@ def _show_as_worker(libc, argv, env):
         pass
 
 
-# --numa-binding (agent/numa_binding.h), before any user code runs, so that
+# --numa-binding (agent/numa/binding.h), before any user code runs, so that
 # every thread the worker starts inherits it, as an exec'd worker's threads
 # do. The worker has one thread here (_unsafe), so binding it binds all.
 def _bind(request):
@@ -355,7 +355,7 @@ def _is_sys_path_entry(path):
 
 # What site runs at an interpreter's start, run in each worker instead of
 # in the zygote (_undo_own_start): the first sitecustomize on the worker's
-# sys.path (cxxrun's hook, agent/python_hook.h, which registers the worker's
+# sys.path (cxxrun's hook, agent/python/hook.h, which registers the worker's
 # stack dump and runs the user's or the site's), then usercustomize, with
 # the worker's environment, cwd and sys.argv and without the program's
 # sys.path[0], as in an exec'd worker.
@@ -416,7 +416,7 @@ def _first_entry(args):
 # Runs argv ([python, -u, script | -m module | -c code, args...]) as
 # `python -u` would, in a fresh __main__ module. sys.path is the worker's
 # up to its first entry (the zygote's environment and cwd are the
-# worker's, less per-worker variables: agent/forkserver.cc), and that entry
+# worker's, less per-worker variables: agent/warm/forkserver.cc), and that entry
 # is added as Python adds it: the script's directory, the cwd for -m, ""
 # for -c, none of them under PYTHONSAFEPATH (sys.flags.safe_path, from the
 # same environment); a directory or zip run as a script is added even then.
@@ -489,7 +489,7 @@ def _run(argv):
 
 
 # The zygote's own start, undone for its workers (its bootstrap already
-# took `python -c`'s "" off sys.path, agent/zygote.cc). The zygote ran a
+# took `python -c`'s "" off sys.path, agent/warm/zygote.cc). The zygote ran a
 # sitecustomize of its own, from a private directory first on its
 # PYTHONPATH that this variable names: so that neither the user's
 # sitecustomize nor usercustomize ran here, with the agent's environment,

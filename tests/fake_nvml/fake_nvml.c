@@ -1,5 +1,5 @@
 /* A fake NVML for tests: built as libnvidia-ml.so.1, it implements exactly
- * the functions agent/nvml.h resolves, with nvml.h's ABI (CUDA 12.6's
+ * the functions agent/health/nvml.h resolves, with nvml.h's ABI (CUDA 12.6's
  * nvml.h; the recovery action field, 230, from CUDA 12.8+), and answers
  * from a text file the test writes, named by FAKE_NVML_STATE and read again
  * at every call, so a test changes the GPUs between two calls by rewriting

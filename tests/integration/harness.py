@@ -50,7 +50,7 @@ def free_port():
 
 
 # An expression a worker's Python code can print: whether it was forked from
-# the forkserver, whose frames carry the zygote's file name (agent/zygote.cc);
+# the forkserver, whose frames carry the zygote's file name (agent/warm/zygote.cc);
 # ps and /proc show a forked worker as an exec'd one.
 FORKED = 'any(f.filename == "cxxrun-forkserver" for f in __import__("traceback").extract_stack())'
 

@@ -1,4 +1,4 @@
-"""Every death explained (agent/death.h, docs/exit-codes.md): each cause in the
+"""Every death explained (agent/forensics/death.h, docs/exit-codes.md): each cause in the
 summary's `cause` line, in the event log, and as the job's exit code, made
 for real. The OOM kill comes from a v1 memory cgroup with a small limit (the
 hybrid layout's memory controller), the unkillable worker from a v1 freezer

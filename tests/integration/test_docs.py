@@ -76,7 +76,7 @@ class ManPages(unittest.TestCase):
 
     def test_start_method_says_what_the_default_does_now(self):
         # Not given, a script that imports torch at its top level forks its
-        # workers from the first attempt on (agent/forkserver.h): --help and
+        # workers from the first attempt on (agent/warm/forkserver.h): --help and
         # the page made from the same row say so, not that it starts as spawn.
         said = "forks every worker, the first attempt's too, from one interpreter that imported torch once"
         out = subprocess.run([PROGRAMS["cxxrun"], "--help"], capture_output=True, text=True, timeout=10).stdout
@@ -124,7 +124,7 @@ PRODUCT = ["launcher", "agent", "rendezvous", "store", "net", "etcd", "worker_ru
 
 
 def product_headers():
-    """Every .h of the product, as the map spells it ("agent/spawn.h")."""
+    """Every .h of the product, as the map spells it ("agent/process/spawn.h")."""
     found = []
     for component in PRODUCT:
         for path in glob.glob(os.path.join(SOURCE, component, "**", "*.h"), recursive=True):
@@ -143,12 +143,13 @@ class Map(unittest.TestCase):
 
     def test_no_python_in_a_cxx_string_literal(self):
         """Python is written as .py files (agent/python/, embedded at build
-        time by agent/CMakeLists.txt), never in a C++ raw string."""
+        time by agent/python/CMakeLists.txt), never in a C++ string: neither a
+        raw string nor lines of Python in ordinary literals ("import sys\\n")."""
         sources = []
         for component in PRODUCT:
             for ext in ("*.cc", "*.h", "*.in"):
                 sources += glob.glob(os.path.join(SOURCE, component, "**", ext), recursive=True)
-        self.assertIn(os.path.join(SOURCE, "agent", "python_hook.cc"), sources)  # the glob found the tree
+        self.assertIn(os.path.join(SOURCE, "agent", "python", "hook.cc"), sources)  # the glob found the tree
         python_line = re.compile(r'^\s*(import \w|from [\w.]+ import |def \w+\(|class \w+.*:$|""")', re.M)
         found = []
         for path in sources:
@@ -157,7 +158,9 @@ class Map(unittest.TestCase):
             for m in re.finditer(r'R"([^()\\\s"]{0,16})\((.*?)\)\1"', text, re.S):
                 if m.group(1).lower() == "py" or python_line.search(m.group(2)):
                     found.append(f"{os.path.relpath(path, SOURCE)}: R\"{m.group(1)}(")
-        self.assertEqual(found, [], "Python in a C++ raw string: move it to a file of agent/python/")
+            for m in re.finditer(r'"((?:import \w|from [\w.]+ import |def \w+\()[^"\n]*\\n)"', text):
+                found.append(f"{os.path.relpath(path, SOURCE)}: \"{m.group(1)}\"")
+        self.assertEqual(found, [], "Python in a C++ string: move it to a file of agent/python/")
 
     def test_readme_layout_names_every_top_level_directory(self):
         with open(os.path.join(SOURCE, "README.md")) as f:

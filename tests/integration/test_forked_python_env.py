@@ -98,7 +98,7 @@ class ForkedPythonEnv(TempDirTest):
         env = clean_env(PYTHON_EXEC=TORCH_PYTHON, PYTHONPATH=self.python_path, PYTHONUSERBASE=self.user_base, **env)
         rc, out, err = run(opts + args, env=env)
         self.assertEqual(rc, 0, err)
-        # The zygote's private site directory (agent/zygote.h) is gone.
+        # The zygote's private site directory (agent/warm/zygote.h) is gone.
         self.assertEqual([n for n in os.listdir(env["TMPDIR"]) if n.startswith("cxxrun-forkserver-")], [])
         lines, ranks, forked = [], {}, set()
         for line in out.splitlines():

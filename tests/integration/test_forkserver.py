@@ -54,7 +54,7 @@ show("cached", globals().get("__cached__", "<none>"))
 show("loader", type(globals().get("__loader__")).__name__)
 show("spec", __spec__.name if __spec__ else None)
 show("main", sorted(vars(sys.modules["__main__"])))
-# cxxrun's hook directory (agent/python_hook.h) is in each run's own log dir.
+# cxxrun's hook directory (agent/python/hook.h) is in each run's own log dir.
 show("path", ["<cxxrun hook>" if os.path.isfile(os.path.join(p, "cxxrun", "__init__.py")) else p for p in sys.path])
 # cxxrun's hook registered this process's stack dump (it names the pid in
 # the stack file); `import sitecustomize` gives the one it shadows.

@@ -1,6 +1,6 @@
 """Hangs caught without code changes (--hang-timeout), with every rank's
 stack taken before the kill and the rank that stands apart named
-(agent/hang_watchdog.h, agent/stack_dump.h, agent/culprit.h)."""
+(agent/hang/watchdog.h, agent/hang/stack_dump.h, agent/hang/culprit.h)."""
 import glob
 import json
 import os

@@ -1,7 +1,7 @@
 """The workers' store the agent serves holds a connection per rank: an agent
 started with the soft RLIMIT_NOFILE most systems give (1024; 256 here)
 raises its own to the hard limit, so every rank gets in, and its workers
-still see the limit the agent was started with (agent/open_files.h)."""
+still see the limit the agent was started with (agent/process/open_files.h)."""
 import os
 import resource
 import subprocess

@@ -4,7 +4,7 @@ user (0700 directories, 0600 files, as torchrun's mkdtemp), so another local
 user can neither read it, plant a link in it, nor change the Python hook every
 worker executes; and the hang stack dump never kills a worker, runs its own
 handler, or writes into a descriptor the hook no longer holds, under the
-forked default and spawn alike (agent/private_files.h, agent/stack_hook.h)."""
+forked default and spawn alike (agent/process/private_files.h, agent/hang/stack_hook.h)."""
 import glob
 import os
 import pwd

@@ -1,4 +1,4 @@
-"""Warm restarts without a flag (agent/forkserver.h): with no --start-method,
+"""Warm restarts without a flag (agent/warm/forkserver.h): with no --start-method,
 a script that imports torch at its top level forks every worker from a
 forkserver that imported it once, the first attempt's too. Any other Python
 program's first attempt starts by exec, as spawn; the agent sees what its

@@ -6,8 +6,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "agent/failure.h"
+#include "agent/forensics/failure.h"
 #include "agent/restart_policy.h"
+#include "agent/forensics/summary.h"
 
 using namespace cxxrun::agent;
 

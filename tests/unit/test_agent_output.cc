@@ -7,9 +7,9 @@
 #include <sstream>
 #include <string>
 
-#include "agent/filtered_log.h"
+#include "agent/workers/filtered_log.h"
 #include "agent/hostname.h"
-#include "agent/output.h"
+#include "agent/workers/output.h"
 
 using cxxrun::agent::FilteredLog;
 using cxxrun::agent::line_prefix;

@@ -1,4 +1,4 @@
-// Whom a hang is blamed on (agent/culprit.h): eu-stack's frames parsed as
+// Whom a hang is blamed on (agent/hang/culprit.h): eu-stack's frames parsed as
 // eu-stack 0.188 prints them (texts captured on real processes: a C++
 // program with templates, (anonymous namespace), operators and std::function;
 // a [clone .cold] part; -a's "- 1" marks; a stripped binary), who stands
@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "agent/culprit.h"
+#include "agent/hang/culprit.h"
 
 using namespace cxxrun::agent;
 using namespace std::chrono_literals;

@@ -1,6 +1,6 @@
-// The cause of every ended worker (agent/death.h): one case per cause, what
+// The cause of every ended worker (agent/forensics/death.h): one case per cause, what
 // wins over what, the line the summary shows, that a record carries it to
-// other nodes, and where a core file went (agent/postmortem.h).
+// other nodes, and where a core file went (agent/forensics/postmortem.h).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,9 +9,10 @@
 #include <fstream>
 #include <set>
 
-#include "agent/death.h"
-#include "agent/failure.h"
-#include "agent/postmortem.h"
+#include "agent/forensics/death.h"
+#include "agent/forensics/failure.h"
+#include "agent/forensics/postmortem.h"
+#include "agent/forensics/summary.h"
 
 using namespace cxxrun::agent;
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "agent/config.h"
-#include "agent/event_log.h"
-#include "agent/failure.h"
+#include "agent/report/event_log.h"
+#include "agent/forensics/failure.h"
 
 using namespace cxxrun::agent;
 using nlohmann::json;

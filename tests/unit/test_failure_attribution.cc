@@ -1,5 +1,5 @@
-// Which rank is blamed and what it is blamed for (agent/failure.h,
-// agent/python_traceback.h, agent/death.h): a communication error is never
+// Which rank is blamed and what it is blamed for (agent/forensics/failure.h,
+// agent/forensics/python_traceback.h, agent/forensics/death.h): a communication error is never
 // the root cause while the failure it followed lands within the window; a
 // long traceback keeps its exception and the user's innermost frame; a
 // crash in a side thread shows that thread; the fault line says why it is
@@ -11,12 +11,13 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
-#include "agent/death.h"
-#include "agent/failure.h"
-#include "agent/output.h"
-#include "agent/postmortem.h"
-#include "agent/python_traceback.h"
+#include "agent/forensics/death.h"
+#include "agent/forensics/failure.h"
+#include "agent/workers/output.h"
+#include "agent/forensics/postmortem.h"
+#include "agent/forensics/python_traceback.h"
 #include "agent/restart_policy.h"
+#include "agent/forensics/summary.h"
 
 using namespace cxxrun::agent;
 using namespace std::chrono_literals;

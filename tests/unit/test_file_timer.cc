@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "agent/file_timer.h"
+#include "agent/hang/file_timer.h"
 
 using cxxrun::agent::FileTimerServer;
 using cxxrun::agent::TimerExpiry;

@@ -1,11 +1,11 @@
-// What a learning forkserver preloads (agent/forkserver.h): the packages
+// What a learning forkserver preloads (agent/warm/forkserver.h): the packages
 // whose native code a worker mapped, read from /proc/<pid>/maps text.
 #include <catch2/catch.hpp>
 
 #include <set>
 #include <string>
 
-#include "agent/forkserver.h"
+#include "agent/warm/forkserver.h"
 
 using namespace cxxrun::agent;
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <thread>
 
-#include "agent/gpu_health.h"
+#include "agent/health/gpu_health.h"
 
 using namespace cxxrun::agent;
 using namespace std::chrono_literals;

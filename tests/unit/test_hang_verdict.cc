@@ -1,11 +1,11 @@
-// --hang-timeout's rule (agent/progress_monitor.h) and naming the rank that
-// stands apart from every rank's stack (agent/culprit.h), on recorded dumps.
+// --hang-timeout's rule (agent/hang/progress_monitor.h) and naming the rank that
+// stands apart from every rank's stack (agent/hang/culprit.h), on recorded dumps.
 #include <catch2/catch.hpp>
 #include <map>
 #include <string>
 
-#include "agent/culprit.h"
-#include "agent/progress_monitor.h"
+#include "agent/hang/culprit.h"
+#include "agent/hang/progress_monitor.h"
 
 using namespace cxxrun::agent;
 using namespace std::chrono_literals;

@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/health_report.h"
-#include "agent/health_server.h"
+#include "agent/report/health_report.h"
+#include "agent/report/health_server.h"
 #include "listener.h"
 
 using namespace cxxrun::agent;
@@ -217,7 +217,7 @@ TEST_CASE("health server: /healthz reports the snapshot as JSON") {
                                    {"cause_detail", nullptr}});
   CHECK(body["workers"][1]["state"] == "failed");
   CHECK(body["workers"][1]["seconds_since_heartbeat"].is_null());
-  // Why it failed, in the words of the failure summary (agent/death.h).
+  // Why it failed, in the words of the failure summary (agent/forensics/death.h).
   CHECK(body["workers"][1]["cause"] == "oom-killed");
   CHECK(body["workers"][1]["cause_detail"] == "oom-killed: the kernel's OOM killer killed pid 1001");
   CHECK(body["node_healthy"] == true);

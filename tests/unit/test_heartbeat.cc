@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/heartbeat_monitor.h"
+#include "agent/hang/heartbeat_monitor.h"
 #include "common/heartbeat_layout.h"
 #include "worker_runtime/heartbeat.h"
 

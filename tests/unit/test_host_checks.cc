@@ -1,4 +1,4 @@
-// The node checks that need no GPU (agent/host_checks.h): a site's command,
+// The node checks that need no GPU (agent/health/host_checks.h): a site's command,
 // writable paths with free space, RDMA ports in a sysfs tree the test writes.
 #include <signal.h>
 #include <sys/stat.h>
@@ -12,8 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/host_checks.h"
-#include "agent/node_health.h"
+#include "agent/health/host_checks.h"
+#include "agent/health/node_health.h"
 
 #include <spdlog/logger.h>
 #include <spdlog/sinks/ostream_sink.h>

@@ -1,5 +1,5 @@
 // How job cgroups are named and which left-behind ones an agent removes
-// (agent/cgroup.h), on a fake tree.
+// (agent/process/cgroup.h), on a fake tree.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "agent/cgroup.h"
+#include "agent/process/cgroup.h"
 
 using namespace cxxrun::agent;
 

@@ -1,6 +1,6 @@
 // The kernel's evidence on a worker's death: its log's OOM and fault lines
-// (agent/kernel_log.h), a regular file standing in for /dev/kmsg; the last
-// tests do the real thing, with the memory cgroups (agent/memory_cgroup.h,
+// (agent/forensics/kernel_log.h), a regular file standing in for /dev/kmsg; the last
+// tests do the real thing, with the memory cgroups (agent/forensics/memory_cgroup.h,
 // whose fake trees are in test_memory_cgroup.cc), when root on a host with
 // the v1 memory controller.
 #include <fcntl.h>
@@ -17,8 +17,8 @@
 #include <fstream>
 #include <string>
 
-#include "agent/kernel_log.h"
-#include "agent/memory_cgroup.h"
+#include "agent/forensics/kernel_log.h"
+#include "agent/forensics/memory_cgroup.h"
 #include "temp_tree.h"
 
 using namespace cxxrun::agent;

@@ -1,7 +1,7 @@
 // The run directory and what cxxrun writes in it are private to the job's
 // user whatever the umask (0700 directories, 0600 files, as torchrun's
 // mkdtemp), and nothing is created through a link another user planted
-// (agent/log_dir.h, agent/private_files.h, agent/python_hook.h).
+// (agent/workers/log_dir.h, agent/process/private_files.h, agent/python/hook.h).
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,9 +14,9 @@
 #include <string>
 
 #include "agent/config.h"
-#include "agent/log_dir.h"
-#include "agent/private_files.h"
-#include "agent/python_hook.h"
+#include "agent/workers/log_dir.h"
+#include "agent/process/private_files.h"
+#include "agent/python/hook.h"
 #include "temp_tree.h"
 #include "worker_runtime/error_file.h"
 

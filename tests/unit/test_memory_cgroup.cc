@@ -1,4 +1,4 @@
-// The memory cgroups (agent/memory_cgroup.h): their files' parsing, and
+// The memory cgroups (agent/forensics/memory_cgroup.h): their files' parsing, and
 // detection and reading on fake v1, v2 and hybrid trees under a temporary
 // directory standing in for /proc and /sys/fs/cgroup. The real kernel's are
 // in test_kernel_evidence.cc.
@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <string>
 
-#include "agent/cgroup.h"  // job_cgroup_name
-#include "agent/memory_cgroup.h"
+#include "agent/process/cgroup.h"  // job_cgroup_name
+#include "agent/forensics/memory_cgroup.h"
 #include "temp_tree.h"
 
 using namespace cxxrun::agent;

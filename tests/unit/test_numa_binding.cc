@@ -18,8 +18,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "agent/numa_binding.h"
-#include "agent/worker_binding.h"
+#include "agent/numa/binding.h"
+#include "agent/numa/worker_binding.h"
 #include "options_fixture.h"
 
 using namespace cxxrun::agent;

@@ -1,6 +1,6 @@
 // --append-local-rank: torch.distributed.launch's --local-rank argument,
 // placed where that launcher puts it (right after the program's name).
-#include "agent/worker_env_writer.h"
+#include "agent/process/worker_env_writer.h"
 #include "options_fixture.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // The Python cxxrun runs is the files of agent/python/, byte for byte: what
-// the binary embeds (agent/python_sources.h) and what install_python_hook
+// the binary embeds (agent/python/sources.h) and what install_python_hook
 // writes equal the files in the source tree, so an edit to one is an edit to
 // what runs (a stale or hand-copied text would show here).
 #include <catch2/catch.hpp>
@@ -7,8 +7,8 @@
 #include <sstream>
 #include <string>
 
-#include "agent/python_hook.h"
-#include "agent/python_sources.h"
+#include "agent/python/hook.h"
+#include "agent/python/sources.h"
 #include "temp_tree.h"
 
 using namespace cxxrun::agent;
@@ -28,6 +28,7 @@ std::string read_whole(const std::string& path) {
 TEST_CASE("the embedded Python is the files of agent/python/", "[python_sources]") {
   const std::string source = CXXRUN_PYTHON_DIR;
   CHECK(kZygoteSource == read_whole(source + "/zygote.py"));
+  CHECK(kZygoteSitecustomizeSource == read_whole(source + "/zygote_sitecustomize.py"));
   CHECK(kSitecustomizeSource == read_whole(source + "/sitecustomize.py"));
   CHECK(kPackageSource == read_whole(source + "/cxxrun/__init__.py"));
 }

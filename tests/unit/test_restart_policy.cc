@@ -95,7 +95,7 @@ TEST_CASE("restart policy: too few nodes or a lost store exits 244") {
   CHECK(exit_code::lost == 244);
 }
 
-// --- the cause of the root failure picks the code (agent/death.h) ------------
+// --- the cause of the root failure picks the code (agent/forensics/death.h) ------------
 
 TEST_CASE("restart policy: a user's own failure passes through; infrastructure causes get their own codes") {
   Failure oom = killed(SIGKILL);

@@ -1,4 +1,4 @@
-// What a Python script imports at its top level (agent/script_imports.h):
+// What a Python script imports at its top level (agent/warm/script_imports.h):
 // the default start method's sign that every worker will import torch.
 #include <catch2/catch.hpp>
 
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/script_imports.h"
+#include "agent/warm/script_imports.h"
 
 using namespace cxxrun::agent;
 

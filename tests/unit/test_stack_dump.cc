@@ -1,6 +1,6 @@
 // The stack collector signals only a process whose hook can still take the
-// stack (agent/stack_hook.h), and writes the hang bundle only into a
-// directory it made (agent/stack_dump.h).
+// stack (agent/hang/stack_hook.h), and writes the hang bundle only into a
+// directory it made (agent/hang/stack_dump.h).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -15,9 +15,9 @@
 #include <string>
 
 #include "agent/config.h"
-#include "agent/log_dir.h"
-#include "agent/stack_dump.h"
-#include "agent/stack_hook.h"
+#include "agent/workers/log_dir.h"
+#include "agent/hang/stack_dump.h"
+#include "agent/hang/stack_hook.h"
 #include "temp_tree.h"
 
 using namespace cxxrun::agent;

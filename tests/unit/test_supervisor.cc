@@ -1,5 +1,5 @@
 // The supervisor's phase sequence with no process: fake workers (the Workers
-// seam, agent/workers.h) and a fake rendezvous behind the real link, driven
+// seam, agent/workers/workers.h) and a fake rendezvous behind the real link, driven
 // by the supervisor's own loop. Each case is one way a job goes: a failure
 // and a restart, the budget spent, a lost store, a dead peer, a signal while
 // the rendezvous blocks.
@@ -21,10 +21,10 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/exit_codes.h"
-#include "agent/log_dir.h"
-#include "agent/node_health.h"
+#include "agent/workers/log_dir.h"
+#include "agent/health/node_health.h"
 #include "agent/supervisor.h"
-#include "agent/worker_group.h"
+#include "agent/workers/workers.h"
 #include "rendezvous/rendezvous.h"
 #include "fake_rendezvous.h"
 
@@ -105,6 +105,7 @@ class FakeWorkers final : public Workers {
   const std::vector<std::unique_ptr<Worker>>& workers() const override { return workers_; }
   const std::vector<Failure>& failures() const override { return failures_; }
   std::vector<pid_t> attempt_pids() const override { return {}; }
+  unsigned long long output_bytes(int) const override { return 0; }
   const std::shared_ptr<spdlog::logger>& log() const override { return log_; }
 
  private:

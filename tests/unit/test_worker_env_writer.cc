@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "agent/worker_env_writer.h"
+#include "agent/process/worker_env_writer.h"
 
 using namespace cxxrun::agent;
 

@@ -12,7 +12,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "agent/worker_stdio.h"
+#include "agent/workers/worker_stdio.h"
 
 using namespace cxxrun::agent;
 

@@ -1,0 +1,129 @@
+// Whom a hang is blamed on: every rank's stack, taken at the verdict,
+// grouped by where each one waits, and the workers cxxrun knows are stopped.
+// Pure: the hang watchdog hands it the dumps (agent/hang/stack_dump.h) and what
+// its judges said in one tick, and acts on the answer (docs/hangs.md, "Whom
+// a verdict blames").
+//
+// Where a rank waits is its main thread's innermost frame in the user's own
+// code (not the interpreter's or a library's), with the library function it
+// called from there: "all_reduce at w.py:61" for a rank inside
+// torch.distributed.all_reduce called from line 61, "wedge at w.py:78" for
+// one blocked inside its own function. Ranks that wait at the same place
+// form a group. A rank stands apart only when its stack differs from every
+// other rank's while those others share theirs: it is alone in its group and
+// every other group has two ranks or more. A 2-2 split, a 1-1 split, ranks
+// all at the same frames: no rank stands apart, and the line says so.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cxxrun::agent {
+
+struct Frame {
+  std::string file;  // source file as the dump names it; "" when unknown (no debug info)
+  int line = 0;
+  std::string function;  // as the dump prints it: a demangled C++ name whole ("f(char const*, int) const")
+  std::string module;    // native frames: the executable or library it is in
+};
+
+// The main thread's frames, innermost first, from one dump: Python's
+// faulthandler text (all threads; the main thread is the last one it lists)
+// or eu-stack's (the thread whose TID is the PID). Empty when the text holds
+// no stack.
+std::vector<Frame> main_thread_frames(const std::string& dump);
+
+// One frame line of `eu-stack -m -s` (with or without -a's "- 1" marks):
+//   "#2  0x000055faf061215b run_worker(char const*, int) - /tmp/train"
+//   "#3  0x00007f2f328d44a3 - /usr/lib/x86_64-linux-gnu/libstdc++.so.6"   (no symbol)
+// The function is everything between the address and the last " - " (a
+// demangled name holds spaces, "(anonymous namespace)", "operator<<",
+// "[clone .cold]"), less a symbol version ("@GLIBC_2.2.5"); the module is
+// what follows. nullopt for a line that is not a frame.
+std::optional<Frame> eu_stack_frame(const std::string& line);
+
+// Whether `file` (a source file or a module) is the interpreter's or a
+// library's rather than the user's.
+bool library_file(const std::string& file);
+// A frame of a library: by its module when it has one, else its file; a
+// frame of the user's binary whose source is a system header (an inlined
+// std:: template) is the library's too.
+bool library_frame(const Frame& f);
+
+// "all_reduce at w.py:61", "wedge at w.py:78"; "" for no frames. A C++
+// function is shown without its parameters ("gloo::...::waitRecv at
+// gloo_communicator.cc:154"), one without a symbol by its module
+// ("libgloo.so.0.5.0 at gloo_communicator.cc:154"); without debug info the
+// user's frame is its function in its module ("__pthread_mutex_lock at
+// (anonymous namespace)::wedge in train"), or the module alone when stripped.
+std::string where_it_waits(const std::vector<Frame>& frames);
+
+struct HangPicture {
+  struct Group {
+    std::string where;
+    std::vector<int> ranks;  // ascending
+  };
+  std::vector<Group> groups;  // by their lowest rank
+  std::vector<int> without;   // ranks without a stack
+  // "ranks 0–2 wait in all_reduce at w.py:61; rank 3 waits in wedge at
+  // w.py:78"; ranks without a stack are named as such.
+  std::string line;
+  // The same, one entry a group (ranks without a stack last): what the
+  // failure summary lists when no rank could be named as the cause.
+  std::vector<std::string> group_lines;
+  std::optional<int> apart;  // the rank that stands apart, when one does
+};
+
+// `dumps`: global rank -> dump text ("" when none could be taken).
+HangPicture picture(const std::map<int, std::string>& dumps);
+
+// A rank one of the heartbeat, section or file-timer judges named in this
+// tick, and how far past its limit it was.
+struct Accused {
+  int rank = 0;
+  std::chrono::nanoseconds overdue{0};
+};
+
+// A running worker a signal stopped (SIGSTOP, SIGTSTP...): `since` is the
+// wall-clock time it was seen stopped, as the log prints it. Earliest first.
+struct StoppedRank {
+  int rank = 0;
+  std::string since;
+};
+
+struct Blame {
+  int rank = -1;  // the rank to kill; -1 when none runs
+  // Why, in the words of the failure: "rank 3 stands apart", "rank 2 was
+  // stopped by a signal at 12:00:01 and never continued: every other rank
+  // waits for it", "no rank stands apart; rank 0 was killed only to stop the
+  // job, not as its cause".
+  std::string reason;
+  // Whether the rank is blamed as the hang's cause (stopped, standing apart,
+  // or the one rank a judge named while no other rank waits where it waits).
+  // False when no rank stands apart and it is killed only to stop the job
+  // (3 with several named or with a peer at its place, and 4): then no root
+  // cause can be named, and the summary says so (agent/forensics/failure.h).
+  bool cause = true;
+};
+
+// Whom one tick's verdicts blame and kill, in this order:
+//  1. a worker a signal stopped: the others wait for it (the earliest
+//     stopped when several are);
+//  2. the rank that stands apart;
+//  3. none stands apart: the rank a judge named (the most overdue when it
+//     named several; lowest rank among equals), named as the one past its
+//     limit, not as the cause of the others' wait;
+//  4. none named (--hang-timeout): the lowest running rank, killed only to
+//     stop the job.
+// With one running rank there is no peer to compare: 3 and 4 add no reason.
+// `running`: the ranks still running, ascending.
+Blame blame(const HangPicture& p, const std::vector<Accused>& named, const std::vector<StoppedRank>& stopped,
+            const std::vector<int>& running);
+
+// "0–2", "0, 2, 5", "3".
+std::string rank_list(const std::vector<int>& ranks);
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,53 @@
+// Starting one process by exec: its own session (so a signal to its process
+// group reaches its whole tree), PR_SET_PDEATHSIG so it dies with the agent,
+// stdout/stderr on the descriptors given (agent/workers/worker_stdio.h), nothing
+// else of the agent's open.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "agent/numa/worker_binding.h"
+
+namespace cxxrun::agent {
+
+// The cgroup a worker starts in (agent/process/cgroup.h), so nothing it starts
+// escapes it: descriptors of its directory and of its cgroup.procs.
+struct CgroupTarget {
+  int dir = -1;
+  int procs = -1;
+};
+void close_target(CgroupTarget& target);
+
+// With `cgroup`, the worker is born in it (clone3's CLONE_INTO_CGROUP: as
+// cheap as a fork, where moving a process costs the kernel a grace period),
+// or moves itself there first where clone3 is refused (some seccomp
+// profiles).
+struct SpawnRequest {
+  std::vector<std::string> argv;
+  std::vector<std::string> envp;
+  int stdin_fd = -1;  // -1: the agent's
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  const CgroupTarget* cgroup = nullptr;
+  // Given to the process as descriptor 3 (the forkserver's socket); -1: none.
+  int pass_fd = -1;
+  // A cgroup.procs of another hierarchy (a v1 memory cgroup) the child
+  // joins before exec, when it can; -1: none.
+  int memory_procs = -1;
+  // --numa-binding's CPUs and memory, taken before exec; nullptr: none.
+  const BindingMasks* binding = nullptr;
+  // Starts under SCHED_IDLE, its session's autogroup at nice 19: a
+  // learning forkserver, which must not slow the running workers
+  // (agent/warm/forkserver.h); it returns to normal priority itself.
+  bool idle = false;
+};
+
+// Returns the pid. Throws std::runtime_error naming the program when it
+// cannot be started (fork failure, or exec failure reported back by the
+// child).
+pid_t spawn_process(const SpawnRequest& request);
+
+}  // namespace cxxrun::agent

@@ -1,0 +1,83 @@
+// What the agent tells the outside world about its job: torchelastic's
+// events (--event-log, agent/report/event_log.h) and the health endpoint
+// (--health-port, agent/report/health_server.h). It reads the worker group and the
+// watchdog; nothing it does changes the job.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include "agent/config.h"
+#include "agent/report/event_log.h"
+#include "agent/forensics/death.h"
+#include "agent/forensics/failure.h"
+#include "agent/hang/watchdog.h"
+#include "agent/report/health_snapshot.h"
+
+namespace cxxrun::agent {
+
+class NodeHealth;
+
+class HealthServer;
+class Workers;
+struct Worker;
+
+class Reporter {
+ public:
+  // `state` says what the group is doing, for /healthz.
+  // `checks`: whose last verdicts /healthz and /metrics show (nullptr: none).
+  Reporter(boost::asio::io_context& io, const Config& config, const Workers& group, const HangWatchdog& watchdog,
+           std::function<GroupState()> state, const NodeHealth* checks = nullptr);
+  ~Reporter();
+  Reporter(const Reporter&) = delete;
+  Reporter& operator=(const Reporter&) = delete;
+
+  // A new round or attempt: `config` has this node's place in it.
+  void rendezvous_done(const rendezvous::Assignment& placement, int attempt);
+  void worker_started(const Worker& w);
+  // A hang verdict (agent/hang/watchdog.h) about to kill `w`: UNHEALTHY,
+  // with the verdict, which rank stands apart and the stack; /healthz keeps
+  // the last one.
+  void worker_hung(const Worker& w, const HangWatchdog::Report& r);
+  // Stopped by a signal (UNHEALTHY), or resumed (HEALTHY).
+  void worker_paused(const Worker& w);
+  // Per worker: FAILED (with its error) for this attempt's failures,
+  // SUCCEEDED when the group succeeded, TERMINATED for those stopped.
+  void attempt_ended(bool succeeded);
+  void restarting(int attempt, const std::string& why);
+  // This node failed `check` before a round and steps out (NODE_UNHEALTHY).
+  void node_unhealthy(const std::string& check, const std::string& line);
+
+  // The rendezvous store is unreachable since `since` (a replicated store
+  // without quorum, while the workers go on), or reachable again: /healthz.
+  void rendezvous_unreachable(std::chrono::steady_clock::time_point since) { unreachable_since_ = since; }
+  void rendezvous_reachable() { unreachable_since_.reset(); }
+  // The agent exits with `code`; `root` is the failure summary's root cause
+  // (nullptr: none), whose cause the AGENT FAILED event names.
+  void exiting(int code, const Failure* root);
+
+ private:
+  HealthSnapshot snapshot() const;
+
+  Config c_;
+  rendezvous::Assignment placement_;
+  int attempt_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> unreachable_since_;
+  std::map<Death, int> failures_by_cause_;  // since the agent started
+  bool node_healthy_ = true;                // false once a worker was unkillable
+  std::optional<HangWatchdog::Report> last_hang_;
+  const Workers& group_;
+  const HangWatchdog& watchdog_;
+  std::function<GroupState()> state_;
+  const NodeHealth* health_checks_ = nullptr;
+  EventLog events_;
+  std::unique_ptr<HealthServer> health_;
+};
+
+}  // namespace cxxrun::agent
