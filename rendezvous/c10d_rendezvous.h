@@ -57,55 +57,18 @@
 
 #include "rendezvous/beat_counters.h"
 #include "rendezvous/lease_keeper.h"
+#include "rendezvous/member.h"
+#include "rendezvous/member_liveness.h"
 #include "rendezvous/rendezvous.h"
 #include "store/client.h"
 
 namespace cxxrun::rendezvous {
 
-struct Member {
-  std::string addr;
-  std::string host;
-  long pid = 0;
-  int nproc = 1;
-  int order = 0;
-  std::string group;  // --node-group ("" none)
-};
-// Member::order of a node whose settings have no node_order.
-inline constexpr int kNoOrder = 1 << 30;
 // How long a spare lets the last round's members go first into the next
 // round; one of another --node-group than the job's waits longer, so that
 // a spare of the job's group takes a free place first.
 inline constexpr std::chrono::milliseconds kSpareGivesWay{50};
 inline constexpr std::chrono::milliseconds kFarSpareGivesWay{500};
-
-// How members show they are alive, and how the others see one stop. Without
-// one, C10dRendezvous counts keep-alive beats in the store, a counter per
-// member (keep_alive(), dead_members(); rendezvous/beat_counters.h); over
-// etcd, leases do it (rendezvous/etcd_liveness.h). Called from the
-// rendezvous's one thread.
-class MemberLiveness {
- public:
-  virtual ~MemberLiveness() = default;
-  // This node took `slot` in a round whose members show they are alive
-  // under `alive_prefix`; called before anyone can learn of the slot.
-  virtual void joining(const std::string& alive_prefix, int slot) = 0;
-  // Who of slots 0..members-1 is alive now, as one line of text: the round's
-  // assigner takes it once, when every member has written its descriptor
-  // (so its alive key too), and hands it to every member with its
-  // assignment (a long one once, under the round's alive_snapshot key). No
-  // '|' in it, and never "@".
-  virtual std::string snapshot(const std::string& alive_prefix, int members) = 0;
-  // This node is a member of that round, which has `members` (slots
-  // 0..members-1); `snapshot` is the assigner's, empty if none came.
-  virtual void joined(const std::string& alive_prefix, int members, const std::string& snapshot) = 0;
-  // One keep-alive; throws on failure (the backend logs it).
-  virtual void beat() = 0;
-  // Slots of the round whose members stopped.
-  virtual std::vector<int> dead_slots() = 0;
-  // How many of slots 0..members-1 of a round still show they are alive,
-  // asked by a node waiting for that round to end.
-  virtual int count_alive(const std::string& alive_prefix, int members) = 0;
-};
 
 class C10dRendezvous {
  public:

@@ -1,5 +1,5 @@
-// Liveness by leases, for the rendezvous over etcd (MemberLiveness in
-// c10d_rendezvous.h). This node holds one lease with a TTL of
+// Liveness by leases, for the rendezvous over etcd (MemberLiveness,
+// member_liveness.h). This node holds one lease with a TTL of
 // keep_alive_interval * keep_alive_max_attempt (whole seconds, 3 s by
 // default) and renews it every interval; its alive key of each round hangs
 // on that lease, its slot zero-padded so that the keys of slots 0..n-1 are
@@ -22,8 +22,9 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
-#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/member_liveness.h"
 #include "rendezvous/rendezvous.h"
 
 namespace cxxrun::etcd {

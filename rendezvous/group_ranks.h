@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/member.h"
 #include "rendezvous/round_records.h"
 
 namespace cxxrun::rendezvous {

@@ -1,6 +1,6 @@
 #include "rendezvous/lease_keeper.h"
 
-#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/member_liveness.h"
 
 namespace cxxrun::rendezvous {
 

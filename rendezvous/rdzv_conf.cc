@@ -6,7 +6,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/rendezvous.h"
 #include "store/auth.h"
 
 namespace cxxrun::rendezvous {

@@ -3,6 +3,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "rendezvous/rendezvous.h"
+
 namespace cxxrun::rendezvous {
 
 std::string describe(const Member& m) {

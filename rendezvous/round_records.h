@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/member.h"
 
 namespace cxxrun::rendezvous {
 
