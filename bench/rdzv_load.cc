@@ -52,6 +52,7 @@
 
 #include "args.h"
 #include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/etcd_endpoints.h"
 #include "rendezvous/etcd_job_store.h"
 #include "store/client.h"
 
@@ -115,7 +116,7 @@ RendezvousSettings settings_for(const Args& a, const std::string& run_id, int no
   if (!a.etcd.empty()) {
     std::vector<std::string> members = a.etcd;
     if (a.spread) std::rotate(members.begin(), members.begin() + node % members.size(), members.end());
-    s.etcd.endpoints = cxxrun::etcd::parse_endpoints(members, cxxrun::etcd::Protocol::http);
+    s.etcd.endpoints = cxxrun::rendezvous::parse_etcd_endpoints(members, false);
   }
   return s;
 }

@@ -8,9 +8,9 @@
 #include <boost/uuid/uuid_io.hpp>
 #include <fmt/format.h>
 
-#include "etcd/endpoints.h"
 #include "launcher/values.h"
-#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/etcd_endpoints.h"
+#include "rendezvous/rendezvous.h"
 #include "rendezvous/worker_store.h"
 #include "net/endpoint.h"
 #include "store/wire.h"
@@ -144,9 +144,10 @@ bool is_etcd(const std::string& backend) {
 }
 
 // "h1:2379,h2,[::1]:2379": every member, etcd's client port unless given,
-// parsed here once by etcd's own parser (a scheme, if given, must be the
-// protocol's) and carried as etcd::Endpoints from here on.
-std::vector<etcd::Endpoint> etcd_endpoints(const RawOptions& raw) {
+// parsed here once by etcd's own parser through rendezvous/etcd_endpoints.h
+// (a scheme, if given, must be the protocol's) and carried as
+// rendezvous::EtcdEndpoints from here on.
+std::vector<rdzv::EtcdEndpoint> etcd_endpoints(const RawOptions& raw) {
   const RawValue& text = raw.at("rdzv_endpoint");
   if (text.text.empty())
     throw UsageError(raw.at("rdzv_backend").shown() + " needs --rdzv-endpoint=HOST[:PORT][,HOST[:PORT]...] "
@@ -159,11 +160,10 @@ std::vector<etcd::Endpoint> etcd_endpoints(const RawOptions& raw) {
     start = comma + 1;
   }
   const auto conf = parse_rdzv_conf(raw.at("rdzv_conf"));
-  const auto protocol = conf.count("protocol") && conf.at("protocol") == "https" ? etcd::Protocol::https
-                                                                                 : etcd::Protocol::http;
+  const bool https = conf.count("protocol") && conf.at("protocol") == "https";
   try {
-    return etcd::parse_endpoints({text.text}, protocol);
-  } catch (const std::exception& e) {
+    return rdzv::parse_etcd_endpoints({text.text}, https);
+  } catch (const std::invalid_argument& e) {
     throw UsageError(text.shown() + ": " + e.what());
   }
 }
@@ -174,7 +174,7 @@ void etcd(const RawOptions& raw, agent::Config& c, const Nodes& nodes, std::vect
     notes.push_back(fmt::format("--rdzv-backend={} runs on cxxrun's etcd-v3 backend: etcd's v3 API, which every "
                                 "etcd since 3.4 serves (torch's {} backend speaks v2)",
                                 name, name));
-  const std::vector<etcd::Endpoint> members = etcd_endpoints(raw);
+  const std::vector<rdzv::EtcdEndpoint> members = etcd_endpoints(raw);
   c.rdzv.backend = Backend::etcd;
   c.rdzv.name = "etcd-v3";
   c.rdzv.host = members.front().host;

@@ -45,7 +45,8 @@ std::string adder_name() {
 
 etcd::Options etcd_options(const EtcdSettings& settings, milliseconds timeout) {
   etcd::Options o;
-  o.endpoints = settings.endpoints;
+  o.endpoints.clear();  // etcd's default is a member on this host: only the settings' count
+  for (const EtcdEndpoint& e : settings.endpoints) o.endpoints.push_back({e.host, e.port});
   o.protocol = settings.https ? etcd::Protocol::https : etcd::Protocol::http;
   o.cacert = settings.cacert;
   o.cert = settings.cert;
@@ -356,7 +357,8 @@ void EtcdStore::set_timeout(Duration timeout) {
 std::string EtcdStore::local_address() const {
   if (!local_address_.empty()) return local_address_;
   try {
-    const etcd::Endpoint first = settings_.endpoints.empty() ? etcd::Endpoint{"127.0.0.1"} : settings_.endpoints.front();
+    const EtcdEndpoint first =
+        settings_.endpoints.empty() ? EtcdEndpoint{"127.0.0.1", etcd::kDefaultPort} : settings_.endpoints.front();
     local_address_ = net::address_toward(first.host, first.port);
   } catch (const std::exception& e) {
     throw store::StoreError(std::string("cannot find the address this host reaches etcd by: ") + e.what());

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "etcd/endpoints.h"
+#include "rendezvous/etcd_endpoints.h"
 
 namespace cxxrun::rendezvous {
 
@@ -79,10 +79,12 @@ enum class Backend {
 // How to reach etcd: --rdzv-endpoint's members and the --rdzv-conf keys that
 // torch's etcd backends read (docs/torchrun-compat.md §4).
 struct EtcdSettings {
-  std::vector<etcd::Endpoint> endpoints;  // parsed once, by the launcher; each request fails over to the next
-  bool https = false;                  // protocol=https
-  std::string cacert;                  // PEM files: the CA that signed the members,
-  std::string cert;                    // and this client's certificate and key
+  // Parsed once, by the launcher (parse_etcd_endpoints); each request fails
+  // over to the next.
+  std::vector<EtcdEndpoint> endpoints;
+  bool https = false;  // protocol=https
+  std::string cacert;  // PEM files: the CA that signed the members,
+  std::string cert;    // and this client's certificate and key
   std::string key;
   std::string prefix = "/torchelastic/p2p";  // etcd_prefix, torch's default
   // An etcd user's credentials, for clusters with authentication enabled

@@ -208,7 +208,7 @@ int watch_cancel(const Options& options, const std::vector<std::string>& args) {
 int store_wait(const Options& options, const std::vector<std::string>& args) {
   if (args.size() < 4) throw Usage("usage: store-wait PREFIX MS KEY...");
   cxxrun::rendezvous::EtcdSettings settings;
-  settings.endpoints = options.endpoints;
+  for (const auto& e : options.endpoints) settings.endpoints.push_back({e.host, e.port});
   settings.prefix = args[1];
   const auto timeout = std::chrono::milliseconds(number(args[2]));
   cxxrun::rendezvous::EtcdStore store(settings, timeout);

@@ -8,8 +8,8 @@
 
 #include "etcd/base64.h"
 #include "etcd/client.h"
-#include "etcd/endpoints.h"
 #include "fake_etcd_member.h"
+#include "rendezvous/etcd_endpoints.h"
 #include "rendezvous/etcd_liveness.h"
 #include "rendezvous/etcd_store.h"
 
@@ -21,7 +21,7 @@ namespace {
 
 rendezvous::RendezvousSettings settings_for(const Member& m) {
   rendezvous::RendezvousSettings s;
-  s.etcd.endpoints = etcd::parse_endpoints({m.endpoint()}, etcd::Protocol::http);
+  s.etcd.endpoints = rendezvous::parse_etcd_endpoints({m.endpoint()}, false);
   s.keep_alive_interval = 1s;
   s.read_timeout = 5s;
   return s;

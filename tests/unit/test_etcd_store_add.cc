@@ -5,8 +5,8 @@
 #include <chrono>
 
 #include "etcd/base64.h"
-#include "etcd/endpoints.h"
 #include "fake_etcd_member.h"
+#include "rendezvous/etcd_endpoints.h"
 #include "rendezvous/etcd_store.h"
 
 using namespace cxxrun;
@@ -28,7 +28,7 @@ const std::string kTimedOut =
 
 rendezvous::EtcdSettings settings_for(const Member& m) {
   rendezvous::EtcdSettings s;
-  s.endpoints = etcd::parse_endpoints({m.endpoint()}, etcd::Protocol::http);
+  s.endpoints = rendezvous::parse_etcd_endpoints({m.endpoint()}, false);
   s.prefix = "/p";
   return s;
 }

@@ -6,8 +6,9 @@
 #include <chrono>
 
 #include "etcd/base64.h"
-#include "etcd/endpoints.h"
+#include "etcd/options.h"
 #include "fake_etcd_member.h"
+#include "rendezvous/etcd_endpoints.h"
 #include "rendezvous/etcd_job_store.h"
 #include "rendezvous/etcd_liveness.h"
 #include "rendezvous/etcd_store.h"
@@ -31,7 +32,7 @@ const std::string kTxnSucceeded = Member::ok("{" + kHeader + R"(,"succeeded":tru
 
 rendezvous::RendezvousSettings settings_for(const Member& m) {
   rendezvous::RendezvousSettings s;
-  s.etcd.endpoints = etcd::parse_endpoints({m.endpoint()}, etcd::Protocol::http);
+  s.etcd.endpoints = rendezvous::parse_etcd_endpoints({m.endpoint()}, false);
   s.etcd.prefix = "/p";
   s.keep_alive_interval = 1s;
   s.read_timeout = 5s;
@@ -39,6 +40,27 @@ rendezvous::RendezvousSettings settings_for(const Member& m) {
 }
 
 }  // namespace
+
+// The members travel as rendezvous's own EtcdEndpoints (etcd is private to
+// rendezvous/) and become etcd's only here: the client is told exactly
+// those, not etcd's default member on this host besides.
+TEST_CASE("etcd store: the client reaches exactly the members the settings name") {
+  const auto members = rendezvous::parse_etcd_endpoints({"e1:2379,[::1]:23790", "e3"}, true);
+  rendezvous::EtcdSettings s;
+  s.endpoints = members;
+  s.https = true;
+  const etcd::Options o = rendezvous::etcd_options(s, 5s);
+  CHECK(o.endpoints == std::vector<etcd::Endpoint>{{"e1", 2379}, {"::1", 23790}, {"e3", 2379}});
+  CHECK(o.protocol == etcd::Protocol::https);
+  CHECK(o.timeout == 5s);
+  CHECK(rendezvous::etcd_options({}, 5s).endpoints.empty());
+  // The same lines as etcd's parser, as std::invalid_argument: the launcher's usage error names them.
+  CHECK_THROWS_WITH(rendezvous::parse_etcd_endpoints({"e1:99999"}, false),
+                    "etcd endpoint 'e1:99999': the port must be a number from 1 to 65535");
+  CHECK_THROWS_AS(rendezvous::parse_etcd_endpoints({"https://e1"}, false), std::invalid_argument);
+  CHECK(members.front().text() == "e1:2379");
+  CHECK(members[1].text() == "[::1]:23790");
+}
 
 // A thousand nodes move the round on from 3 to 4 at once; one of them
 // writes. Before, each sent a transaction, and etcd takes a transaction

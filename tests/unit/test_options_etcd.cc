@@ -16,7 +16,7 @@ TEST_CASE("etcd: every member of the endpoint list, port 2379 by default, torch'
   CHECK(c.rdzv.backend == Backend::etcd);
   CHECK(c.rdzv.name == "etcd-v3");
   const auto& e = c.rdzv.settings.etcd;
-  CHECK(e.endpoints == std::vector<cxxrun::etcd::Endpoint>{{"e1", 2379}, {"e2", 2379}, {"::1", 23790}});
+  CHECK(e.endpoints == std::vector<cxxrun::rendezvous::EtcdEndpoint>{{"e1", 2379}, {"e2", 2379}, {"::1", 23790}});
   CHECK(e.https);
   CHECK(e.cacert == ca);
   CHECK(e.cert == cert);
