@@ -9,8 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "store/client.h"
 #include "net/socket_io.h"
+#include "store/client_errors.h"
+#include "store/client_protocol.h"
 
 namespace cxxrun::store {
 

@@ -60,7 +60,7 @@ void bind_and_listen(tcp::acceptor& acceptor, const StoreServerOptions& options)
 
 }  // namespace
 
-StoreServer::Impl::Impl(asio::io_context& io, const StoreServerOptions& options)
+ServerImpl::ServerImpl(asio::io_context& io, const StoreServerOptions& options)
     : listener(io, "store"),
       limits(checked_limits(options)),
       memory_limit(checked_memory_limit(options)),
@@ -69,7 +69,7 @@ StoreServer::Impl::Impl(asio::io_context& io, const StoreServerOptions& options)
       admit(options.admit) {}
 
 // Rare (the budget is nearly spent), so a scan of every connection is fine.
-bool StoreServer::Impl::evict_for(ServerConnection& asking, size_t bytes) {
+bool ServerImpl::evict_for(ServerConnection& asking, size_t bytes) {
   const auto now = std::chrono::steady_clock::now();
   while (held.load(std::memory_order_relaxed) + bytes > memory_limit) {
     std::shared_ptr<ServerConnection> victim;
@@ -100,7 +100,7 @@ bool StoreServer::Impl::evict_for(ServerConnection& asking, size_t bytes) {
   return true;
 }
 
-void StoreServer::Impl::adopt(tcp::socket socket) {
+void ServerImpl::adopt(tcp::socket socket) {
   error_code ec;
   tcp::endpoint remote = socket.remote_endpoint(ec);
   if (ec) return;  // already gone
@@ -123,7 +123,7 @@ void StoreServer::Impl::adopt(tcp::socket socket) {
   connection->start();
 }
 
-void StoreServer::Impl::deliver(StoreState::Outcome& outcome) {
+void ServerImpl::deliver(StoreState::Outcome& outcome) {
   for (StoreState::Delivery& delivery : outcome.deliveries) {
     auto it = connections.find(delivery.client);
     if (it == connections.end()) continue;
@@ -134,7 +134,7 @@ void StoreServer::Impl::deliver(StoreState::Outcome& outcome) {
 
 // Ids grow with every connection, so the lowest unproven id has waited
 // longest; a real agent proves itself within a round trip.
-bool StoreServer::Impl::reclaim_descriptor() {
+bool ServerImpl::reclaim_descriptor() {
   std::shared_ptr<ServerConnection> oldest;
   for (const auto& [id, connection] : connections)
     if (!connection->authenticated() && (!oldest || id < oldest->id())) oldest = connection;
@@ -145,7 +145,7 @@ bool StoreServer::Impl::reclaim_descriptor() {
   return true;
 }
 
-void StoreServer::Impl::log_refusal(const std::string& what) {
+void ServerImpl::log_refusal(const std::string& what) {
   const auto now = std::chrono::steady_clock::now();
   if (now - refusal_window >= kRefusalWindow) {
     count_unlogged_refusals();
@@ -154,19 +154,19 @@ void StoreServer::Impl::log_refusal(const std::string& what) {
   if (++refusals_in_window <= kRefusalsLogged) spdlog::warn("store: {}", what);
 }
 
-void StoreServer::Impl::count_unlogged_refusals() {
+void ServerImpl::count_unlogged_refusals() {
   if (refusals_in_window > kRefusalsLogged)
     spdlog::warn("store: {} more connections refused in the last {} s, not each logged",
                  refusals_in_window - kRefusalsLogged, kRefusalWindow.count());
   refusals_in_window = 0;
 }
 
-void StoreServer::Impl::forget(StoreState::ClientId id) {
+void ServerImpl::forget(StoreState::ClientId id) {
   state.disconnect(id);
   connections.erase(id);
 }
 
-void StoreServer::Impl::close() {
+void ServerImpl::close() {
   if (closed) return;
   closed = true;
   count_unlogged_refusals();
@@ -177,14 +177,14 @@ void StoreServer::Impl::close() {
 }
 
 StoreServer::StoreServer(asio::io_context& io, const StoreServerOptions& options)
-    : impl_(std::make_shared<Impl>(io, options)) {
+    : impl_(std::make_shared<ServerImpl>(io, options)) {
   bind_and_listen(impl_->listener.acceptor(), options);
   tcp::endpoint local = impl_->listener.acceptor().local_endpoint();
   port_ = local.port();
   address_ = net::endpoint_text(local);
   loopback_only_ = local.address().is_loopback();
   spdlog::debug("store: listening on {}", address_);
-  Impl* impl = impl_.get();
+  ServerImpl* impl = impl_.get();
   impl_->listener.start(impl_, [impl](tcp::socket socket) { impl->adopt(std::move(socket)); });
   if (!impl_->token.empty()) impl_->listener.on_exhausted([impl] { return impl->reclaim_descriptor(); });
 }

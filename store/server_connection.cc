@@ -36,7 +36,7 @@ size_t heap_bytes(const std::string& s) { return s.capacity() > kInlineCapacity 
 
 }  // namespace
 
-ServerConnection::ServerConnection(std::shared_ptr<StoreServer::Impl> server, tcp::socket socket,
+ServerConnection::ServerConnection(std::shared_ptr<ServerImpl> server, tcp::socket socket,
                                    StoreState::ClientId id, std::string peer)
     : server_(std::move(server)),
       socket_(std::move(socket)),

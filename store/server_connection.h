@@ -22,7 +22,7 @@ namespace cxxrun::store {
 
 class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
  public:
-  ServerConnection(std::shared_ptr<StoreServer::Impl> server, boost::asio::ip::tcp::socket socket,
+  ServerConnection(std::shared_ptr<ServerImpl> server, boost::asio::ip::tcp::socket socket,
                    StoreState::ClientId id, std::string peer);
 
   // Reads, and with a token, closes the connection if it has not proved it
@@ -63,7 +63,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   void on_written(const boost::system::error_code& ec);
   void account();
 
-  std::shared_ptr<StoreServer::Impl> server_;
+  std::shared_ptr<ServerImpl> server_;
   boost::asio::ip::tcp::socket socket_;
   boost::asio::steady_timer auth_timer_;
   StoreState::ClientId id_;

@@ -1,6 +1,8 @@
 // StoreServer's insides, shared by server.cc (the listener, the connection
 // table, the memory budget) and server_connection.cc (one client). Private
 // to store/: it brings in Asio, so nothing outside those two includes it.
+// It takes its settings from store/server_options.h, never store/server.h:
+// the public class sits above its insides.
 #pragma once
 
 #include <array>
@@ -16,7 +18,7 @@
 
 #include "net/listener.h"
 #include "store/request.h"
-#include "store/server.h"
+#include "store/server_options.h"
 #include "store/state.h"
 
 namespace cxxrun::store {
@@ -32,8 +34,8 @@ inline constexpr std::chrono::milliseconds kStalledAfter{1000};
 inline constexpr std::chrono::seconds kRefusalWindow{10};
 inline constexpr int kRefusalsLogged = 10;
 
-struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
-  Impl(boost::asio::io_context& io, const StoreServerOptions& options);
+struct ServerImpl : std::enable_shared_from_this<ServerImpl> {
+  ServerImpl(boost::asio::io_context& io, const StoreServerOptions& options);
 
   void adopt(boost::asio::ip::tcp::socket socket);
   void deliver(StoreState::Outcome& outcome);

@@ -42,9 +42,11 @@ install(FILES
           ${PROJECT_SOURCE_DIR}/worker_runtime/heartbeat.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/worker_env_reader.h
         DESTINATION ${cxxrun_include_dir}/worker_runtime COMPONENT dev)
-# server.h names its limits' defaults from wire.h.
-install(FILES ${PROJECT_SOURCE_DIR}/store/client.h ${PROJECT_SOURCE_DIR}/store/server.h
-              ${PROJECT_SOURCE_DIR}/store/wire.h
+# client.h and server.h, with what they include: the client's errors and
+# protocols, the server's options, whose limits' defaults come from wire.h.
+install(FILES ${PROJECT_SOURCE_DIR}/store/client.h ${PROJECT_SOURCE_DIR}/store/client_errors.h
+              ${PROJECT_SOURCE_DIR}/store/client_protocol.h ${PROJECT_SOURCE_DIR}/store/server.h
+              ${PROJECT_SOURCE_DIR}/store/server_options.h ${PROJECT_SOURCE_DIR}/store/wire.h
         DESTINATION ${cxxrun_include_dir}/store COMPONENT dev)
 install(EXPORT cxxrunTargets NAMESPACE cxxrun:: DESTINATION ${cxxrun_package_dir} COMPONENT dev)
 
