@@ -8,7 +8,7 @@
 #include <string>
 
 #include "store/client.h"
-#include "worker_runtime/communicator.h"
+#include "worker_runtime/collective_types.h"
 #include "worker_runtime/worker_env_reader.h"
 
 namespace cxxrun::store {

@@ -1,3 +1,5 @@
+// init(), the one function that knows every backend: above them all, so
+// none of them includes communicator.h.
 #include "worker_runtime/communicator.h"
 
 #include "worker_runtime/bootstrap.h"
@@ -7,18 +9,6 @@
 #endif
 
 namespace cxxrun::worker {
-
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::float32:
-    case DType::int32: return 4;
-    case DType::float64:
-    case DType::int64: return 8;
-    case DType::float16:
-    case DType::bfloat16: return 2;
-  }
-  throw CollectiveError("unknown dtype " + std::to_string(static_cast<int>(t)));
-}
 
 std::unique_ptr<Communicator> init(const Options& options) {
   BootstrapEnv env = read_bootstrap_env();

@@ -6,7 +6,8 @@
 #include <memory>
 
 #include "worker_runtime/bootstrap.h"
-#include "worker_runtime/communicator.h"
+#include "worker_runtime/collective_types.h"
+#include "worker_runtime/communicator_interface.h"
 
 namespace cxxrun::worker {
 

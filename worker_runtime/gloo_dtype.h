@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "worker_runtime/communicator.h"
+#include "worker_runtime/collective_types.h"
 
 namespace cxxrun::worker {
 

@@ -12,6 +12,7 @@
 #include "store/client.h"
 #include "net/endpoint.h"
 #include "store/server.h"
+#include "worker_runtime/communicator.h"
 #include "worker_runtime/gloo_communicator.h"
 
 using namespace cxxrun::worker;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "net/endpoint.h"
+#include "worker_runtime/communicator.h"
 #include "worker_runtime/nccl_communicator.h"
 
 using namespace cxxrun::worker;

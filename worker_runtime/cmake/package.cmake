@@ -36,7 +36,9 @@ install(TARGETS cxxrun_worker cxxrun_store cxxrun_net cxxrun
 # For ctypes and other languages: the C ABI in one shared object.
 install(TARGETS cxxrun_worker_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 install(FILES
+          ${PROJECT_SOURCE_DIR}/worker_runtime/collective_types.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/communicator.h
+          ${PROJECT_SOURCE_DIR}/worker_runtime/communicator_interface.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/cxxrun_worker.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/error_file.h
           ${PROJECT_SOURCE_DIR}/worker_runtime/heartbeat.h
