@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/options.h"
+#include "launcher/environment.h"
 #include "launcher/raw_options.h"
 
 namespace cxxrun::launcher {

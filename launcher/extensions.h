@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "agent/config.h"
-#include "launcher/options.h"
+#include "launcher/environment.h"
+#include "launcher/errors.h"
 #include "launcher/raw_options.h"
 
 namespace cxxrun::launcher {

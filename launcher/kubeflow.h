@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "launcher/options.h"
+#include "launcher/environment.h"
 #include "launcher/raw_options.h"
 
 namespace cxxrun::launcher {

@@ -14,8 +14,6 @@
 #include "launcher/raw_options.h"
 #include "launcher/slurm.h"
 
-extern char** environ;
-
 namespace cxxrun::launcher {
 namespace {
 
@@ -165,17 +163,6 @@ RawOptions read_command_line(const std::vector<std::string>& args, const Env& en
 }
 
 }  // namespace
-
-Env current_environment() {
-  Env env;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    std::string_view kv = *entry;
-    auto eq = kv.find('=');
-    if (eq == std::string_view::npos) continue;
-    env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
-  }
-  return env;
-}
 
 Parsed parse(const std::vector<std::string>& args, const Env& env) {
   return parse(args, env, resolve_node_address());

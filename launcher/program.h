@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/options.h"
+#include "launcher/environment.h"
+#include "launcher/errors.h"
 #include "launcher/raw_options.h"
 
 namespace cxxrun::launcher {

@@ -10,7 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "launcher/options.h"
+#include "launcher/environment.h"
+#include "launcher/parsed.h"
 
 namespace cxxrun::launcher {
 

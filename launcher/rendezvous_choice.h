@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "agent/config.h"
+#include "launcher/errors.h"
 #include "launcher/raw_options.h"
 
 namespace cxxrun::launcher {

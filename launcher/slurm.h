@@ -20,7 +20,8 @@
 #include <optional>
 #include <string>
 
-#include "launcher/options.h"
+#include "launcher/environment.h"
+#include "launcher/errors.h"
 #include "launcher/raw_options.h"
 
 namespace cxxrun::launcher {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/config.h"
+#include "launcher/errors.h"
 #include "launcher/program.h"
 #include "launcher/raw_options.h"
 
