@@ -123,6 +123,49 @@ SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 PRODUCT = ["launcher", "agent", "rendezvous", "store", "net", "etcd", "worker_runtime", "common"]
 
 
+def include_circles(root, folders):
+    """Every set of units (foo.h + foo.cc) that include one another, by
+    Tarjan's strongly connected components over the project's own includes."""
+    include = re.compile(r'^#include "([\w/]+)\.h"', re.M)
+    edges = {}
+    for folder in folders:
+        for path in glob.glob(os.path.join(root, folder, "**", "*.*"), recursive=True):
+            if not path.endswith((".h", ".cc")):
+                continue
+            unit = os.path.relpath(path, root).rsplit(".", 1)[0]
+            with open(path) as f:
+                targets = include.findall(f.read())
+            edges.setdefault(unit, set()).update(
+                t for t in targets if t != unit and os.path.exists(os.path.join(root, t + ".h")))
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            circle = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                circle.append(w)
+                if w == v:
+                    break
+            if len(circle) > 1:
+                circles.append(sorted(circle))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return sorted(circles)
+
+
 def product_headers():
     """Every .h of the product, as the map spells it ("agent/process/spawn.h")."""
     found = []
@@ -161,6 +204,15 @@ class Map(unittest.TestCase):
             for m in re.finditer(r'"((?:import \w|from [\w.]+ import |def \w+\()[^"\n]*\\n)"', text):
                 found.append(f"{os.path.relpath(path, SOURCE)}: \"{m.group(1)}\"")
         self.assertEqual(found, [], "Python in a C++ string: move it to a file of agent/python/")
+
+    def test_no_include_points_back_up_a_floor(self):
+        """A header and its source are one unit; a unit that includes
+        another's header sits above it. No include may close a circle: a
+        piece carved out of a unit must not include that unit back (the
+        shared types go in a header below both), in any folder of the
+        product, the agent's wings included."""
+        self.assertEqual(include_circles(SOURCE, PRODUCT + ["bench", "examples"]), [],
+                         "these units include each other (docs/architecture.md: types live under their seams)")
 
     def test_readme_layout_names_every_top_level_directory(self):
         with open(os.path.join(SOURCE, "README.md")) as f:
