@@ -1,7 +1,7 @@
 // What the agent does when its worker group has stopped, or while it waits
 // for the rest of the job: exit with a code, restart here, re-form the job
 // through a new rendezvous round, or wait. A pure function, so that every
-// path is unit-tested (tests/unit/test_restart_policy.cc).
+// path is unit-tested (tests/unit/agent/test_restart_policy.cc).
 //
 // The exit codes themselves are in agent/exit_codes.h; this file decides
 // which one a job gets.

@@ -48,7 +48,7 @@ int supervise(const Config& config, const rendezvous::Assignment& first, LogDir&
 
 // The same loop over the workers `make_workers` gives it, made on the loop's
 // io_context with the supervisor as their listener: the seam that lets
-// tests/unit/test_supervisor.cc drive the phase sequence (failure, restart,
+// tests/unit/agent/test_supervisor.cc drive the phase sequence (failure, restart,
 // re-form, lost store, dead peer, signals) with no process. `guardian` may
 // be null, and `health` (then no checks between rounds). `exit_now(code)` ends the process at once when a signal comes
 // while the rendezvous blocks (production: std::_Exit); if it returns, the

@@ -11,7 +11,7 @@
 // the completer WAITs for every descriptor, MULTI_GETs them and MULTI_SETs
 // every assignment; each agent WAIT+GETs its assignment, rank 0 SETs master,
 // and each WAIT+GETs master. If C10dRendezvous's first round changes, this
-// must follow; tests/unit/test_c10d_rendezvous.cc holds the algorithm itself.
+// must follow; tests/unit/rendezvous/test_c10d_rendezvous.cc holds the algorithm itself.
 //
 //   rdzv_sim --port P [--host 127.0.0.1] --nodes 10000 [--nproc 8] [--timeout 60] [--recover 1]
 //

@@ -1,7 +1,7 @@
 // When a forming round completes, for a node waiting in it: the decision
 // C10dRendezvous::wait_for_completion makes after each look at the store,
 // kept apart from the store so that it is a pure function of what was seen
-// and when (tested without a store, tests/unit/test_round_completion.cc).
+// and when (tested without a store, tests/unit/rendezvous/test_round_completion.cc).
 //
 // A round completes with max nodes at once; with `expected` nodes at once
 // when re-forming a known group (less the members that stepped out); with

@@ -1,7 +1,7 @@
 // What the supervisor, the hang watchdog, the fault injector and the reporter
 // need of one node's workers: the seam in front of WorkerGroup (ninja's
 // CommandRunner is the model). WorkerGroup (agent/workers/worker_group.h) starts real
-// processes; tests/unit/test_supervisor.cc drives the supervisor's phase
+// processes; tests/unit/agent/test_supervisor.cc drives the supervisor's phase
 // sequence through a fake that starts none.
 //
 // The contract every implementation keeps: calls come on the supervisor's
