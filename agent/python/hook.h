@@ -8,15 +8,16 @@
 // `import cxxrun; cxxrun.heartbeat(); with cxxrun.section("step", 600):`,
 // the heartbeat page (common/heartbeat_layout.h) for the main thread. A process that already handles the
 // signal keeps its handler. Python started with -S, -I or -E does not read
-// it (docs/hangs.md). The Python is agent/python/sitecustomize.py and
-// agent/python/cxxrun/__init__.py, built in (agent/python/sources.h).
+// it (docs/hangs.md). The Python is agent/python/sitecustomize.py and every
+// file of agent/python/cxxrun/, built in (agent/python/sources.h).
 #pragma once
 
 #include <string>
 
 namespace cxxrun::agent {
 
-// Writes the hook into `dir` (made if need be), 0700 directories and 0600
+// Writes the hook into `dir` (made if need be): sitecustomize.py and the
+// package's every file under cxxrun/ (kPackageFiles), 0700 directories and 0600
 // files whatever the umask, never through a link (agent/process/private_files.h):
 // every worker executes it. False, with the reason in `why_not`, when it
 // cannot.

@@ -4,15 +4,24 @@
 // is written in a C++ string literal.
 #pragma once
 
+#include <span>
+
 namespace cxxrun::agent {
 
 // agent/python/zygote.py: the forkserver's interpreter (agent/warm/zygote.h).
 extern const char* const kZygoteSource;
 // agent/python/zygote_sitecustomize.py: the zygote's own sitecustomize.
 extern const char* const kZygoteSitecustomizeSource;
-// agent/python/sitecustomize.py and agent/python/cxxrun/__init__.py: the hook
-// every worker's Python reads (agent/python/hook.h).
+// agent/python/sitecustomize.py: the hook every worker's Python reads
+// (agent/python/hook.h).
 extern const char* const kSitecustomizeSource;
-extern const char* const kPackageSource;
+
+struct EmbeddedFile {
+  const char* path;  // under agent/python/, e.g. "cxxrun/__init__.py"
+  const char* text;
+};
+// The cxxrun package beside it: every .py file of agent/python/cxxrun/ and
+// its py.typed, whatever files there are (CMake finds them), sorted by path.
+extern const std::span<const EmbeddedFile> kPackageFiles;
 
 }  // namespace cxxrun::agent
