@@ -68,23 +68,29 @@ struct HookDir {
 };
 
 // Every Python process of the job, the forkserver included, reads cxxrun's
-// sitecustomize (agent/python/hook.h): the stack dump a hang verdict takes.
-// Workers execute it at every start, so it is kept where no other user can
-// put another in its place: the run directory's python/, unless the run
-// directory sits in one that another user can change (a --log-dir others
-// can write without the sticky bit, or one of its parents), where they
-// could move the run directory aside and make their own; then a private
-// temporary directory that nobody else can replace.
+// sitecustomize (agent/python/hook.h): the stack dump a hang verdict takes,
+// and the `cxxrun` package beside it, which a worker's `import cxxrun` finds
+// whatever --log-dir is. Workers execute them at every start, so they are
+// kept where no other user can put others in their place: the run
+// directory's python/, unless the run directory sits in one that another
+// user can change (a --log-dir others can write without the sticky bit, or
+// one of its parents), where they could move the run directory aside and
+// make their own; then, as with no run directory at all (--log-dir=/dev/null),
+// a private temporary directory that nobody else can replace.
 void hook_python(const LogDir& logs, HookDir& temporary) {
-  if (!logs.enabled()) return;
-  std::string dir = logs.run_dir() + "/python";
-  if (const std::string unsafe = replaceable_by_others(logs.run_dir()); !unsafe.empty()) {
+  std::string dir;
+  std::string unsafe;
+  if (logs.enabled()) {
+    dir = logs.run_dir() + "/python";
+    unsafe = replaceable_by_others(logs.run_dir());
+  }
+  if (dir.empty() || !unsafe.empty()) {
     const std::string base = safe_temp_base();
     std::string made = base + "/cxxrun-hook-XXXXXX";
     if (base.empty() || mkdtemp(made.data()) == nullptr) {
-      spdlog::warn("{} can be changed by other users and there is no private temporary directory for cxxrun's Python "
-                   "hook; Python workers' stacks cannot be taken at a hang",
-                   unsafe);
+      spdlog::warn("{} and there is no private temporary directory for cxxrun's Python hook; Python workers cannot "
+                   "import cxxrun unless it is installed, and their stacks cannot be taken at a hang",
+                   unsafe.empty() ? "there is no log directory" : unsafe + " can be changed by other users");
       return;
     }
     temporary.removed_at_exit = made;
@@ -92,7 +98,9 @@ void hook_python(const LogDir& logs, HookDir& temporary) {
   }
   std::string why_not;
   if (!install_python_hook(dir, why_not)) {
-    spdlog::warn("{}; Python workers' stacks cannot be taken at a hang", why_not);
+    spdlog::warn("{}; Python workers cannot import cxxrun unless it is installed, and their stacks cannot be taken "
+                 "at a hang",
+                 why_not);
     return;
   }
   const char* current = getenv("PYTHONPATH");

@@ -21,7 +21,7 @@ def show(key, value):
     print(key, repr(value), flush=True)
 def where(p):
     if p and os.path.isfile(os.path.join(p, "cxxrun", "__init__.py")):
-        return "<cxxrun hook>"  # in each run's own log directory
+        return "<cxxrun hook>"  # in each run's own log directory, or a private temporary one
     return p
 show("path", [where(p) for p in sys.path])
 show("shadow", shadow.__file__)
@@ -152,11 +152,12 @@ class ForkedPythonEnv(TempDirTest):
                     env = {"PYTHONSAFEPATH": safe} if safe else {}
                     lines = self.check(log_dir + [self.script], None, **env)
                     first = [] if safe else [self.app]
-                    hook = [] if log_dir else ["<cxxrun hook>"]
+                    # The hook, and with it `import cxxrun`, with or without
+                    # a log directory (then in a private temporary one).
+                    hook = ["<cxxrun hook>"]
                     self.assertIn(f"[default0]:shadow '{(self.app if not safe else self.dir + '/lib1')}/shadow.py'",
                                   lines)
-                    if not log_dir:
-                        self.assertIn("[default1]:cxxrun True", lines)
+                    self.assertIn("[default1]:cxxrun True", lines)
                     path = [l for l in lines if l.startswith("[default0]:path ")][0]
                     self.assertTrue(path.startswith("[default0]:path " + repr(first + hook + [
                         f"{self.dir}/lib1", f"{self.dir}/lib2"])[:-1]), path)
