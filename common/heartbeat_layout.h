@@ -2,7 +2,11 @@
  * the agent sees whether a worker still makes progress, without any socket
  * or thread in the worker. The agent creates the file, the worker maps it and
  * writes, the agent maps it and reads. Plain C layout with fixed offsets so
- * that C, C++ and Python (mmap + struct) all read the same bytes.
+ * that C, C++ and Python (mmap) all read the same bytes: the Python package
+ * mirrors them in agent/python/cxxrun/_layout.py, and tests/python/test_layout.py
+ * fails when the two differ. The fields added after version 1's first
+ * release (step, step_ns) sit where it had reserved zeroes, so a page stays
+ * version 1 and an older writer or reader still works with it.
  *
  * Protocol
  * --------
@@ -16,6 +20,11 @@
  *   Python's cxxrun.heartbeat() (agent/python/cxxrun/__init__.py) writes one from a side
  *   thread only when the main thread moved since the last it wrote (the
  *   first always, so beating only from a side thread still arms the judge).
+ * Worker, step: step = the training step it reached (any value, in any
+ *   order: a restart from a checkpoint goes back), then step_ns = CLOCK_MONOTONIC
+ *   now (release). step_ns == 0: no step reported; read step_ns (acquire),
+ *   then step. A step is a number the worker reports, not a beat: the hang
+ *   judges never read it (progress for the restart verdicts does).
  * Worker, section: a named span with its own timeout, kept in one of
  *   CXXRUN_HEARTBEAT_SECTIONS slots guarded by a sequence lock:
  *     claim   CAS seq from even E to E+1 (only the claimer writes the slot)
@@ -70,7 +79,9 @@ struct cxxrun_heartbeat_page {
   uint64_t owner_pid;    /* the last process that attached, for diagnostics */
   uint64_t beats;        /* number of beats so far */
   uint64_t last_beat_ns; /* 0 until the first beat */
-  uint64_t reserved[3];
+  uint64_t step;         /* the last step reported; meaningful once step_ns != 0 */
+  uint64_t step_ns;      /* when it was reported; 0 until the first */
+  uint64_t reserved;
   struct cxxrun_heartbeat_section sections[CXXRUN_HEARTBEAT_SECTIONS];
 };
 
@@ -78,6 +89,8 @@ CXXRUN_HB_ASSERT(sizeof(struct cxxrun_heartbeat_section) == 64, "section slot la
 CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_section, name) == 32, "section slot layout");
 CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_page, beats) == 24, "page layout");
 CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_page, last_beat_ns) == 32, "page layout");
+CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_page, step) == 40, "page layout");
+CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_page, step_ns) == 48, "page layout");
 CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_page, sections) == 64, "page layout");
 CXXRUN_HB_ASSERT(sizeof(struct cxxrun_heartbeat_page) <= CXXRUN_HEARTBEAT_PAGE_SIZE, "page fits");
 

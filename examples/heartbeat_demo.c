@@ -4,7 +4,7 @@
  *   heartbeat_demo [--steps N] [--hang-at STEP] [--timeout SECONDS]
  *
  * Each step is a section "step" with the given timeout (5 s by default) and
- * beats every 100 ms. --hang-at STEP stops beating inside that step, as a
+ * beats every 100 ms, then reports the steps done. --hang-at STEP stops beating inside that step, as a
  * stuck collective would, so the agent sees both the heartbeat and the
  * section overdue. Outside cxxrun the reporting calls do nothing. */
 #define _POSIX_C_SOURCE 200809L
@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
     sleep_ms(100);
     cxxrun_heartbeat_beat();
     cxxrun_section_end("step");
+    cxxrun_step((uint64_t)step + 1); /* steps done: the agent's view of progress */
   }
   return 0;
 }

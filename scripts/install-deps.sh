@@ -20,6 +20,7 @@ test_packages=(
   libboost-filesystem1.81-dev catch2
   clang libclang-rt-14-dev
   python3 python3-torch
+  python3-pytest  # the cxxrun Python package's tests (tests/python/)
   python3-yaml  # reads examples/kubernetes/ in tests/integration/test_kubernetes.py
   procps iproute2 util-linux
   elfutils  # eu-stack: a native worker's stack when it hangs (agent/hang/stack_dump.h)

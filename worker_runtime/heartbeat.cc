@@ -121,6 +121,14 @@ void cxxrun_heartbeat_beat(void) {
   atomic(page->beats).fetch_add(1, std::memory_order_relaxed);
 }
 
+void cxxrun_step(uint64_t step) {
+  Page* page = g_page.load(std::memory_order_acquire);
+  if (!page) return;
+  // The step before its time (release): a reader that sees the time sees it.
+  atomic(page->step).store(step, std::memory_order_relaxed);
+  atomic(page->step_ns).store(monotonic_ns(), std::memory_order_release);
+}
+
 int cxxrun_section_begin(const char* name, double timeout_seconds) {
   Page* page = g_page.load(std::memory_order_acquire);
   if (!page) return 1;

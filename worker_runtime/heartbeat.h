@@ -6,6 +6,7 @@
  *     cxxrun_section_begin("step", 30); // "a step never takes over 30 s"
  *     ...; cxxrun_heartbeat_beat();     // "still alive"
  *     cxxrun_section_end("step");
+ *     cxxrun_step(n);                   // "reached training step n"
  *   }
  *
  * The agent passes a shared-memory page in CXXRUN_HEARTBEAT_FILE (layout and
@@ -15,6 +16,8 @@
  * handlers. A child forked after init does not report for its parent. */
 #ifndef CXXRUN_WORKER_RUNTIME_HEARTBEAT_H
 #define CXXRUN_WORKER_RUNTIME_HEARTBEAT_H
+
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,6 +31,12 @@ int cxxrun_heartbeat_init(void);
 
 /* Marks progress: a clock read and two atomic stores. */
 void cxxrun_heartbeat_beat(void);
+
+/* Reports the training step this worker reached: any value, in any order
+ * (a restart from a checkpoint goes back). A number for the agent's view of
+ * progress, not a beat: the heartbeat judge never reads it. Two atomic
+ * stores, from any thread. */
+void cxxrun_step(uint64_t step);
 
 /* Opens the section `name` (cut to 31 bytes) which the agent reports when it
  * is still open `timeout_seconds` after this call; <= 0 means no deadline.

@@ -166,6 +166,10 @@ std::optional<HeartbeatSnapshot> HeartbeatMonitor::snapshot(int local_rank, nano
   snap.pid = static_cast<pid_t>(atomic(page->owner_pid).load(std::memory_order_relaxed));
   snap.beats = atomic(page->beats).load(std::memory_order_relaxed);
   if (uint64_t last = atomic(page->last_beat_ns).load(std::memory_order_relaxed)) snap.since_last_beat = since(last, now);
+  if (uint64_t at = atomic(page->step_ns).load(std::memory_order_acquire)) {
+    snap.step = atomic(page->step).load(std::memory_order_relaxed);
+    snap.since_step = since(at, now);
+  }
   for (const auto& slot : page->sections) {
     heartbeat::SectionCopy s;
     if (heartbeat::read_section(slot, s) && s.active)

@@ -44,6 +44,10 @@ struct HeartbeatSnapshot {
   pid_t pid = 0;       // the process that attached; 0 if none did
   uint64_t beats = 0;
   std::optional<std::chrono::nanoseconds> since_last_beat;  // empty before the first beat
+  // The training step the worker last reported (cxxrun.step(), cxxrun_step())
+  // and how long ago; empty before its first report.
+  std::optional<uint64_t> step;
+  std::optional<std::chrono::nanoseconds> since_step;
   std::vector<OpenSection> sections;
 };
 

@@ -5,7 +5,7 @@
 // then runs the `sitecustomize` it shadows (Debian's, a virtualenv's, the
 // user's), so nothing of theirs is lost, and leaves it as what `import
 // sitecustomize` gives. Beside it, the `cxxrun` package:
-// `import cxxrun; cxxrun.heartbeat(); with cxxrun.section("step", 600):`,
+// `import cxxrun; cxxrun.heartbeat(); cxxrun.step(n); with cxxrun.section("step", 600):`,
 // the heartbeat page (common/heartbeat_layout.h) for the main thread. A process that already handles the
 // signal keeps its handler. Python started with -S, -I or -E does not read
 // it (docs/hangs.md). The Python is agent/python/sitecustomize.py and every

@@ -1,7 +1,7 @@
 """`import cxxrun` in a Python worker under cxxrun (agent/python/hook.h,
 `hook_python` in agent/agent.cc): the agent's embedded copy of the package,
 first on every worker's PYTHONPATH whatever --log-dir is, every file of it,
-ahead of any other copy."""
+ahead of any other copy; the page it writes is the agent's."""
 import os
 
 from harness import TempDirTest, clean_env, run
@@ -9,11 +9,13 @@ from harness import TempDirTest, clean_env, run
 REPORT = """
 import os, sys
 import cxxrun
+import cxxrun._layout
 here = os.path.dirname(cxxrun.__file__)
 print("package:", here)
 print("py.typed:", os.path.exists(os.path.join(here, "py.typed")))
 print("enabled:", cxxrun.enabled())
 cxxrun.heartbeat()
+cxxrun.step(5)
 with cxxrun.section("step", timeout=30):
     pass
 """

@@ -55,6 +55,7 @@ TEST_CASE("heartbeat calls do nothing outside cxxrun") {
   cxxrun_heartbeat_beat();
   CHECK(cxxrun_section_begin("step", 1.0) == 1);
   cxxrun_section_end("step");
+  cxxrun_step(12);
   cxxrun_heartbeat_shutdown();
 }
 
@@ -238,6 +239,79 @@ TEST_CASE("threads open and close sections while the monitor reads") {
   auto snap = w.monitor.snapshot(0);
   CHECK(snap->sections.empty());
   CHECK(snap->beats == 4 * 20000);
+}
+
+TEST_CASE("the monitor reads the step a worker reported, which is no beat") {
+  Attached w(1s);
+  auto snap = w.monitor.snapshot(0);
+  REQUIRE(snap);
+  CHECK_FALSE(snap->step);  // nothing reported yet: not step 0
+  CHECK_FALSE(snap->since_step);
+  cxxrun_step(0);
+  snap = w.monitor.snapshot(0);
+  REQUIRE(snap->step);
+  CHECK(*snap->step == 0);
+  cxxrun_step(UINT64_MAX);
+  CHECK(*w.monitor.snapshot(0)->step == UINT64_MAX);
+  cxxrun_step(30);  // a restart from a checkpoint goes back
+  const nanoseconds t = now();
+  snap = w.monitor.snapshot(0, t);
+  CHECK(*snap->step == 30);
+  REQUIRE(snap->since_step);
+  CHECK(*snap->since_step < 500ms);
+  // Steps are not beats: the heartbeat judge stays unarmed.
+  CHECK(snap->beats == 0);
+  CHECK_FALSE(snap->since_last_beat);
+  CHECK(w.monitor.check(t + 3600s).empty());
+}
+
+// The agent's side of the Python package (agent/python/cxxrun/): what a
+// Python worker writes, the monitor reads at the offsets of
+// common/heartbeat_layout.h.
+TEST_CASE("the monitor reads what Python's cxxrun package wrote") {
+  HeartbeatMonitor monitor(1s);
+  const std::string path = monitor.create(1);
+  const std::string python_path = std::string("PYTHONPATH=") + CXXRUN_PYTHON_DIR;
+  const std::string page = std::string(CXXRUN_HEARTBEAT_ENV) + "=" + path;
+  const char* code =
+      "import os, cxxrun\n"
+      "assert cxxrun.enabled()\n"
+      "cxxrun.heartbeat()\n"
+      "cxxrun.step(7)\n"
+      "cxxrun.step(41 + 1)\n"
+      "with cxxrun.section('outer', timeout=60):\n"
+      "    cxxrun.section('load', 2.5).__enter__()\n"
+      "    os._exit(0)\n";  // dies inside both, as a killed worker would
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    char* const argv[] = {const_cast<char*>(CXXRUN_PYTHON), const_cast<char*>("-c"), const_cast<char*>(code),
+                          nullptr};
+    char* const envp[] = {const_cast<char*>(python_path.c_str()), const_cast<char*>(page.c_str()),
+                          const_cast<char*>("PYTHONDONTWRITEBYTECODE=1"), nullptr};  // no .pyc in the source tree
+    execve(CXXRUN_PYTHON, argv, envp);
+    _exit(127);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  auto snap = monitor.snapshot(1);
+  REQUIRE(snap);
+  CHECK(snap->pid == child);
+  CHECK(snap->beats == 1);
+  CHECK(snap->since_last_beat);
+  REQUIRE(snap->step);
+  CHECK(*snap->step == 42);
+  REQUIRE(snap->sections.size() == 2);
+  CHECK(snap->sections[0].name == "outer");
+  CHECK(snap->sections[0].timeout == 60s);
+  CHECK(snap->sections[1].name == "load");
+  CHECK(snap->sections[1].timeout == 2500ms);
+  auto v = monitor.check(now() + 3s);
+  REQUIRE(v.size() == 2);
+  CHECK(v[0].what == "heartbeat");
+  CHECK(v[1].what == "load");
 }
 
 TEST_CASE("a page written by another process is read by the monitor") {
