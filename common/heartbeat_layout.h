@@ -24,7 +24,8 @@
  *   order: a restart from a checkpoint goes back), then step_ns = CLOCK_MONOTONIC
  *   now (release). step_ns == 0: no step reported; read step_ns (acquire),
  *   then step. A step is a number the worker reports, not a beat: the hang
- *   judges never read it (progress for the restart verdicts does).
+ *   judges never read it; the agent's view of progress does
+ *   (HeartbeatSnapshot::step, agent/hang/heartbeat_monitor.h).
  * Worker, section: a named span with its own timeout, kept in one of
  *   CXXRUN_HEARTBEAT_SECTIONS slots guarded by a sequence lock:
  *     claim   CAS seq from even E to E+1 (only the claimer writes the slot)
