@@ -210,9 +210,31 @@ def test_a_section_from_another_thread_is_ignored_and_said_once(cxxrun, page, ca
 
 
 def test_a_side_thread_beat_counts_only_when_the_main_thread_moved(cxxrun, page):
-    # While the main thread waits in join() (same line, no CPU), only the
-    # first of the side thread's beats counts.
-    in_thread(lambda: (cxxrun.heartbeat(), cxxrun.heartbeat(), cxxrun.heartbeat()))
+    # The main thread blocks on a lock (same line, no CPU) that the side
+    # thread releases after beating three times: only its first beat counts.
+    gate = threading.Lock()
+    gate.acquire()
+    main = threading.main_thread().ident
+
+    def wedged():
+        gate.acquire()
+
+    def side():
+        try:
+            for _ in range(3000):  # until the main thread is inside wedged()
+                frame = sys._current_frames().get(main)
+                if frame is not None and frame.f_code is wedged.__code__:
+                    break
+                time.sleep(0.01)
+            for _ in range(3):
+                cxxrun.heartbeat()
+        finally:
+            gate.release()
+
+    t = threading.Thread(target=side)
+    t.start()
+    wedged()
+    t.join(timeout=60)
     assert page.read("beats") == 1
     cxxrun.heartbeat()  # the main thread's own always counts
     assert page.read("beats") == 2
