@@ -21,6 +21,9 @@ test_packages=(
   clang libclang-rt-14-dev
   python3 python3-torch
   python3-pytest  # the cxxrun Python package's tests (tests/python/)
+  # Build the wheel with Debian's tools, nothing downloaded, and install it
+  # into a venv (pyproject.toml, tests/integration/test_wheel.py).
+  python3-setuptools python3-wheel python3-build python3-venv
   python3-yaml  # reads examples/kubernetes/ in tests/integration/test_kubernetes.py
   procps iproute2 util-linux
   elfutils  # eu-stack: a native worker's stack when it hangs (agent/hang/stack_dump.h)
