@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -24,6 +25,9 @@ from harness import clean_env, free_port, wait_for
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PACKAGES = os.environ.get("CXXRUN_PACKAGES", os.path.join(ROOT, "build"))
+PYTHON_PACKAGE = os.path.join(ROOT, "agent", "python", "cxxrun")
+# Debian's place for packaged Python modules, read by every Python 3 on it.
+DIST_PACKAGES = "usr/lib/python3/dist-packages"
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip() \
     if shutil.which("dpkg") else ""
 
@@ -109,6 +113,39 @@ class InstalledPackage(unittest.TestCase):
                     with open(path, errors="replace") as f:
                         text = f.read()
                     self.assertNotIn(ROOT, text, path)
+
+    def test_the_python_package(self):
+        listing = subprocess.run(["dpkg-deb", "-c", package("cxxrun")], capture_output=True, text=True,
+                                 check=True).stdout
+        wanted = sorted(f for f in os.listdir(PYTHON_PACKAGE) if f.endswith(".py") or f == "py.typed")
+        self.assertIn("__main__.py", wanted)
+        packaged = sorted(re.findall(r"\./" + re.escape(DIST_PACKAGES) + r"/cxxrun/([^/\s]+)$", listing, re.M))
+        self.assertEqual(packaged, wanted, "the .deb's cxxrun package is not agent/python/cxxrun/'s files")
+        for name in wanted:
+            with open(os.path.join(PYTHON_PACKAGE, name), "rb") as a, \
+                    open(os.path.join(self.root, DIST_PACKAGES, "cxxrun", name), "rb") as b:
+                self.assertEqual(a.read(), b.read(), name)
+        # Imported from the unpacked tree, as the system Python would from
+        # /usr/lib/python3/dist-packages, with the working directory outside
+        # the checkout; `python3 -m cxxrun` runs the package's usr/bin/cxxrun.
+        site = os.path.join(self.root, DIST_PACKAGES)
+        env = clean_env(PYTHONPATH=site, PATH=os.pathsep.join([os.path.join(self.root, "usr", "bin"), "/usr/bin", "/bin"]))
+        p = self.run_installed([sys.executable, "-c", "import cxxrun; print(cxxrun.__file__)"], env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), os.path.join(site, "cxxrun", "__init__.py"))
+        installed = self.run_installed([self.cxxrun, "--version"]).stdout
+        p = self.run_installed([sys.executable, "-m", "cxxrun", "--version"], env=env)
+        self.assertEqual((p.returncode, p.stdout), (0, installed), p.stderr)
+        p = self.run_installed([sys.executable, "-m", "cxxrun", "--standalone", "--nproc-per-node=2", "--no-python",
+                                "sh", "-c", 'echo "rank $RANK of $WORLD_SIZE"'], env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("rank 1 of 2", p.stdout)
+        # With no cxxrun program to run, one line and exit 2.
+        p = self.run_installed([sys.executable, "-m", "cxxrun", "--version"],
+                               env=clean_env(PYTHONPATH=site, PATH=self.work))
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+        self.assertIn("no cxxrun program to run", p.stderr)
 
     def test_a_two_worker_job(self):
         p = self.run_installed([self.cxxrun, "--standalone", "--nproc-per-node=2", "--no-python",
