@@ -196,6 +196,24 @@ class Wheel(unittest.TestCase, Jobs):
         self.assertIn("rank 0 of 2: sum 3", p.stdout)
         self.assertIn("rank 1 of 2: sum 3", p.stdout)
 
+    def test_workers_run_with_the_launching_python(self):
+        """As under `python -m torch.distributed.run`: a venv's python that
+        is not on PATH (the venv not activated) still runs the workers;
+        PYTHON_EXEC, when set, still wins."""
+        script = os.path.join(self.work, "which.py")
+        with open(script, "w") as f:
+            f.write("import sys; print('interpreter', sys.executable)\n")
+        env = clean_env(PATH=os.pathsep.join(["/usr/bin", "/bin"]))
+        env.pop("PYTHONPATH", None)
+        for launcher in ([self.python, "-m", "cxxrun"], [os.path.join(self.bin, "cxxrun")]):
+            p = self.run_in(launcher + ["--standalone", "--nproc-per-node=1", script], env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(f"interpreter {self.python}", p.stdout, launcher)
+        p = self.run_in([self.python, "-m", "cxxrun", "--standalone", "--nproc-per-node=1", script],
+                        dict(env, PYTHON_EXEC="/usr/bin/python3"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("interpreter /usr/bin/python3", p.stdout)
+
     def test_import_cxxrun(self):
         code = "import cxxrun, cxxrun.__main__, cxxrun._launcher; print(cxxrun.__file__)"
         p = self.run_in(["python", "-c", code], self.env())

@@ -72,6 +72,12 @@ def run(name, args=None):
                          f"scripts aside); install the cxxrun wheel or the cxxrun .deb\n")
         sys.stderr.flush()
         raise SystemExit(2)
+    if name == "cxxrun" and sys.executable and "PYTHON_EXEC" not in os.environ:
+        # Python workers run with the interpreter that launched this, as
+        # under `python -m torch.distributed.run` (torch's sys.executable):
+        # a venv's python, activated or not. PYTHON_EXEC is how the program
+        # is told (launcher/program.h); one the user set wins.
+        os.environ["PYTHON_EXEC"] = sys.executable
     sys.stdout.flush()
     sys.stderr.flush()
     # Python starts with SIGPIPE and SIGXFSZ ignored, and an ignored signal
