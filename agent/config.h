@@ -199,6 +199,13 @@ struct Config {
   // --hang-timeout: no worker of this node made progress (CPU, output,
   // heartbeats) for this long (agent/hang/progress_monitor.h); 0 = off.
   std::chrono::milliseconds hang_timeout{0};
+  // Progress tracked per attempt (agent/progress/progress_tracker.h).
+  // --progress-pattern REGEX: a worker output line matching it is progress,
+  // its first capture group the step ("" = off; the launcher checked it).
+  // --checkpoint-dir DIR: a new entry there is a checkpoint (absolute; ""
+  // = off; it need not exist).
+  std::string progress_pattern;
+  std::string checkpoint_dir;
   // torchrun's file-timer watchdog: TORCHELASTIC_ENABLE_FILE_TIMER=1, FIFO at
   // TORCHELASTIC_TIMER_FILE ("" = a fresh path).
   bool file_timer = false;

@@ -17,6 +17,7 @@
 #include "agent/hang/watchdog.h"
 #include "agent/hostname.h"
 #include "agent/keep_alive.h"
+#include "agent/progress/progress_tracker.h"
 #include "agent/round_gate.h"
 #include "agent/rendezvous_link.h"
 #include "agent/report/reporter.h"
@@ -53,6 +54,7 @@ class Supervisor final : Workers::Listener {
         group_(make_workers(io_, *this)),
         watchdog_(io_, c_, logs, *group_,
                   [this](const Worker& w, const HangWatchdog::Report& r) { reporter_.worker_hung(w, r); }),
+        progress_(io_, c_, [this] { return watchdog_.highest_step(); }),
         faults_(io_, *group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
         reporter_(io_, c_, *group_, watchdog_, [this] { return group_state(); }, health),
         link_(std::make_unique<RendezvousLink>(io_, rdzv_)),
@@ -66,9 +68,12 @@ class Supervisor final : Workers::Listener {
                      [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}),
         gate_(io_, c_, health, reporter_, *link_, log_) {
     set_logger();
+    if (progress_.watches_output())
+      group_->observe_lines([this](int, std::string_view line) { progress_.line(line); });
   }
 
   ~Supervisor() {
+    group_->observe_lines({});  // the group outlives the tracker, and may drain a pipe yet
     link_.reset();  // joins its thread: nothing else calls the rendezvous now
     if (rdzv_.elastic()) rdzv_.watch({});
   }
@@ -89,7 +94,10 @@ class Supervisor final : Workers::Listener {
 
  private:
   // Workers::Listener
-  void on_worker_started(const Worker& w) override { reporter_.worker_started(w); }
+  void on_worker_started(const Worker& w) override {
+    progress_.worker_started();
+    reporter_.worker_started(w);
+  }
   void on_worker_exited(const Worker& w) override {
     watchdog_.forget(w.pid);
     // Everyone ended on their own while the group waited for more failures.
@@ -124,6 +132,10 @@ class Supervisor final : Workers::Listener {
     stop(Cause::success, SIGTERM);
   }
   void on_group_stopped() override {
+    if (auto record = progress_.attempt_ended()) {
+      log_->info("{}", describe(*record));
+      reporter_.attempt_progress(*record);
+    }
     reporter_.attempt_ended(cause_ == Cause::success);
     act(decide(situation()));
   }
@@ -146,6 +158,7 @@ class Supervisor final : Workers::Listener {
     alive_nodes_ = placement_.group_world_size;
     watchdog_.new_attempt(attempt_);
     watchdog_.set_judging(true);
+    progress_.attempt_started(attempt_);
     faults_.schedule(c_, placement_, attempt_, [this] { return phase_ == Phase::running; });
     group_->start(c_, placement_, attempt_,
                  [this](EnvMap& env, int local_rank) { watchdog_.add_env(env, local_rank); });
@@ -492,6 +505,7 @@ class Supervisor final : Workers::Listener {
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<Workers> group_;
   HangWatchdog watchdog_;
+  ProgressTracker progress_;
   FaultInjector faults_;
   Reporter reporter_;
   std::unique_ptr<RendezvousLink> link_;

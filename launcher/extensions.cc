@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/progress/progress_pattern.h"
 #include "launcher/values.h"
 #include "net/endpoint.h"
 
@@ -92,6 +93,24 @@ milliseconds heartbeat_timeout(const RawValue& value) {
   if (!seconds || *seconds < 0 || *seconds > kMaxSeconds)
     throw bad(value, "must be a number of seconds > 0 (at most 1e9), or 0 for off");
   return to_ms(*seconds);
+}
+
+// The pattern's one check (agent/progress/progress_pattern.h), before any
+// worker runs.
+std::string progress_pattern(const RawValue& value) {
+  if (auto why = agent::check_progress_pattern(value.text)) throw bad(value, *why);
+  return value.text;
+}
+
+// Absolute, so a worker that changes directory does not move it; it need
+// not exist yet (the job may make it), but what is there must be one.
+std::string checkpoint_dir(const RawValue& value) {
+  if (trim(value.text).empty()) throw bad(value, "needs a directory");
+  std::error_code ec;
+  const fs::path path = fs::absolute(value.text, ec);
+  if (ec) throw bad(value, ec.message());
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec)) throw bad(value, "exists and is not a directory");
+  return path.lexically_normal().string();
 }
 
 milliseconds kill_timeout(const RawValue& value) {
@@ -254,6 +273,8 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
   if (const RawValue* v = raw.find("hang_timeout")) c.hang_timeout = heartbeat_timeout(*v);
   section_timeouts(raw.list("section_timeout"), c.section_timeouts);
   if (const RawValue* v = raw.find("stack_dump_signal")) c.stack_dump_signal = stack_dump_signal(*v);
+  if (const RawValue* v = raw.find("progress_pattern")) c.progress_pattern = progress_pattern(*v);
+  if (const RawValue* v = raw.find("checkpoint_dir")) c.checkpoint_dir = checkpoint_dir(*v);
   file_timer(env, c);
   containment(env, c);
   tty(raw, env, c);

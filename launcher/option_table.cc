@@ -123,6 +123,13 @@ constexpr OptionSpec kOptions[] = {
     {"--hang-timeout,--hang_timeout", "SECONDS", nullptr, value, extensions,
      "The job is hung when no worker of a node made progress (CPU time, output, heartbeats) this long: "
      "every rank's stack is taken, the rank that stands apart is named and killed (0: off)."},
+    {"--progress-pattern,--progress_pattern", "REGEX", nullptr, value, extensions,
+     "A worker output line matching REGEX (Perl syntax, searched in the line without its prefix) is "
+     "progress; its first capture group, when a number, is the step (e.g. 'step (\\d+)'). Each attempt's "
+     "progress is logged when it ends."},
+    {"--checkpoint-dir,--checkpoint_dir", "DIR", nullptr, value, extensions,
+     "A file or directory appearing in DIR while an attempt runs is a checkpoint; the last number in its "
+     "name is its step (ckpt-000300.pt: 300). DIR may be made by the job."},
     {"--kill-timeout,--kill_timeout", "SECONDS", nullptr, value, extensions,
      static_text::text<"How long a worker may outlive SIGKILL (uninterruptible sleep) before cxxrun reports it "
                        "unkillable and exits 242 (default ",

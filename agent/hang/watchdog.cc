@@ -41,7 +41,13 @@ HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const Log
     : io_(io), c_(config), group_(group), on_hang_(std::move(on_hang)),
       stacks_(std::make_unique<StackDump>(io, logs)) {
   if (c_.hang_timeout.count() > 0) progress_ = std::make_unique<ProgressMonitor>(c_.hang_timeout);
-  if (c_.heartbeat_timeout.count() > 0 || !c_.section_timeouts.empty()) {
+  // Every worker gets a heartbeat page, so that the step a program reports
+  // (cxxrun.step(), cxxrun_step()) reaches the agent's progress record
+  // (agent/progress/progress_tracker.h) without any hang flag: a page is one
+  // 4 KiB file. Only --heartbeat-timeout or --section-timeout make its beats
+  // and sections judged, as before.
+  watch_heartbeats_ = c_.heartbeat_timeout.count() > 0 || !c_.section_timeouts.empty();
+  try {
     // Under the run's log dir when there is one, so the guardian's cleanup
     // after an agent SIGKILL covers the pages too.
     std::string dir;
@@ -52,6 +58,9 @@ HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const Log
     std::map<std::string, std::chrono::nanoseconds> section_limits;
     for (const auto& [name, limit] : c_.section_timeouts) section_limits[name] = limit;
     heartbeats_ = std::make_unique<HeartbeatMonitor>(c_.heartbeat_timeout, dir, std::move(section_limits));
+  } catch (const std::exception& e) {
+    if (watch_heartbeats_) throw;  // asked for: the job cannot run as asked
+    spdlog::warn("no heartbeat pages for the workers ({}); steps the program reports are not tracked", e.what());
   }
   EnvMap env = current_environment();
   if (c_.file_timer) {
@@ -64,7 +73,7 @@ HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const Log
     timer_fifo_ = std::make_unique<asio::posix::stream_descriptor>(io_, ::dup(file_timer_->fd()));
     watch_timer_fifo();
   }
-  if (!heartbeats_ && !file_timer_ && !progress_) return;
+  if (!watch_heartbeats_ && !file_timer_ && !progress_) return;
   tick_ = std::make_unique<asio::steady_timer>(io_);
   tick();
 }
@@ -72,7 +81,14 @@ HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const Log
 HangWatchdog::~HangWatchdog() = default;
 
 void HangWatchdog::add_env(EnvMap& env, int local_rank) {
-  if (heartbeats_) env[env::kHeartbeatFile] = heartbeats_->create(local_rank);
+  if (heartbeats_) {
+    try {
+      env[env::kHeartbeatFile] = heartbeats_->create(local_rank);
+    } catch (const std::exception& e) {
+      if (watch_heartbeats_) throw;
+      spdlog::warn("local rank {}: no heartbeat page ({}); the steps it reports are not tracked", local_rank, e.what());
+    }
+  }
   if (file_timer_) env[env::kTimerFile] = file_timer_->path();
   stacks_->add_env(env, attempt_, local_rank);
 }
@@ -82,6 +98,9 @@ void HangWatchdog::new_attempt(int attempt) {
   collecting_ = false;
   settled_ = false;
   if (file_timer_) file_timer_->clear();
+  // The last attempt's pages go now, not as each worker gets its new one:
+  // until then their steps would read as this attempt's.
+  if (heartbeats_) heartbeats_->remove_all();
   if (progress_) progress_->reset(std::chrono::steady_clock::now());
 }
 
@@ -89,8 +108,19 @@ void HangWatchdog::forget(pid_t pid) {
   if (file_timer_) file_timer_->forget(pid);
 }
 
-std::optional<double> HangWatchdog::seconds_since_beat(int local_rank) const {
+std::optional<std::pair<uint64_t, std::chrono::nanoseconds>> HangWatchdog::highest_step() const {
   if (!heartbeats_) return std::nullopt;
+  std::optional<std::pair<uint64_t, std::chrono::nanoseconds>> best;
+  for (const auto& w : group_.workers()) {
+    const auto page = heartbeats_->snapshot(w->local_rank);
+    if (!page || !page->step || !page->since_step) continue;
+    if (!best || *page->step > best->first) best = std::make_pair(*page->step, *page->since_step);
+  }
+  return best;
+}
+
+std::optional<double> HangWatchdog::seconds_since_beat(int local_rank) const {
+  if (!heartbeats_ || !watch_heartbeats_) return std::nullopt;
   auto beat = heartbeats_->snapshot(local_rank);
   if (!beat || !beat->since_last_beat) return std::nullopt;
   return std::chrono::duration<double>(*beat->since_last_beat).count();
@@ -151,7 +181,7 @@ void HangWatchdog::check_file_timers(std::vector<Verdict>& out) {
 // The monitor judges (heartbeat_monitor.h); this only gathers its verdicts,
 // one per worker.
 void HangWatchdog::check_heartbeats(std::vector<Verdict>& out) {
-  if (!heartbeats_) return;
+  if (!heartbeats_ || !watch_heartbeats_) return;
   for (const HeartbeatViolation& violation : heartbeats_->check())
     for (const auto& w : group_.workers()) {
       if (w->local_rank != violation.local_rank || !w->running || group_.hung(w->local_rank)) continue;
@@ -181,7 +211,7 @@ void HangWatchdog::check_progress(std::vector<Verdict>& out) {
     ProgressMonitor::Sample s;
     s.cpu = cpu.count(w->pid) ? cpu.at(w->pid) : std::chrono::nanoseconds(0);
     s.output_bytes = group_.output_bytes(w->local_rank);
-    if (heartbeats_)
+    if (heartbeats_ && watch_heartbeats_)
       if (auto beat = heartbeats_->snapshot(w->local_rank)) s.beats = beat->beats;
     progress_->observe(w->local_rank, s, now);
   }

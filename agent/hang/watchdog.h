@@ -15,9 +15,12 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -68,7 +71,12 @@ class HangWatchdog {
   void new_attempt(int attempt);
   void forget(pid_t pid);
   void set_judging(bool judging) { judging_ = judging; }
-  // Seconds since the worker's last beat, when it has beaten.
+  // The highest step a worker of this attempt reported through its page
+  // (cxxrun.step(), cxxrun_step()) and how long ago; nullopt before any.
+  // Every worker has a page; only the flags make it judged.
+  std::optional<std::pair<uint64_t, std::chrono::nanoseconds>> highest_step() const;
+  // Seconds since the worker's last beat, when it has beaten (and beats are
+  // judged: --heartbeat-timeout or --section-timeout).
   std::optional<double> seconds_since_beat(int local_rank) const;
 
  private:
@@ -101,7 +109,8 @@ class HangWatchdog {
   const Config c_;
   Workers& group_;
   OnHang on_hang_;
-  std::unique_ptr<HeartbeatMonitor> heartbeats_;
+  std::unique_ptr<HeartbeatMonitor> heartbeats_;  // every worker's page (nullptr: it could not be made)
+  bool watch_heartbeats_ = false;  // the pages' beats and sections are judged
   std::unique_ptr<FileTimerServer> file_timer_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> timer_fifo_;
   std::unique_ptr<boost::asio::steady_timer> tick_;

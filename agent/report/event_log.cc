@@ -64,6 +64,7 @@ std::string_view event_name(AgentEvent event) {
     case AgentEvent::succeeded: return "torchelastic.worker.status.SUCCEEDED";
     case AgentEvent::failed: return "torchelastic.worker.status.FAILED";
     case AgentEvent::node_unhealthy: return "cxxrun.agent.NODE_UNHEALTHY";
+    case AgentEvent::attempt_progress: return "cxxrun.agent.ATTEMPT_PROGRESS";
     case AgentEvent::restart: break;
   }
   return "cxxrun.agent.RESTART";

@@ -30,6 +30,18 @@
 //                                                 error); raw_error says why
 //   AGENT  cxxrun.agent.RESTART                   the worker group restarts (torch only logs it);
 //                                                 agent_restarts is the new restart count
+//   AGENT  cxxrun.agent.ATTEMPT_PROGRESS          an attempt's group stopped, with its progress
+//                                                 (agent/progress/attempt_record.h), when
+//                                                 progress is tracked: duration_ms (spawn to
+//                                                 end) and in the inner metadata "attempt",
+//                                                 then only what is known: "first_progress_ms"
+//                                                 (after spawn), "step", "step_source"
+//                                                 (output, program, checkpoint), "step_ms"
+//                                                 (when it was first seen, after spawn),
+//                                                 "steps_per_s", "checkpoints" (how many
+//                                                 appeared), "checkpoint", "checkpoint_step",
+//                                                 "checkpoint_ms" (the last one's name, step,
+//                                                 time after spawn)
 //   AGENT  cxxrun.agent.NODE_UNHEALTHY            this node failed a health check before a round
 //                                                 and steps out; raw_error says which and why,
 //                                                 "excluded_host" names it for the scheduler
@@ -63,7 +75,7 @@ struct Config;
 struct Failure;
 
 enum class WorkerStatus { start, succeeded, failed, terminated, unhealthy, healthy };
-enum class AgentEvent { rendezvous, assign_worker_ranks, succeeded, failed, restart, node_unhealthy };
+enum class AgentEvent { rendezvous, assign_worker_ranks, succeeded, failed, restart, node_unhealthy, attempt_progress };
 
 // The full event name, e.g. "torchelastic.worker.status.START".
 std::string_view event_name(WorkerStatus status);
@@ -99,7 +111,7 @@ struct EventDetails {
   std::optional<double> duration_ms;
   std::optional<std::string> raw_error;
   // cxxrun additions, merged into the inner "metadata" JSON string.
-  std::map<std::string, std::variant<long long, std::string>> extra;
+  std::map<std::string, std::variant<long long, std::string, double>> extra;
 };
 
 class EventLog {

@@ -2,6 +2,8 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -68,6 +70,33 @@ void Reporter::attempt_ended(bool succeeded) {
       events_.worker_status(succeeded ? WorkerStatus::succeeded : WorkerStatus::terminated,
                             WorkerRef{w->local_rank, w->rank, w->pid});
   }
+}
+
+void Reporter::attempt_progress(const AttemptRecord& r) {
+  if (!events_.enabled()) return;
+  // Times after the spawn, in ms: the event's own timestamp is the end, so
+  // a reader places every boundary on the wall clock from duration_ms.
+  const auto ms = [&r](AttemptRecord::Clock::time_point at) {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(at - r.started).count());
+  };
+  const auto end = r.ended.value_or(AttemptRecord::Clock::now());
+  EventDetails details;
+  details.duration_ms = std::chrono::duration<double, std::milli>(r.duration(end)).count();
+  details.extra["attempt"] = static_cast<long long>(r.attempt);
+  if (r.first_progress) details.extra["first_progress_ms"] = std::max(0LL, ms(*r.first_progress));
+  if (r.highest) {
+    details.extra["step"] = static_cast<long long>(r.highest->step);
+    details.extra["step_source"] = std::string(step_source_name(r.highest->source));
+    details.extra["step_ms"] = std::max(0LL, ms(r.highest->at));
+  }
+  if (auto rate = r.steps_per_second()) details.extra["steps_per_s"] = *rate;
+  details.extra["checkpoints"] = static_cast<long long>(r.checkpoints);
+  if (r.last_checkpoint) {
+    details.extra["checkpoint"] = r.last_checkpoint->name;
+    if (r.last_checkpoint->step) details.extra["checkpoint_step"] = static_cast<long long>(*r.last_checkpoint->step);
+    details.extra["checkpoint_ms"] = std::max(0LL, ms(r.last_checkpoint->at));
+  }
+  events_.agent_event(AgentEvent::attempt_progress, details);
 }
 
 void Reporter::restarting(int attempt, const std::string& why) {

@@ -18,6 +18,7 @@
 #include "agent/forensics/death.h"
 #include "agent/forensics/failure.h"
 #include "agent/hang/watchdog.h"
+#include "agent/progress/attempt_record.h"
 #include "agent/report/health_snapshot.h"
 
 namespace cxxrun::agent {
@@ -50,6 +51,8 @@ class Reporter {
   // Per worker: FAILED (with its error) for this attempt's failures,
   // SUCCEEDED when the group succeeded, TERMINATED for those stopped.
   void attempt_ended(bool succeeded);
+  // The attempt's progress (ATTEMPT_PROGRESS), once its group stopped.
+  void attempt_progress(const AttemptRecord& record);
   void restarting(int attempt, const std::string& why);
   // This node failed `check` before a round and steps out (NODE_UNHEALTHY).
   void node_unhealthy(const std::string& check, const std::string& line);

@@ -120,6 +120,7 @@ void StreamSink::write(std::string_view bytes) {
   if (file_) to_file(bytes);
   if (console_fd_ >= 0) to_console(bytes);
   if (duplicate_) to_duplicate(bytes);
+  if (observer_) to_observer(bytes);
   if (tail_max_ == 0) return;
   while (!bytes.empty()) {
     auto nl = bytes.find('\n');
@@ -189,6 +190,27 @@ void StreamSink::to_duplicate(std::string_view bytes) {
   }
 }
 
+void StreamSink::to_observer(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const auto end = bytes.find_first_of("\n\r");
+    if (end == std::string_view::npos) {
+      observed_partial_.append(bytes);
+      if (observed_partial_.size() < kMaxLine) return;
+      observer_(observed_partial_);
+      observed_partial_.clear();
+      return;
+    }
+    if (observed_partial_.empty()) {
+      observer_(bytes.substr(0, end));  // a whole line in this read: no copy
+    } else {
+      observed_partial_.append(bytes.substr(0, end));
+      observer_(observed_partial_);
+      observed_partial_.clear();
+    }
+    bytes.remove_prefix(end + 1);
+  }
+}
+
 void StreamSink::keep_line(std::string_view line) {
   traceback_.line(line, std::chrono::system_clock::now());
   if (tail_.size() == tail_max_) tail_.pop_front();
@@ -204,6 +226,10 @@ void StreamSink::finish() {
   if (duplicate_ && !duplicate_partial_.empty()) {
     duplicate_->line(prefix_, duplicate_partial_);
     duplicate_partial_.clear();
+  }
+  if (observer_ && !observed_partial_.empty()) {
+    observer_(observed_partial_);
+    observed_partial_.clear();
   }
   if (tail_max_ > 0 && !partial_.empty()) {
     keep_line(partial_);

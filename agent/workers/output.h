@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -54,6 +55,12 @@ class StreamSink {
   // Whole lines of this stream also go to `log` (shared by the attempt's
   // ranks; it outlives this sink), where they match its filters.
   void duplicate_to(FilteredLog* log) { duplicate_ = log; }
+  // Every line of this stream also goes to `observer`, without the prefix:
+  // the lines the worker wrote, where '\n' and a redraw's '\r' each end one
+  // (a progress bar's steps are lines too). Set only when someone looks
+  // (--progress-pattern), so a sink without one splits nothing more.
+  using LineObserver = std::function<void(std::string_view line)>;
+  void observe_lines(LineObserver observer) { observer_ = std::move(observer); }
 
   void write(std::string_view bytes);
   // Whether the console holds back a fragment not shown yet.
@@ -80,6 +87,7 @@ class StreamSink {
   void to_file(std::string_view bytes);
   void keep_line(std::string_view line);
   void to_duplicate(std::string_view bytes);
+  void to_observer(std::string_view bytes);
 
   std::string prefix_;
   int console_fd_;
@@ -93,6 +101,8 @@ class StreamSink {
   TracebackCapture traceback_;
   FilteredLog* duplicate_ = nullptr;
   std::string duplicate_partial_;  // the filtered copy's line so far
+  LineObserver observer_;
+  std::string observed_partial_;  // the observer's line so far
   std::string pending_;  // the console's fragment not shown yet
   bool open_ = false;    // the console's current line was begun (prefix shown)
   std::shared_ptr<ConsoleLine> line_;  // whose text the console's current line holds

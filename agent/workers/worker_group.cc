@@ -191,6 +191,10 @@ void WorkerGroup::open_pipe(Worker& w, WorkerPipe& p, int fd, int console, Std w
       to_console ? console : -1, path, which == Std::err ? kTailLines : 0);
   FilteredLog* filtered = which == Std::out ? filtered_out_.get() : filtered_err_.get();
   if (teed && filtered) sink->duplicate_to(filtered);
+  if (observer_)
+    sink->observe_lines([this, local_rank = w.local_rank](std::string_view line) {
+      if (observer_) observer_(local_rank, line);  // its owner may have withdrawn it (Supervisor's end)
+    });
   ++open_pipes_;
   p.open(io_, fd, std::move(sink), [this](bool ended) {
     --open_pipes_;

@@ -61,6 +61,7 @@ class WorkerGroup final : public Workers {
   // `placement` is this node's place in the current round.
   void start(const Config& config, const rendezvous::Assignment& placement, int attempt,
              const EnvHook& env_hook) override;
+  void observe_lines(LineObserver observer) override { observer_ = std::move(observer); }
   // The node's logger, named by its group rank in the current round.
   const std::shared_ptr<spdlog::logger>& log() const override { return log_; }
   // Reaps every exited child; `other` gets children that are not workers.
@@ -133,6 +134,7 @@ class WorkerGroup final : public Workers {
   rendezvous::Assignment placement_;
   int attempt_ = 0;
   EnvHook env_hook_;
+  LineObserver observer_;
   CgroupTarget target_;  // the attempt's cgroup, where there is one
   WarmStart warm_;
   // --duplicate-*-filters for this attempt; before workers_, whose sinks use them.

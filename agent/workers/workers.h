@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <spdlog/logger.h>
@@ -64,6 +65,9 @@ class Workers {
   };
   // Adds per-worker variables (hang detection's) to a worker's environment.
   using EnvHook = std::function<void(EnvMap& env, int local_rank)>;
+  // Sees every line a worker writes to stdout or stderr, without its
+  // console prefix ('\r' ends a line too), on the loop as it is read.
+  using LineObserver = std::function<void(int local_rank, std::string_view line)>;
 
   virtual ~Workers() = default;
 
@@ -72,6 +76,9 @@ class Workers {
   // a failure (exit code 127), reported through the listener.
   virtual void start(const Config& config, const rendezvous::Assignment& placement, int attempt,
                      const EnvHook& env_hook) = 0;
+  // From the next start() on, every worker's lines also go to `observer`
+  // (--progress-pattern); none by default, so output costs no more.
+  virtual void observe_lines(LineObserver observer) = 0;
   // Takes the whole attempt down: `sig` first, SIGKILL after the grace.
   // `failing`: exits during the stop are still failures.
   virtual void stop(int sig, bool failing) = 0;

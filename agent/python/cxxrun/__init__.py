@@ -8,10 +8,12 @@
         cxxrun.step(n)                              # the training step this worker reached
 
 The calls write the worker's heartbeat page, which the agent reads
-(common/heartbeat_layout.h; its offsets are in _layout.py). Without
---heartbeat-timeout or --section-timeout the agent gives the worker no page;
-outside cxxrun (plain python, a notebook, torchrun) there is none either.
-Then enabled() is False and every call does nothing, quietly and cheaply.
+(common/heartbeat_layout.h; its offsets are in _layout.py). Every worker
+cxxrun starts has a page (its beats and sections are judged only with
+--heartbeat-timeout or --section-timeout; its step goes into the attempt's
+progress, docs/restarts.md). Outside cxxrun (plain python, a notebook,
+torchrun) there is none: then enabled() is False and every call does
+nothing, quietly and cheaply.
 Under cxxrun the agent puts its own copy of this package first on every
 worker's PYTHONPATH, so a worker imports the copy that matches its agent's
 page whether pip, the .deb or nothing installed one.
@@ -128,8 +130,9 @@ def _now():
 
 
 def enabled() -> bool:
-    """Whether cxxrun watches this worker: the agent gave it a heartbeat page
-    (--heartbeat-timeout or --section-timeout). False outside cxxrun."""
+    """Whether the agent gave this worker a heartbeat page: True in every
+    worker cxxrun starts (beats and sections are judged only with
+    --heartbeat-timeout or --section-timeout). False outside cxxrun."""
     return _map() is not None
 
 

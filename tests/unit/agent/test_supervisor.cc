@@ -54,6 +54,7 @@ class FakeWorkers final : public Workers {
       : io_(io), listener_(listener), script_(std::move(script)), starts_(starts), stops_(stops),
         log_(spdlog::default_logger()) {}
 
+  void observe_lines(LineObserver) override {}  // prints nothing
   void start(const Config&, const Assignment& placement, int attempt, const EnvHook&) override {
     starts_.push_back(attempt);
     failures_.clear();
