@@ -68,7 +68,8 @@ show("flags", sys.flags)
 show("tty", (os.isatty(0), os.isatty(1), os.isatty(2)))
 show("session leader", os.getsid(0) == os.getpid())
 show("parent", open(f"/proc/{os.getppid()}/comm").read().strip())
-volatile = ("MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "CXXRUN_JOB_TOKEN", "CXXRUN_STACK_FILE")
+volatile = ("MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "CXXRUN_JOB_TOKEN", "CXXRUN_STACK_FILE",
+            "CXXRUN_HEARTBEAT_FILE")
 show("env", sorted((k, "<set>" if k in volatile else v) for k, v in os.environ.items()
                    if k.startswith(("TORCHELASTIC_", "MASTER_", "CXXRUN_")) or k in ("RANK", "LOCAL_RANK",
                    "WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS")))
