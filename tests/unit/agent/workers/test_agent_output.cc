@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "agent/workers/filtered_log.h"
 #include "agent/hostname.h"
@@ -144,6 +145,18 @@ TEST_CASE("sinks on one console keep their lines apart: a fragment is ended befo
         "[r1]:50%\r\n[r0]:x\n[r1]:100%\r[r1]:done\n"
         "[r2]:prompt? \n[r0]:last\n");
   a.finish(), b.finish();
+}
+
+TEST_CASE("an observer gets every line without the prefix, a redraw's too, and the last fragment at the end") {
+  StreamSink sink("[r0]:", -1, "", 0);
+  std::vector<std::string> seen;
+  sink.observe_lines([&seen](std::string_view line) { seen.emplace_back(line); });
+  sink.write("step 1\nst");
+  sink.write("ep 2\n10%\r20%\r");
+  sink.write("done");
+  CHECK(seen == std::vector<std::string>{"step 1", "step 2", "10%", "20%"});
+  sink.finish();
+  CHECK(seen.back() == "done");
 }
 
 TEST_CASE("sink keeps only the last N lines as its tail") {
