@@ -6,7 +6,7 @@ import json
 import os
 import re
 
-from harness import TempDirTest, run
+from harness import TempDirTest, clean_env, run
 
 # Attempt n prints steps 1..3+2n, a tenth of a second apart, then fails.
 STEPS_THEN_FAIL = """
@@ -99,13 +99,15 @@ exit 3
 
     def test_a_bad_pattern_is_one_line_and_exit_2(self):
         prog = self.script("ok.sh", "exit 0\n")
-        rc, out, err = run(["--progress-pattern=step (", prog], timeout=30)
-        lines = [line for line in err.splitlines() if line.strip()]
-        self.assertEqual(rc, 2, err)
-        self.assertEqual(len(lines), 1, err)
-        self.assertTrue(lines[0].startswith("cxxrun: error: --progress-pattern=step (: is not a valid regular "
-                                            "expression"), lines[0])
-        self.assertEqual(out, "")
+        for args, env, shown in ((["--progress-pattern=step ("], None, "--progress-pattern=step ("),
+                                 ([], clean_env(PET_PROGRESS_PATTERN="step ("), "PET_PROGRESS_PATTERN=step (")):
+            rc, out, err = run(args + [prog], env=env, timeout=30)
+            lines = [line for line in err.splitlines() if line.strip()]
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(len(lines), 1, err)
+            self.assertTrue(lines[0].startswith(f"cxxrun: error: {shown}: is not a valid regular expression"),
+                            lines[0])
+            self.assertEqual(out, "")
 
     def test_a_checkpoint_dir_that_is_a_file_is_refused(self):
         prog = self.script("ok.sh", "exit 0\n")
