@@ -5,13 +5,13 @@
  * that C, C++ and Python (mmap) all read the same bytes: the Python package
  * mirrors them in agent/python/cxxrun/_layout.py, and tests/python/test_layout.py
  * fails when the two differ. The fields added after version 1's first
- * release (step, step_ns) sit where it had reserved zeroes, so a page stays
- * version 1 and an older writer or reader still works with it.
+ * release (step, step_ns, judged) sit where it had reserved zeroes, so a page
+ * stays version 1 and an older writer or reader still works with it.
  *
  * Protocol
  * --------
  * Agent: creates the file (CXXRUN_HEARTBEAT_PAGE_SIZE bytes, zeroed), sets
- *   version and section_count, then magic, and passes its path in
+ *   version, section_count and judged, then magic, and passes its path in
  *   CXXRUN_HEARTBEAT_ENV. A fresh file (new inode) per worker per attempt, so
  *   a straggler of an earlier attempt can never write into a new page.
  * Worker, beat: last_beat_ns = CLOCK_MONOTONIC now; beats += 1. The agent
@@ -26,6 +26,10 @@
  *   then step. A step is a number the worker reports, not a beat: the hang
  *   judges never read it; the agent's view of progress does
  *   (HeartbeatSnapshot::step, agent/hang/heartbeat_monitor.h).
+ * judged: set by the agent, read by the worker. Every worker gets a page (the
+ *   step it reports is its progress), but only --heartbeat-timeout or
+ *   --section-timeout make the agent judge its beats and sections; judged is
+ *   1 then, 0 otherwise. What cxxrun.enabled() (Python) reports.
  * Worker, section: a named span with its own timeout, kept in one of
  *   CXXRUN_HEARTBEAT_SECTIONS slots guarded by a sequence lock:
  *     claim   CAS seq from even E to E+1 (only the claimer writes the slot)
@@ -82,7 +86,7 @@ struct cxxrun_heartbeat_page {
   uint64_t last_beat_ns; /* 0 until the first beat */
   uint64_t step;         /* the last step reported; meaningful once step_ns != 0 */
   uint64_t step_ns;      /* when it was reported; 0 until the first */
-  uint64_t reserved;
+  uint64_t judged;       /* nonzero: the agent judges beats and sections (see below) */
   struct cxxrun_heartbeat_section sections[CXXRUN_HEARTBEAT_SECTIONS];
 };
 
@@ -92,6 +96,7 @@ CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_page, beats) == 24, "page layo
 CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_page, last_beat_ns) == 32, "page layout");
 CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_page, step) == 40, "page layout");
 CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_page, step_ns) == 48, "page layout");
+CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_page, judged) == 56, "page layout");
 CXXRUN_HB_ASSERT(offsetof(struct cxxrun_heartbeat_page, sections) == 64, "page layout");
 CXXRUN_HB_ASSERT(sizeof(struct cxxrun_heartbeat_page) <= CXXRUN_HEARTBEAT_PAGE_SIZE, "page fits");
 

@@ -74,9 +74,10 @@ std::string describe(const HeartbeatViolation& v) {
 }
 
 HeartbeatMonitor::HeartbeatMonitor(nanoseconds heartbeat_timeout, const std::string& dir,
-                                   std::map<std::string, nanoseconds> section_limits)
+                                   std::map<std::string, nanoseconds> section_limits, bool judged)
     : heartbeat_timeout_(heartbeat_timeout),
       section_limits_(std::move(section_limits)),
+      judged_(judged),
       dir_(dir.empty() ? make_private_dir() : private_dir(dir)),
       own_dir_(dir.empty()) {}
 
@@ -106,6 +107,7 @@ std::string HeartbeatMonitor::create(int local_rank) {
   auto* page = static_cast<Page*>(m);
   page->version = CXXRUN_HEARTBEAT_VERSION;
   page->section_count = CXXRUN_HEARTBEAT_SECTIONS;
+  page->judged = judged_ ? 1 : 0;
   atomic(page->magic).store(CXXRUN_HEARTBEAT_MAGIC, std::memory_order_release);
   pages_[local_rank] = {path, m};
   return path;

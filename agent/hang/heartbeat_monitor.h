@@ -59,9 +59,12 @@ class HeartbeatMonitor {
   // (else $TMPDIR or /tmp), removed by the destructor. section_limits:
   // --section-timeout, the longest a section of that name may stay open
   // whatever it declared. Throws std::runtime_error when the directory
-  // cannot be made.
+  // cannot be made. judged: whether the agent judges the pages' beats and
+  // sections (--heartbeat-timeout, --section-timeout), told to each worker
+  // in its page (common/heartbeat_layout.h, judged).
   explicit HeartbeatMonitor(std::chrono::nanoseconds heartbeat_timeout, const std::string& dir = "",
-                            std::map<std::string, std::chrono::nanoseconds> section_limits = {});
+                            std::map<std::string, std::chrono::nanoseconds> section_limits = {},
+                            bool judged = true);
   ~HeartbeatMonitor();
   HeartbeatMonitor(const HeartbeatMonitor&) = delete;
   HeartbeatMonitor& operator=(const HeartbeatMonitor&) = delete;
@@ -94,6 +97,7 @@ class HeartbeatMonitor {
 
   std::chrono::nanoseconds heartbeat_timeout_;
   std::map<std::string, std::chrono::nanoseconds> section_limits_;
+  const bool judged_;
   std::string dir_;
   bool own_dir_ = false;
   uint64_t generation_ = 0;

@@ -57,7 +57,8 @@ HangWatchdog::HangWatchdog(asio::io_context& io, const Config& config, const Log
     }
     std::map<std::string, std::chrono::nanoseconds> section_limits;
     for (const auto& [name, limit] : c_.section_timeouts) section_limits[name] = limit;
-    heartbeats_ = std::make_unique<HeartbeatMonitor>(c_.heartbeat_timeout, dir, std::move(section_limits));
+    heartbeats_ = std::make_unique<HeartbeatMonitor>(c_.heartbeat_timeout, dir, std::move(section_limits),
+                                                     watch_heartbeats_);
   } catch (const std::exception& e) {
     if (watch_heartbeats_) throw;  // asked for: the job cannot run as asked
     spdlog::warn("no heartbeat pages for the workers ({}); steps the program reports are not tracked", e.what());

@@ -40,8 +40,9 @@ class ImportCxxrun(TempDirTest):
         self.assertEqual(rc, 0, err)
         report = self.report(out)
         # Every worker has a page (the step it reports is its progress,
-        # docs/restarts.md), with or without a hang flag.
-        self.assertEqual(report["enabled"], "True")
+        # docs/restarts.md), but without a hang flag nothing watches its
+        # beats: enabled() is False.
+        self.assertEqual(report["enabled"], "False")
         self.assertEqual(report["py.typed"], "True")
         self.assertRegex(report["package"], r"/cxxrun-hook-\w{6}/python/cxxrun$")
         self.assertFalse(os.path.exists(report["package"]), "the private hook directory outlived the agent")

@@ -75,13 +75,14 @@ class FakePage:
     """A heartbeat page file as the agent makes it (zeroed, then version,
     section count and magic), read back field by field at the header's offsets."""
 
-    def __init__(self, path, magic=None, version=None, section_count=None):
+    def __init__(self, path, magic=None, version=None, section_count=None, judged=1):
         self.path = path
         m = LAYOUT.macros
         with open(path, "wb") as f:
             f.write(bytes(m["PAGE_SIZE"]))
         self.write("version", m["VERSION"] if version is None else version)
         self.write("section_count", m["SECTIONS"] if section_count is None else section_count)
+        self.write("judged", judged)
         self.write("magic", m["MAGIC"] if magic is None else magic)
 
     def _field(self, field, slot):

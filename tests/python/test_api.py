@@ -98,6 +98,18 @@ def test_enabled_attaches_and_says_whose_page_it_is(cxxrun, page):
     assert page.read("owner_pid") == os.getpid()
 
 
+def test_enabled_is_false_on_a_page_whose_beats_are_not_judged(tmp_path, monkeypatch):
+    # Every worker cxxrun starts has a page (its steps are its progress);
+    # without --heartbeat-timeout or --section-timeout nothing judges its
+    # beats, and enabled() says so. step() still writes.
+    p = FakePage(str(tmp_path / "rank0.1"), judged=0)
+    monkeypatch.setenv(LAYOUT.macros["ENV"], p.path)
+    unwatched = fresh_cxxrun()
+    assert unwatched.enabled() is False
+    unwatched.step(7)
+    assert p.read("step") == 7 and p.read("step_ns") != 0
+
+
 def test_heartbeat_counts_and_stamps_the_time(cxxrun, page):
     before = monotonic_ns()
     cxxrun.heartbeat()

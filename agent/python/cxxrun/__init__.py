@@ -12,8 +12,9 @@ The calls write the worker's heartbeat page, which the agent reads
 cxxrun starts has a page (its beats and sections are judged only with
 --heartbeat-timeout or --section-timeout; its step goes into the attempt's
 progress, docs/restarts.md). Outside cxxrun (plain python, a notebook,
-torchrun) there is none: then enabled() is False and every call does
-nothing, quietly and cheaply.
+torchrun) there is none and every call does nothing, quietly and cheaply.
+enabled() says whether cxxrun watches this worker's beats and sections: True
+only in a worker started with one of those flags.
 Under cxxrun the agent puts its own copy of this package first on every
 worker's PYTHONPATH, so a worker imports the copy that matches its agent's
 page whether pip, the .deb or nothing installed one.
@@ -49,6 +50,7 @@ _Q_BEATS = _layout.PAGE_BEATS_AT // 8
 _Q_LAST_BEAT_NS = _layout.PAGE_LAST_BEAT_NS_AT // 8
 _Q_STEP = _layout.PAGE_STEP_AT // 8
 _Q_STEP_NS = _layout.PAGE_STEP_NS_AT // 8
+_Q_JUDGED = _layout.PAGE_JUDGED_AT // 8
 _STEP_MAX = 2**64 - 1
 _TIMEOUT_MAX_NS = 10**9 * 60 * 60 * 24 * 365 * 100  # as the C ABI: far beyond any run
 
@@ -130,10 +132,11 @@ def _now():
 
 
 def enabled() -> bool:
-    """Whether the agent gave this worker a heartbeat page: True in every
-    worker cxxrun starts (beats and sections are judged only with
-    --heartbeat-timeout or --section-timeout). False outside cxxrun."""
-    return _map() is not None
+    """Whether cxxrun watches this worker's beats and sections: True in a
+    worker cxxrun started with --heartbeat-timeout or --section-timeout.
+    False outside cxxrun and under torchrun. step() needs neither: every
+    worker cxxrun starts reports its steps."""
+    return _map() is not None and _q[_Q_JUDGED] != 0
 
 
 def heartbeat() -> None:

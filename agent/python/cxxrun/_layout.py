@@ -23,6 +23,7 @@ PAGE_BEATS_AT = 24  # uint64
 PAGE_LAST_BEAT_NS_AT = 32  # uint64
 PAGE_STEP_AT = 40  # uint64
 PAGE_STEP_NS_AT = 48  # uint64
+PAGE_JUDGED_AT = 56  # uint64
 PAGE_SECTIONS_AT = 64  # SECTIONS slots of SECTION_SIZE bytes
 
 # struct cxxrun_heartbeat_section: its size and each field's offset in a slot.
