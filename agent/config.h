@@ -105,6 +105,13 @@ struct ForkserverOptions {
   std::string script;  // the source file run as __main__; "" for -m
 };
 
+// --restart-policy, as agent/verdict/judge.h reads it and decides with it.
+struct RestartRule {
+  bool always = false;  // torchrun's blind restarts: nothing is judged
+  int same_cause = 3;   // attempts in a row with one root cause and no progress
+  int oom = 2;          // the same, for an OOM kill
+};
+
 struct Config {
   // Worker argv; each element may hold the "${local_rank}" macro.
   std::vector<std::string> command;
@@ -206,6 +213,9 @@ struct Config {
   // = off; it need not exist).
   std::string progress_pattern;
   std::string checkpoint_dir;
+  // --restart-policy: whether a failure that repeats without progress
+  // stops the job before --max-restarts is spent (agent/verdict/judge.h).
+  RestartRule restart_rule;
   // torchrun's file-timer watchdog: TORCHELASTIC_ENABLE_FILE_TIMER=1, FIFO at
   // TORCHELASTIC_TIMER_FILE ("" = a fresh path).
   bool file_timer = false;

@@ -6,7 +6,7 @@
 //
 // A user's own failure passes through (its code, or 128 + signal, as a shell
 // reports it); causes outside the user's program get codes of their own, in
-// a block no shell, signal or sysexits code uses (240-244), so a Kubernetes
+// a block no shell, signal or sysexits code uses (240-245), so a Kubernetes
 // podFailurePolicy or a Slurm requeue script can tell "needs more memory"
 // from "hung, retry" from "this node is bad" without reading logs.
 //   every worker exited 0                            0
@@ -22,6 +22,7 @@
 //   a worker survived SIGKILL (D state)              242 (wins over every other code)
 //   the node failed a health check before a round    243 (it stepped out for a spare)
 //   too few nodes left, or the rendezvous store lost 244
+//   failures repeat without progress: stopped early 245 (agent/verdict/judge.h)
 #pragma once
 
 namespace cxxrun::agent::exit_code {
@@ -39,10 +40,14 @@ constexpr int oom = 241;
 constexpr int unkillable = 242;
 constexpr int node_unhealthy = 243;  // agent/health/node_health.h
 constexpr int lost = 244;  // too few nodes left, or the rendezvous store lost
-// 240-244 mean only the causes above: a user's program that exits with one
+// Stopped before --max-restarts was spent: the same root cause ended
+// attempts in a row without progress (--restart-policy). A final verdict:
+// a requeue would fail the same way.
+constexpr int no_progress = 245;
+// 240-245 mean only the causes above: a user's program that exits with one
 // of them gives the job exit code 1 instead (its own code stays in the
 // summary).
-constexpr bool reserved(int code) { return code >= hang && code <= lost; }
+constexpr bool reserved(int code) { return code >= hang && code <= no_progress; }
 // What a shell reports for a process a signal ended, and what the agent
 // exits with when a signal ends it: written here only.
 constexpr int signalled(int sig) { return 128 + sig; }

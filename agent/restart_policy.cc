@@ -10,7 +10,7 @@ Decision exit_with(int code) { return {Action::exit, code, false}; }
 
 // A failure somewhere: restart within the budget, else fail.
 Decision after_failure(const Situation& s) {
-  if (s.attempt >= s.max_restarts) return {Action::fail, 0, false};
+  if (s.attempt >= s.max_restarts || s.repeats_without_progress) return {Action::fail, 0, false};
   return {s.elastic ? Action::reform : Action::restart, 0, true};
 }
 
@@ -43,7 +43,11 @@ Decision decide(const Situation& s) {
       return {Action::reform, 0, false};
     case Cause::rendezvous_failed: return exit_with(exit_code::rendezvous_failed);
     case Cause::released: return exit_with(exit_code::spare_released);
-    case Cause::reported: return exit_with(failure_exit_code(s.summary));
+    case Cause::reported: {
+      const int code = failure_exit_code(s.summary);
+      const bool early = s.repeats_without_progress && s.attempt < s.max_restarts;
+      return exit_with(early && code != exit_code::unkillable ? exit_code::no_progress : code);
+    }
     case Cause::unhealthy: return exit_with(exit_code::node_unhealthy);
   }
   return exit_with(exit_code::internal_error);

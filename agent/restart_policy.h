@@ -48,11 +48,16 @@ struct Situation {
   bool unkillable = false;
   // Cause::reported: the failures the summary showed, root cause first.
   std::vector<Failure> summary;
+  // The restart verdict (agent/verdict/judge.h) on the failure that ended
+  // the attempt: the same root cause repeats without progress. It ends the
+  // job while restarts are left, with exit_code::no_progress; with none
+  // left, the job ends as it would have anyway.
+  bool repeats_without_progress = false;
 };
 
 enum class Action {
   exit,     // exit with Decision::code
-  fail,     // print the failure summary, exit with failure_exit_code()
+  fail,     // print the failure summary, exit with failure_exit_code() (or no_progress)
   restart,  // start the group again here, in the same round
   reform,   // re-form the job in a new rendezvous round, then start
   wait,     // this node is done; wait for the rest of the job

@@ -22,6 +22,7 @@
 #include "agent/rendezvous_link.h"
 #include "agent/report/reporter.h"
 #include "agent/restart_policy.h"
+#include "agent/verdict/job_history.h"
 #include "agent/workers/worker_group.h"
 #include "rendezvous/rendezvous.h"
 #include "agent/forensics/summary.h"
@@ -41,8 +42,9 @@ constexpr std::chrono::seconds kSummaryWait{3};
 // running: workers up. stopping: taking the group down. restarting: a
 // restart here is being prepared. rendezvous: the link re-forms the job.
 // barrier: our workers succeeded, others' not yet. reporting: gathering the
-// job's failures for the summary.
-enum class Phase { running, stopping, restarting, rendezvous, barrier, reporting, done };
+// job's failures for the summary. judging: settling the restart verdict
+// with the other nodes (agent/verdict/job_history.h).
+enum class Phase { running, stopping, restarting, rendezvous, barrier, judging, reporting, done };
 
 class Supervisor final : Workers::Listener {
  public:
@@ -66,7 +68,7 @@ class Supervisor final : Workers::Listener {
                      [this](std::chrono::milliseconds silent) { on_store_lost(silent); },
                      [this] { on_store_regained(); },
                      [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}),
-        gate_(io_, c_, health, reporter_, *link_, log_) {
+        gate_(io_, c_, health, reporter_, *link_, log_), history_(c_) {
     set_logger();
     if (progress_.watches_output())
       group_->observe_lines([this](int, std::string_view line) { progress_.line(line); });
@@ -132,12 +134,41 @@ class Supervisor final : Workers::Listener {
     stop(Cause::success, SIGTERM);
   }
   void on_group_stopped() override {
-    if (auto record = progress_.attempt_ended()) {
+    const auto record = progress_.attempt_ended();
+    if (record) {
       log_->info("{}", describe(*record));
       reporter_.attempt_progress(*record);
     }
+    outcome_ = outcome_of(record);
     reporter_.attempt_ended(cause_ == Cause::success);
-    act(decide(situation()));
+    judge_then_act();
+  }
+
+  // A failed attempt is judged before the policy acts on it: every node
+  // shares what it saw and acts on one verdict (agent/verdict/job_history.h).
+  void judge_then_act() {
+    const Situation s = situation();
+    const Decision d = decide(s);
+    if (!history_.judges() || !(d.uses_budget || (d.action == Action::fail && !s.unkillable))) return act(d);
+    phase_ = Phase::judging;
+    auto ask = history_.ask(outcome_, group_->failures(), host_, round_, kSummaryWait);
+    link_->call([this, ask = std::move(ask)](Rendezvous& r) -> RendezvousLink::Then {
+      std::string settled = JobHistory::settle(r, ask);
+      return [this, settled = std::move(settled)] {
+        if (phase_ == Phase::judging) on_verdict(history_.adopt(settled));
+      };
+    });
+  }
+
+  void on_verdict(const History& h) {
+    repeats_without_progress_ = h.stop;
+    reporter_.verdict(attempt_, h);
+    const Decision d = decide(situation());
+    if (d.action == Action::fail && h.stop && attempt_ < c_.max_restarts)
+      log_->error("{}", h.evidence);
+    else if (d.action == Action::restart || d.action == Action::reform)
+      log_->info("{}", h.evidence);
+    act(d);
   }
 
   void set_logger() {
@@ -153,6 +184,7 @@ class Supervisor final : Workers::Listener {
 
   void start_attempt() {
     phase_ = Phase::running;
+    outcome_ = {};
     cause_ = Cause::success;
     job_event_ = RoundEvent::none;
     alive_nodes_ = placement_.group_world_size;
@@ -228,6 +260,7 @@ class Supervisor final : Workers::Listener {
     s.alive_nodes = alive_nodes_;
     s.min_nodes = c_.rdzv.settings.min_nodes;
     s.summary = summary_;
+    s.repeats_without_progress = repeats_without_progress_;
     const auto& failures = group_->failures();
     s.unkillable = std::any_of(failures.begin(), failures.end(), [](const Failure& f) { return f.unkillable; });
     return s;
@@ -332,7 +365,7 @@ class Supervisor final : Workers::Listener {
     // An event of a round this node already left is old news.
     if (e == RoundEvent::none || round != round_ || phase_ == Phase::rendezvous || phase_ == Phase::done) return;
     job_event_ = e;
-    if (phase_ == Phase::barrier) return act(decide(situation()));
+    if (phase_ == Phase::barrier) return judge_then_act();
     if (phase_ != Phase::running) return;  // already stopping: the decision reads job_event_
     switch (e) {
       case RoundEvent::abort: return on_remote_failure();
@@ -458,6 +491,7 @@ class Supervisor final : Workers::Listener {
       case Phase::stopping:
       case Phase::restarting:
       case Phase::rendezvous:
+      case Phase::judging:
       case Phase::reporting: return GroupState::stopped;
       case Phase::barrier: return GroupState::succeeded;
       case Phase::done: return exit_code_ == 0 ? GroupState::succeeded : GroupState::failed;
@@ -511,6 +545,7 @@ class Supervisor final : Workers::Listener {
   std::unique_ptr<RendezvousLink> link_;
   KeepAlive keep_alive_;
   RoundGate gate_;
+  JobHistory history_;
 
   Phase phase_ = Phase::running;
   Cause cause_ = Cause::success;
@@ -522,6 +557,8 @@ class Supervisor final : Workers::Listener {
   bool outage_ = false;  // the replicated rendezvous store is unreachable; the workers go on
   bool rejoining_ = false;  // the link is in Rendezvous::rejoin(), which may block up to join_timeout
   std::vector<Failure> summary_;  // what the failure summary showed
+  NodeOutcome outcome_;  // what this node saw of the last attempt's progress
+  bool repeats_without_progress_ = false;  // the settled verdict stops the job
   std::chrono::steady_clock::time_point barrier_since_{};
   int exit_code_ = exit_code::internal_error;
 };

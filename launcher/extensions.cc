@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "agent/progress/progress_pattern.h"
+#include "agent/verdict/judge.h"
 #include "launcher/values.h"
 #include "net/endpoint.h"
 
@@ -275,6 +276,8 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
   if (const RawValue* v = raw.find("stack_dump_signal")) c.stack_dump_signal = stack_dump_signal(*v);
   if (const RawValue* v = raw.find("progress_pattern")) c.progress_pattern = progress_pattern(*v);
   if (const RawValue* v = raw.find("checkpoint_dir")) c.checkpoint_dir = checkpoint_dir(*v);
+  if (const RawValue* v = raw.find("restart_policy"))
+    if (auto why = agent::parse_restart_policy(v->text, c.restart_rule)) throw bad(*v, *why);
   file_timer(env, c);
   containment(env, c);
   tty(raw, env, c);

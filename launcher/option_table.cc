@@ -130,6 +130,10 @@ constexpr OptionSpec kOptions[] = {
     {"--checkpoint-dir,--checkpoint_dir", "DIR", nullptr, value, extensions,
      "A file or directory appearing in DIR while an attempt runs is a checkpoint; the last number in its "
      "name is its step (ckpt-000300.pt: 300). DIR may be made by the job."},
+    {"--restart-policy,--restart_policy", "POLICY", nullptr, value, extensions,
+     "When a failed job restarts (up to --max-restarts): 'progress' (default) stops it with exit code 245 once "
+     "the same root cause ended 3 attempts in a row without progress (2 for an OOM kill; ',same-cause=N,oom=N' "
+     "to change); 'always' restarts whatever the cause, as torchrun."},
     {"--kill-timeout,--kill_timeout", "SECONDS", nullptr, value, extensions,
      static_text::text<"How long a worker may outlive SIGKILL (uninterruptible sleep) before cxxrun reports it "
                        "unkillable and exits 242 (default ",

@@ -195,6 +195,30 @@ std::vector<std::string> C10dBackend::published_failures() {
   }
 }
 
+// Without the store each node judges alone: its own record, its own
+// proposal. Nodes may then disagree; a job whose store is gone ends anyway.
+std::vector<std::string> C10dBackend::attempt_records(const std::string& mine, std::chrono::milliseconds limit) {
+  if (store_gone_) return {mine};
+  try {
+    rdzv_->publish_attempt(mine);
+    rdzv_->wait_all_stopped(limit);
+    return rdzv_->attempt_records();
+  } catch (const std::exception& e) {
+    coordination_failed("cannot share this attempt's progress through the rendezvous store", e);
+    return {mine};
+  }
+}
+
+std::string C10dBackend::settle_verdict(const Proposal& propose) {
+  if (store_gone_) return propose("");
+  try {
+    return rdzv_->settle_verdict(propose);
+  } catch (const std::exception& e) {
+    coordination_failed("cannot settle the restart verdict through the rendezvous store", e);
+    return propose("");
+  }
+}
+
 void C10dBackend::leave(bool succeeded) {
   // A lost store cannot be told anything; every call would wait out its
   // deadline.

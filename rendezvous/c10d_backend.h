@@ -39,6 +39,8 @@ class C10dBackend : public Rendezvous {
   RoundEvent finish_round() override;
   std::vector<std::string> failure_records(std::chrono::milliseconds limit) override;
   std::vector<std::string> published_failures() override;
+  std::vector<std::string> attempt_records(const std::string& mine, std::chrono::milliseconds limit) override;
+  std::string settle_verdict(const Proposal& propose) override;
   void leave(bool succeeded) override;
   void step_out() override;
   void decline(const std::string& why) override;

@@ -483,7 +483,11 @@ RoundEvent C10dRendezvous::finish_round() {
 
 void C10dRendezvous::wait_all_stopped(std::chrono::milliseconds timeout) {
   const std::string all = round_key(round_, "all_stopped");
-  if (store_.add(round_key(round_, "stopped"), 1) >= members_) return store_.set(all, "1");
+  // The verdict and then the summary both wait: this node counts once.
+  if (counted_stopped_ != round_) {
+    counted_stopped_ = round_;
+    if (store_.add(round_key(round_, "stopped"), 1) >= members_) return store_.set(all, "1");
+  }
   try {
     store_.wait({all}, timeout);
   } catch (const store::StoreTimeout&) {
@@ -493,6 +497,28 @@ void C10dRendezvous::wait_all_stopped(std::chrono::milliseconds timeout) {
 
 std::vector<std::string> C10dRendezvous::failure_records() {
   return parse_lines(store_.get_if_set(round_key(round_, "failures")).value_or(""));
+}
+
+void C10dRendezvous::publish_attempt(const std::string& record) {
+  if (record.find('\n') != std::string::npos) throw std::invalid_argument("an attempt record must be one line");
+  store_.append(round_key(round_, "attempts"), record + "\n");
+}
+
+std::vector<std::string> C10dRendezvous::attempt_records() {
+  return parse_lines(store_.get_if_set(round_key(round_, "attempts")).value_or(""));
+}
+
+std::string C10dRendezvous::settle_verdict(const std::function<std::string(const std::string& last)>& propose) {
+  const std::string verdict = round_key(round_, "verdict");
+  if (auto settled = store_.get_if_set(verdict)) return *settled;
+  const std::string proposal = propose(store_.get_if_set(key("history")).value_or(""));
+  if (proposal.empty() || proposal.find('\n') != std::string::npos)
+    throw std::invalid_argument("a verdict must be one non-empty line");
+  const std::string settled = store_.compare_set(verdict, "", proposal);
+  // Every member writes the same: a node that joins a later round starts
+  // from it, whichever member's write comes last.
+  store_.set(key("history"), settled);
+  return settled;
 }
 
 }  // namespace cxxrun::rendezvous

@@ -112,6 +112,13 @@ class C10dRendezvous {
   // publishes while stopping is in.
   void wait_all_stopped(std::chrono::milliseconds timeout);
   int members() const { return members_; }
+  // The restart history (Rendezvous::attempt_records, settle_verdict): a
+  // round's attempt records are appended like its failures; its verdict is
+  // one COMPARE_SET, and the job's last one is kept under the job's key for
+  // a node that joins a later round.
+  void publish_attempt(const std::string& record);
+  std::vector<std::string> attempt_records();
+  std::string settle_verdict(const std::function<std::string(const std::string& last)>& propose);
 
   // Keep-alives and dead_members() go through `beats` (a connection with a
   // short deadline, so a lost store is noticed within a beat) instead of the
@@ -199,6 +206,7 @@ class C10dRendezvous {
   int slot_ = -1;
   int members_ = 0;
   int expected_ = 0;
+  int counted_stopped_ = -1;  // the round in which this node counted itself stopped
   Clock::time_point last_progress_{};
   std::vector<int> rank_of_slot_;
   BeatCounters counters_;  // without a MemberLiveness

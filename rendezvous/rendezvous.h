@@ -240,6 +240,23 @@ class Rendezvous {
   // node stopped (failure_records() is). Empty where no record is shared.
   virtual std::vector<std::string> published_failures() { return {}; }
 
+  // The job's restart history (agent/verdict/job_history.h). After a
+  // failure: adds this node's record of the attempt (one line) to the
+  // round's, waits at most `limit` for every member's workers to stop (as
+  // failure_records() does), and returns every record of the round, this
+  // node's among them. Where nothing is shared, only this node's.
+  virtual std::vector<std::string> attempt_records(const std::string& mine, std::chrono::milliseconds limit) {
+    (void)limit;
+    return {mine};
+  }
+  // Settles the round's verdict once for every member: the first proposal
+  // stored stands, and every member gets it. `propose` is given the job's
+  // last settled verdict ("" when the rendezvous holds none) and returns
+  // this node's. Returns the verdict that stands; where nothing is shared,
+  // this node's proposal.
+  using Proposal = std::function<std::string(const std::string& last)>;
+  virtual std::string settle_verdict(const Proposal& propose) { return propose(""); }
+
   // The job is over on this node. A node hosting the store keeps it up until
   // every member has left (bounded by close_timeout).
   virtual void leave(bool succeeded) = 0;

@@ -65,6 +65,7 @@ std::string_view event_name(AgentEvent event) {
     case AgentEvent::failed: return "torchelastic.worker.status.FAILED";
     case AgentEvent::node_unhealthy: return "cxxrun.agent.NODE_UNHEALTHY";
     case AgentEvent::attempt_progress: return "cxxrun.agent.ATTEMPT_PROGRESS";
+    case AgentEvent::verdict: return "cxxrun.agent.VERDICT";
     case AgentEvent::restart: break;
   }
   return "cxxrun.agent.RESTART";

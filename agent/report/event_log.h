@@ -42,6 +42,15 @@
 //                                                 appeared), "checkpoint", "checkpoint_step",
 //                                                 "checkpoint_ms" (the last one's name, step,
 //                                                 time after spawn)
+//   AGENT  cxxrun.agent.VERDICT                   a failed attempt was judged before the restart
+//                                                 decision (agent/verdict/judge.h): inner
+//                                                 metadata "attempt", "verdict" (restart, stop),
+//                                                 "cause" (the root cause in words), "repeats"
+//                                                 (attempts in a row with it and no progress),
+//                                                 "judged" (failed attempts judged in the job,
+//                                                 across requeues), "evidence" (the line), and
+//                                                 where known "step", "best_step",
+//                                                 "checkpoint_step"
 //   AGENT  cxxrun.agent.NODE_UNHEALTHY            this node failed a health check before a round
 //                                                 and steps out; raw_error says which and why,
 //                                                 "excluded_host" names it for the scheduler
@@ -75,7 +84,7 @@ struct Config;
 struct Failure;
 
 enum class WorkerStatus { start, succeeded, failed, terminated, unhealthy, healthy };
-enum class AgentEvent { rendezvous, assign_worker_ranks, succeeded, failed, restart, node_unhealthy, attempt_progress };
+enum class AgentEvent { rendezvous, assign_worker_ranks, succeeded, failed, restart, node_unhealthy, attempt_progress, verdict };
 
 // The full event name, e.g. "torchelastic.worker.status.START".
 std::string_view event_name(WorkerStatus status);

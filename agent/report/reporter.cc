@@ -99,6 +99,21 @@ void Reporter::attempt_progress(const AttemptRecord& r) {
   events_.agent_event(AgentEvent::attempt_progress, details);
 }
 
+void Reporter::verdict(int attempt, const History& h) {
+  if (!events_.enabled()) return;
+  EventDetails details;
+  details.extra["attempt"] = static_cast<long long>(attempt);
+  details.extra["verdict"] = std::string(h.stop ? "stop" : "restart");
+  details.extra["cause"] = h.cause;
+  details.extra["repeats"] = static_cast<long long>(h.repeats);
+  details.extra["judged"] = static_cast<long long>(h.judged);
+  details.extra["evidence"] = h.evidence;
+  if (h.at_step) details.extra["step"] = static_cast<long long>(*h.at_step);
+  if (h.best_step) details.extra["best_step"] = static_cast<long long>(*h.best_step);
+  if (h.checkpoint_step) details.extra["checkpoint_step"] = static_cast<long long>(*h.checkpoint_step);
+  events_.agent_event(AgentEvent::verdict, details);
+}
+
 void Reporter::restarting(int attempt, const std::string& why) {
   attempt_ = attempt;
   EventDetails details;

@@ -20,6 +20,7 @@
 #include "agent/hang/watchdog.h"
 #include "agent/progress/attempt_record.h"
 #include "agent/report/health_snapshot.h"
+#include "agent/verdict/history.h"
 
 namespace cxxrun::agent {
 
@@ -53,6 +54,8 @@ class Reporter {
   void attempt_ended(bool succeeded);
   // The attempt's progress (ATTEMPT_PROGRESS), once its group stopped.
   void attempt_progress(const AttemptRecord& record);
+  // The settled restart verdict on attempt `attempt` (VERDICT).
+  void verdict(int attempt, const History& h);
   void restarting(int attempt, const std::string& why);
   // This node failed `check` before a round and steps out (NODE_UNHEALTHY).
   void node_unhealthy(const std::string& check, const std::string& line);

@@ -130,8 +130,8 @@ TEST_CASE("restart policy: a user's own failure passes through; infrastructure c
   CHECK(failure_exit_code({user, oom}) == 3);
   CHECK(failure_exit_code({oom, user}) == exit_code::oom);
 
-  // A program's own 240-244 would read as an infrastructure cause: 1.
-  for (int code : {240, 241, 242, 243, 244}) {
+  // A program's own 240-245 would read as an infrastructure cause: 1.
+  for (int code : {240, 241, 242, 243, 244, 245}) {
     Failure own = exited(code);
     own.pid = 41;
     CHECK(failure_exit_code({own}) == exit_code::unknown_failure);
@@ -139,7 +139,7 @@ TEST_CASE("restart policy: a user's own failure passes through; infrastructure c
   Failure near = exited(239);
   near.pid = 41;
   CHECK(failure_exit_code({near}) == 239);
-  CHECK(failure_exit_code({exited(245)}) == 245);
+  CHECK(failure_exit_code({exited(246)}) == 246);
 }
 
 TEST_CASE("restart policy: an unkillable worker wins over every other failure, and is never restarted") {
@@ -278,4 +278,40 @@ TEST_CASE("restart policy: failures the agent stopped are skipped") {
   CHECK(failure_exit_code({killed(SIGTERM, true)}) == 1);
   CHECK(failure_exit_code({killed(SIGTERM, true), exited(9, true)}) == 1);
   CHECK(failure_exit_code({}) == 1);
+}
+
+TEST_CASE("restart policy: a verdict that failures repeat ends the job early with 245, and only then") {
+  Situation s{.cause = Cause::failure, .attempt = 1, .max_restarts = 5};
+  s.repeats_without_progress = true;
+  CHECK(show(decide(s)) == "fail");
+  s.elastic = true;
+  s.cause = Cause::remote_failure;
+  CHECK(show(decide(s)) == "fail");
+  s.cause = Cause::success;  // this node succeeded; the job aborted
+  s.job = RoundEvent::abort;
+  CHECK(show(decide(s)) == "fail");
+
+  // The summary is out: 245, not the failure's own code.
+  Situation reported{.cause = Cause::reported, .attempt = 2, .max_restarts = 5};
+  reported.summary = {exited(1)};
+  reported.repeats_without_progress = true;
+  CHECK(show(decide(reported)) == "exit 245");
+  Failure oom = killed(SIGKILL);
+  oom.pid = 42;
+  oom.memory.oom_killed = true;
+  reported.summary = {oom};
+  CHECK(show(decide(reported)) == "exit 245");  // an OOM that repeats: a final verdict, not "more memory, retry"
+  // With no restarts left the job ends as it would have: the verdict
+  // changed nothing.
+  reported.attempt = 5;
+  CHECK(show(decide(reported)) == "exit 241");
+  // A worker that outlived SIGKILL still wins.
+  reported.attempt = 2;
+  Failure stuck = exited(1);
+  stuck.unkillable = true;
+  reported.summary = {stuck};
+  CHECK(show(decide(reported)) == "exit 242");
+  // No verdict: the budget as before.
+  Situation plain{.cause = Cause::failure, .attempt = 1, .max_restarts = 5};
+  CHECK(show(decide(plain)) == "restart (budget)");
 }
