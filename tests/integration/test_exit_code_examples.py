@@ -9,7 +9,9 @@
   pod would run it.
 - examples/slurm/requeue.sbatch on the suite's two-node Slurm
   (slurm_cluster.py): a job whose worker hangs is requeued once and then
-  completes; a job whose program fails on its own is not requeued.
+  completes; a job whose program fails on its own is not requeued. Its
+  decision for every code (245 never requeued, even beside a node's 243)
+  runs without a cluster, with stand-ins for srun and scontrol.
 """
 import os
 import re
@@ -29,7 +31,7 @@ IMAGE_PROGRAM = "/usr/local/bin/train"  # where the manifest's image holds the t
 DEMO = os.path.join(EXAMPLES, "heartbeat_demo")
 
 # The contract (agent/exit_codes.h).
-HANG, OOM, UNKILLABLE, NODE_UNHEALTHY, LOST = 240, 241, 242, 243, 244
+HANG, OOM, UNKILLABLE, NODE_UNHEALTHY, LOST, NO_PROGRESS = 240, 241, 242, 243, 244, 245
 USAGE, RENDEZVOUS_FAILED = 2, 1
 
 
@@ -178,6 +180,7 @@ class PodFailurePolicy(TempDirTest):
             0: "Succeeded",
             USAGE: "FailJob",  # bad input never gets better
             OOM: "FailJob",  # the same memory request fails again
+            NO_PROGRESS: "FailJob",  # cxxrun's final verdict: failures repeat without progress
             UNKILLABLE: "Ignore",  # the node's fault: retried, not counted
             NODE_UNHEALTHY: "Ignore",
             HANG: "Count",  # retried, counted
@@ -274,6 +277,59 @@ exec {DEMO} --steps 1000 --timeout 600
 
 
 # -- Slurm: examples/slurm/requeue.sbatch -------------------------------------
+
+class RequeueDecision(TempDirTest):
+    """The script's decision for each code, without a cluster: `srun` and
+    `scontrol` on its PATH are stand-ins (srun exits with the code given and
+    says on stderr what srun would of each node; scontrol records its
+    arguments), so every code, and codes of several nodes, can be tried."""
+
+    def decide(self, code, srun_says=""):
+        """(exit status, the script's last line, scontrol's calls)."""
+        bin_dir = os.path.join(self.dir, "bin")
+        os.makedirs(bin_dir, exist_ok=True)
+        calls = os.path.join(self.dir, "scontrol.calls")
+        for name, body in (("srun", 'printf "%b" "$FAKE_SRUN_SAYS" >&2\nexit "$FAKE_SRUN_RC"\n'),
+                           ("scontrol", f'echo "$*" >> {calls}\n'
+                                        '[ "$1 $2" = "show job" ] && echo "JobId=$3 ExcNodeList=(null)"\nexit 0\n')):
+            with open(os.path.join(bin_dir, name), "w") as f:
+                f.write("#!/bin/bash\n" + body)
+            os.chmod(os.path.join(bin_dir, name), 0o755)
+        env = clean_env(PATH=f"{bin_dir}:/usr/bin:/bin", SLURM_JOB_ID="7", SLURM_JOB_NODELIST="n[1-2]",
+                        FAKE_SRUN_RC=code, FAKE_SRUN_SAYS=srun_says)
+        env.pop("SLURM_RESTART_COUNT", None)
+        p = subprocess.run(["bash", REQUEUE_SBATCH], env=env, cwd=self.dir, capture_output=True, text=True,
+                           timeout=60)
+        made = []
+        if os.path.exists(calls):
+            with open(calls) as f:
+                made = f.read().splitlines()
+            os.remove(calls)
+        return p.returncode, p.stdout.strip().splitlines()[-1], made
+
+    def test_each_code(self):
+        for code in (HANG, LOST):
+            with self.subTest(code=code):
+                self.assertEqual(self.decide(code), (code, f"requeue.sbatch: cxxrun exited {code}: requeued",
+                                                     ["requeue 7"]))
+        for code in (OOM, NO_PROGRESS, USAGE, RENDEZVOUS_FAILED, 3, 139):
+            with self.subTest(code=code):
+                self.assertEqual(self.decide(code), (code, f"requeue.sbatch: cxxrun exited {code}: not requeued", []))
+
+    def test_a_bad_node_is_requeued_without(self):
+        says = f"srun: error: n2: task 1: Exited with exit code {NODE_UNHEALTHY}\\n"
+        self.assertEqual(self.decide(NODE_UNHEALTHY, says),
+                         (NODE_UNHEALTHY, "requeue.sbatch: cxxrun exited 243: requeued without n2",
+                          ["show job 7", "requeue 7", "update JobId=7 ExcNodeList=n2"]))
+
+    def test_245_is_final_whatever_another_node_said(self):
+        # srun exits with the highest code of its tasks: one node's verdict
+        # (245) above another's step-out (243) still ends the job.
+        says = (f"srun: error: n1: task 0: Exited with exit code {NO_PROGRESS}\\n"
+                f"srun: error: n2: task 1: Exited with exit code {NODE_UNHEALTHY}\\n")
+        self.assertEqual(self.decide(NO_PROGRESS, says),
+                         (NO_PROGRESS, "requeue.sbatch: cxxrun exited 245: not requeued", []))
+
 
 # A requeued job may start again only once its credentials have expired
 # (AuthInfo's cred_expire, 120 s by default) and the scheduler next looks
