@@ -5,7 +5,8 @@ cxxrun-rdzv. zsh is not on the test machines: its files are checked as text
 (every long option is named), the bash ones are run in bash. And the map
 against the tree: docs/architecture.md names every product header, the
 README's layout every top-level directory, and no Python hides in a C++
-string literal."""
+string literal. And the exit codes of agent/exit_codes.h (240 up) against the
+README's table, docs/exit-codes.md and the schedulers' examples."""
 import glob
 import os
 import re
@@ -224,6 +225,58 @@ class Map(unittest.TestCase):
         self.assertIn("net", dirs)
         unnamed = [d for d in dirs if f"`{d}/`" not in layout]
         self.assertEqual(unnamed, [], "README.md's Layout does not name these directories")
+
+
+
+def header_codes():
+    """agent/exit_codes.h's codes of their own (240 and up): {value: [names]}."""
+    with open(os.path.join(SOURCE, "agent", "exit_codes.h")) as f:
+        text = f.read()
+    codes = {}
+    for name, value in re.findall(r"^constexpr int (\w+) = (\d+);", text, re.M):
+        if int(value) >= 240:
+            codes.setdefault(int(value), []).append(name)
+    return codes
+
+
+class ExitCodes(unittest.TestCase):
+    """The codes cxxrun gives for causes outside the program (240 up,
+    agent/exit_codes.h) against everything that tells users and schedulers
+    about them: each is in the README's table and docs/exit-codes.md's, and
+    the Kubernetes and Slurm examples decide on each; no document names one
+    the header lacks."""
+
+    def setUp(self):
+        self.codes = sorted(header_codes())
+        self.assertGreaterEqual(len(self.codes), 5)  # the parse found the header's
+
+    def read(self, *path):
+        with open(os.path.join(SOURCE, *path)) as f:
+            return f.read()
+
+    def test_the_readme_table(self):
+        section = self.read("README.md").split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+        listed = sorted({int(m) for m in re.findall(r"\| (2[4-5]\d) \|$", section, re.M)})
+        self.assertEqual(listed, self.codes, "README.md's exit-code table and agent/exit_codes.h differ")
+
+    def test_the_exit_codes_page(self):
+        text = self.read("docs", "exit-codes.md")
+        table = text.split("\n## The codes\n", 1)[1].split("\n#", 1)[0]
+        listed = sorted({int(m) for m in re.findall(r"^\| \*\*(2[4-5]\d)\*\* \|", table, re.M)})
+        self.assertEqual(listed, self.codes, "docs/exit-codes.md's table and agent/exit_codes.h differ")
+        block = f"{self.codes[0]}–{self.codes[-1]}"
+        self.assertIn(f"{block} is above every signal", text)
+
+    def test_the_kubernetes_policy_decides_on_each(self):
+        text = self.read("examples", "kubernetes", "podfailurepolicy-job.yaml")
+        decided = sorted({int(v) for values in re.findall(r"^\s+values: \[([\d, ]+)\]$", text, re.M)
+                          for v in values.split(",") if int(v) >= 240})
+        self.assertEqual(decided, self.codes, "a code of agent/exit_codes.h that the podFailurePolicy has no rule for")
+
+    def test_the_slurm_requeue_script_says_what_it_does_with_each(self):
+        text = self.read("examples", "slurm", "requeue.sbatch")
+        said = sorted({int(m) for m in re.findall(r"^#   (2[4-5]\d)  ", text, re.M)})
+        self.assertEqual(said, self.codes, "requeue.sbatch's header and agent/exit_codes.h differ")
 
 
 if __name__ == "__main__":
