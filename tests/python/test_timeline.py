@@ -145,6 +145,17 @@ def test_an_old_log_draws_what_its_worker_events_prove(tmp_path):
         ("progress", "step 30, checkpoint 20", 650, 0)]
 
 
+def test_hangs_unhealthy_nodes_and_agent_failures_are_marked(tmp_path):
+    t = parse(tmp_path, [
+        worker("UNHEALTHY", 100, 2, 0, 7, reason="local rank 0: no heartbeat for 31.0 s (timeout 30.0 s)"),
+        event("cxxrun.agent.NODE_UNHEALTHY", 200, raw_error="health-check: " + "GPU 3 fell off the bus; " * 10),
+        event("torchelastic.worker.status.FAILED", 300, raw_error="SIGTERM while stopping the workers")])
+    assert [(m.kind, m.text) for m in t.marks] == [
+        ("hung", "rank 2 hung: local rank 0: no heartbeat for 31.0 s (timeout 30.0 s)"),
+        ("unhealthy", "node unhealthy: health-check: GPU 3 fell off the bus; GPU 3 fell off the bus;..."),
+        ("agent-failed", "agent failed: SIGTERM while stopping the workers")]
+
+
 def test_causes_from_each_kind_of_failure():
     def cause(raw=None, **extra):
         return timeline.short_cause(worker("FAILED", 0, 2, 0, 5, raw_error=raw, **extra))

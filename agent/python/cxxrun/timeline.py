@@ -169,7 +169,12 @@ def short_cause(event):
     if not text:
         code, sig = extra.get("exit_code"), extra.get("signal")
         text = f"signal {sig}" if sig else f"exit code {code}" if code is not None else cause or "failed"
-    return text if len(text) <= 80 else text[:77] + "..."
+    return _short(text)
+
+
+def _short(text, limit=80):
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _attempt(event):
@@ -230,7 +235,7 @@ def build(events, paths):
             text = f"{extra.get('verdict', '?')}: {extra.get('cause', '?')}"
             if isinstance(extra.get("repeats"), int) and extra["repeats"] > 1:
                 text += f" ({extra['repeats']} in a row)"
-            marks.append(Mark(key, "verdict", ts, text, attempt))
+            marks.append(Mark(key, "verdict", ts, _short(text, 120), attempt))
         elif name == "cxxrun.agent.ATTEMPT_PROGRESS" and isinstance(extra.get("step"), int):
             text = f"step {extra['step']}"
             if isinstance(extra.get("checkpoint_step"), int):
@@ -239,16 +244,16 @@ def build(events, paths):
         elif name == "cxxrun.agent.RESTART":
             restarts.setdefault(_attempt(e), ts)
         elif name == "cxxrun.agent.NODE_UNHEALTHY":
-            marks.append(Mark(key, "unhealthy", ts, f"node unhealthy: {md.get('raw_error') or '?'}", attempt))
+            marks.append(Mark(key, "unhealthy", ts, _short(f"node unhealthy: {md.get('raw_error') or '?'}"), attempt))
         elif e.get("source") == "AGENT" and state == "FAILED":
-            marks.append(Mark(key, "agent-failed", ts, f"agent failed: {md.get('raw_error') or '?'}", attempt))
+            marks.append(Mark(key, "agent-failed", ts, _short(f"agent failed: {md.get('raw_error') or '?'}"), attempt))
         elif e.get("source") == "WORKER":
             attempts.add(attempt)
             if state == "FAILED":
                 marks.append(Mark(key, "failed", ts, f"rank {md.get('global_rank')}: {short_cause(e)}", attempt))
             elif state == "UNHEALTHY":
-                marks.append(Mark(key, "hung", ts, f"rank {md.get('global_rank')} hung: "
-                                  f"{extra.get('reason', '?')}", attempt))
+                marks.append(Mark(key, "hung", ts, _short(f"rank {md.get('global_rank')} hung: "
+                                                          f"{extra.get('reason', '?')}"), attempt))
 
     phased = {s.row for s in spans}
     for key, row_events in per_row.items():
@@ -313,7 +318,8 @@ def draw(timeline, output, title=None):
     t0 = timeline.t0_ms
     sec = lambda ms: (ms - t0) / 1000.0  # noqa: E731
     y = {row.key: i for i, row in enumerate(reversed(timeline.rows))}
-    fig, ax = plt.subplots(figsize=(13, 1.6 + 1.1 * len(timeline.rows)), dpi=110)
+    row_inches = 1.1 if len(timeline.rows) <= 16 else 0.45  # a large job stays a picture, not a poster
+    fig, ax = plt.subplots(figsize=(13, 1.6 + row_inches * len(timeline.rows)), dpi=110)
     seen = []  # the legend's phases: those with a bar wide enough to see
     visible = 0.002 * max(timeline.t1_ms - t0, 1.0)
     for s in timeline.spans:
