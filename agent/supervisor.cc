@@ -166,7 +166,7 @@ class Supervisor final : Workers::Listener {
     const Decision d = decide(situation());
     if (d.action == Action::fail && h.stop && attempt_ < c_.max_restarts)
       log_->error("{}", h.evidence);
-    else if (d.action == Action::restart || d.action == Action::reform)
+    else if ((d.action == Action::restart || d.action == Action::reform) && (h.tracked || h.oom))
       log_->info("{}", h.evidence);
     act(d);
   }

@@ -114,17 +114,17 @@ History judge(const History& before, const JobOutcome& now, const RestartRule& r
   if (h.stop) {
     h.evidence = stop_evidence(h);
   } else if (!judged) {
-    h.evidence = "restarting: " + ended_with(h) +
+    h.evidence = "verdict: restart: " + ended_with(h) +
                  (rule.always ? " (--restart-policy=always)" : "; no progress source tells a repeat from progress");
   } else if (!moved.empty() && same) {
-    h.evidence = "restarting: " + ended_with(h) + " again, after " + moved;
+    h.evidence = "verdict: restart: " + ended_with(h) + " again, after " + moved;
   } else if (h.repeats == 1) {
-    h.evidence = "restarting: " + ended_with(h) + (before.repeats == 0 || same         ? ""
+    h.evidence = "verdict: restart: " + ended_with(h) + (before.repeats == 0 || same         ? ""
                                        : key == before.key ? ", at another step than the last attempt"
                                                            : ", a different cause from the last attempt") +
                  (moved.empty() ? "" : "; " + moved);
   } else {
-    h.evidence = "restarting: " + std::to_string(h.repeats) + " of " + std::to_string(budget) +
+    h.evidence = "verdict: restart: " + std::to_string(h.repeats) + " of " + std::to_string(budget) +
                  " attempts in a row ended with " + ended_with(h) + " without progress";
   }
   return h;

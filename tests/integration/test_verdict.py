@@ -86,7 +86,7 @@ class Verdicts(TempDirTest):
         self.assertEqual(rc, 1, err)
         self.assertEqual(restarts(err), 3, err)
         self.assertNotIn("not restarting", err)
-        self.assertIn("restarting: RuntimeError: lost a data shard (moving.py:8) at step 17, at another step than the last attempt; "
+        self.assertIn("verdict: restart: RuntimeError: lost a data shard (moving.py:8) at step 17, at another step than the last attempt; "
                       "progress beyond step 10",
                       err)
 

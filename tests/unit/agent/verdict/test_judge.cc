@@ -47,7 +47,7 @@ TEST_CASE("the same failure at the same step three times in a row stops, with th
   CHECK(v[0].repeats == 1);
   CHECK_FALSE(v[1].stop);
   CHECK(v[1].repeats == 2);
-  CHECK(v[1].evidence == "restarting: 2 of 3 attempts in a row ended with ValueError: loss is NaN (train.py:61) at "
+  CHECK(v[1].evidence == "verdict: restart: 2 of 3 attempts in a row ended with ValueError: loss is NaN (train.py:61) at "
                          "step 30 without progress");
   CHECK(v[2].stop);
   CHECK(v[2].judged == 3);
@@ -60,11 +60,11 @@ TEST_CASE("failures at other steps, or after progress, restart whatever their nu
                       failed(nan_at_61(), 40, 1, 40), failed(nan_at_61(), 40, 1, 41)});
   for (const History& h : v) CHECK_FALSE(h.stop);
   CHECK(v[1].repeats == 1);
-  CHECK(v[1].evidence == "restarting: ValueError: loss is NaN (train.py:61) at step 5, at another step than the last "
+  CHECK(v[1].evidence == "verdict: restart: ValueError: loss is NaN (train.py:61) at step 5, at another step than the last "
                          "attempt");
   CHECK(v[3].best_step == 40u);
   CHECK(v[4].repeats == 1);  // the same step, but a new checkpoint
-  CHECK(v[4].evidence == "restarting: ValueError: loss is NaN (train.py:61) at step 40 again, after a new checkpoint "
+  CHECK(v[4].evidence == "verdict: restart: ValueError: loss is NaN (train.py:61) at step 40 again, after a new checkpoint "
                          "(ckpt-40.pt)");
   CHECK(v[5].repeats == 1);
 }
@@ -75,7 +75,7 @@ TEST_CASE("a different cause starts the count again", "[verdict]") {
                       failed(nan_at_61(), 30)});
   CHECK(v[1].repeats == 2);
   CHECK(v[2].repeats == 1);
-  CHECK(v[2].evidence == "restarting: KeyError: 'x' (train.py:70) at step 30, a different cause from the last attempt");
+  CHECK(v[2].evidence == "verdict: restart: KeyError: 'x' (train.py:70) at step 30, a different cause from the last attempt");
   CHECK(v[4].repeats == 2);
   CHECK_FALSE(v[4].stop);
 }
@@ -104,7 +104,7 @@ TEST_CASE("without a progress source only an OOM kill is judged", "[verdict]") {
                           failed(nan_at_61(), std::nullopt, 0, std::nullopt, false),
                           failed(nan_at_61(), std::nullopt, 0, std::nullopt, false)});
   for (const History& h : plain) CHECK_FALSE(h.stop);
-  CHECK(plain[3].evidence == "restarting: ValueError: loss is NaN (train.py:61); no progress source tells a repeat "
+  CHECK(plain[3].evidence == "verdict: restart: ValueError: loss is NaN (train.py:61); no progress source tells a repeat "
                              "from progress");
   const auto ooms = run({failed(oom(), std::nullopt, 0, std::nullopt, false),
                          failed(oom(), std::nullopt, 0, std::nullopt, false)});
@@ -133,7 +133,7 @@ TEST_CASE("'always' never stops; budgets are the user's", "[verdict]") {
   CHECK(w[4].stop);
 }
 
-TEST_CASE("--restart-policy's words", "[verdict]") {
+TEST_CASE("the words of --restart-policy", "[verdict]") {
   RestartRule r;
   CHECK_FALSE(parse_restart_policy("always", r));
   CHECK(r.always);
@@ -156,4 +156,16 @@ TEST_CASE("--restart-policy's words", "[verdict]") {
     CHECK(parse_restart_policy(bad, untouched));
     CHECK(untouched.oom == 7);
   }
+}
+
+TEST_CASE("a hang counts only while progress does not advance", "[verdict]") {
+  Signature hang{"killed-by-cxxrun", "a kill by the hang watchdog: no heartbeat for 10 s", ""};
+  Signature hang_later{"killed-by-cxxrun", "a kill by the hang watchdog: no heartbeat for 12 s", ""};
+  CHECK(hang.key() == hang_later.key());
+  // Each attempt gets further before it hangs: never a repeat.
+  const auto advancing = run({failed(hang, 100), failed(hang_later, 180), failed(hang, 260), failed(hang, 340)});
+  for (const History& h : advancing) CHECK(h.repeats == 1);
+  // A deadlock at the same step every time stops like any repeat.
+  const auto stuck = run({failed(hang, 100), failed(hang_later, 100), failed(hang, 100)});
+  CHECK(stuck[2].stop);
 }
