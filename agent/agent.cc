@@ -136,6 +136,7 @@ int signalled_before_joining(int sig) {
 }  // namespace
 
 int run(const Config& input) {
+  AgentStart start;  // goodput counts this node's wall time from here (agent/progress/goodput.h)
   const Config& config = input;
   // Console writes must fail with EPIPE rather than kill the agent.
   signal(SIGPIPE, SIG_IGN);
@@ -179,7 +180,9 @@ int run(const Config& input) {
   auto rdzv = rendezvous::make_rendezvous(config.rdzv, worker_store_plan(config));
   rendezvous::Assignment first;
   try {
+    start.join_began = std::chrono::steady_clock::now();
     first = rdzv->join();
+    start.joined = std::chrono::steady_clock::now();
   } catch (const rendezvous::RendezvousClosed& e) {
     spdlog::info("{}; exiting", e.what());
     Situation released;
@@ -211,7 +214,7 @@ int run(const Config& input) {
                  "ranks: ranks beyond it wait at init_process_group; raise the hard limit (ulimit -Hn, LimitNOFILE=)",
                  open_files - 64, first.world_size);
   const int code =
-      supervise(config, first, logs, guardian, cgroup.get(), &forkserver, postmortem, health, *rdzv, token);
+      supervise(config, first, logs, guardian, cgroup.get(), &forkserver, postmortem, health, *rdzv, token, start);
   if (code == exit_code::unkillable) {
     if (cgroup) cgroup->abandon();
     postmortem.abandon();

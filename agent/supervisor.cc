@@ -49,13 +49,17 @@ enum class Phase { running, stopping, restarting, rendezvous, barrier, judging, 
 class Supervisor final : Workers::Listener {
  public:
   Supervisor(const Config& c, const rendezvous::Assignment& placement, LogDir& logs, Guardian* guardian,
-             NodeHealth* health, Rendezvous& rdzv, const MakeWorkers& make_workers, std::function<void(int)> exit_now)
+             NodeHealth* health, Rendezvous& rdzv, const MakeWorkers& make_workers, std::function<void(int)> exit_now,
+             const AgentStart& start)
       : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), rdzv_(rdzv),
         signals_(io_), window_(io_),
         host_(this_hostname()), exit_now_(std::move(exit_now)),
         group_(make_workers(io_, *this)),
         watchdog_(io_, c_, logs, *group_,
-                  [this](const Worker& w, const HangWatchdog::Report& r) { reporter_.worker_hung(w, r); }),
+                  [this](const Worker& w, const HangWatchdog::Report& r) {
+                    reporter_.worker_hung(w, r);
+                    goodput_.hang(r.silent_since);
+                  }),
         progress_(io_, c_, [this] { return watchdog_.highest_step(); }),
         faults_(io_, *group_, [this](const rendezvous::StoreFault& f) { link_->call(inject(f)); }),
         reporter_(io_, c_, *group_, watchdog_, [this] { return group_state(); }, health),
@@ -68,8 +72,10 @@ class Supervisor final : Workers::Listener {
                      [this](std::chrono::milliseconds silent) { on_store_lost(silent); },
                      [this] { on_store_regained(); },
                      [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}),
-        gate_(io_, c_, health, reporter_, *link_, log_), history_(c_) {
+        gate_(io_, c_, health, reporter_, *link_, log_), history_(c_), start_(start),
+        goodput_(start.at, start.wall, [this](const PhaseSpan& s) { reporter_.phase(s); }) {
     set_logger();
+    reporter_.set_goodput([this] { return goodput_.totals(std::chrono::steady_clock::now(), progress_.record()); });
     if (progress_.watches_output())
       group_->observe_lines([this](int, std::string_view line) { progress_.line(line); });
   }
@@ -89,6 +95,8 @@ class Supervisor final : Workers::Listener {
       return {};
     });
     reporter_.rendezvous_done(placement_, attempt_);
+    goodput_.rendezvous_began(start_.join_began);
+    goodput_.rendezvous_done(start_.joined);
     start_attempt();
     io_.run();
     return exit_code_;
@@ -140,6 +148,7 @@ class Supervisor final : Workers::Listener {
       reporter_.attempt_progress(*record);
     }
     outcome_ = outcome_of(record);
+    goodput_.attempt_ended(progress_.record(), cause_ == Cause::success, std::chrono::steady_clock::now());
     reporter_.attempt_ended(cause_ == Cause::success);
     judge_then_act();
   }
@@ -191,6 +200,7 @@ class Supervisor final : Workers::Listener {
     watchdog_.new_attempt(attempt_);
     watchdog_.set_judging(true);
     progress_.attempt_started(attempt_);
+    goodput_.attempt_started(attempt_, std::chrono::steady_clock::now());
     faults_.schedule(c_, placement_, attempt_, [this] { return phase_ == Phase::running; });
     group_->start(c_, placement_, attempt_,
                  [this](EnvMap& env, int local_rank) { watchdog_.add_env(env, local_rank); });
@@ -214,6 +224,7 @@ class Supervisor final : Workers::Listener {
     cause_ = cause;
     collecting_ = true;
     watchdog_.set_judging(false);
+    goodput_.stop_requested(std::chrono::steady_clock::now());
     window_.expires_after(kConsequenceWindow);
     window_.async_wait([this](const boost::system::error_code& ec) {
       if (!ec && collecting_) stop(cause_, SIGTERM);
@@ -246,6 +257,7 @@ class Supervisor final : Workers::Listener {
     phase_ = Phase::stopping;
     cause_ = cause;
     watchdog_.set_judging(false);
+    goodput_.stop_requested(std::chrono::steady_clock::now());
     group_->stop(sig, cause == Cause::failure || cause == Cause::remote_failure);
   }
 
@@ -324,6 +336,7 @@ class Supervisor final : Workers::Listener {
   void reform() {
     phase_ = Phase::rendezvous;
     rejoining_ = true;
+    goodput_.rendezvous_began(std::chrono::steady_clock::now());
     link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
       try {
         const rendezvous::Assignment a = r.rejoin();
@@ -356,6 +369,7 @@ class Supervisor final : Workers::Listener {
     set_logger();
     on_store_regained();  // the rendezvous went through it
     reporter_.rendezvous_done(placement_, attempt_);
+    goodput_.rendezvous_done(std::chrono::steady_clock::now());
     start_attempt();
   }
 
@@ -507,6 +521,9 @@ class Supervisor final : Workers::Listener {
 
   // Only act() calls it: every exit code comes from decide().
   void finish(int code) {
+    const GoodputTotals spent = goodput_.finish(std::chrono::steady_clock::now());
+    log_->info("{}", describe(spent));  // after the failure summary, when there is one
+    reporter_.goodput(spent);
     log_->info("exiting with code {}", code);
     reporter_.exiting(code, summary_.empty() ? nullptr : &summary_.front());
     if (rejoining_) {
@@ -546,6 +563,8 @@ class Supervisor final : Workers::Listener {
   KeepAlive keep_alive_;
   RoundGate gate_;
   JobHistory history_;
+  const AgentStart start_;
+  Goodput goodput_;  // where this node's wall time went (agent/progress/goodput.h)
 
   Phase phase_ = Phase::running;
   Cause cause_ = Cause::success;
@@ -567,17 +586,17 @@ class Supervisor final : Workers::Listener {
 
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
               JobCgroup* cgroup, Forkserver* forkserver, Postmortem& postmortem, NodeHealth& health, Rendezvous& rdzv,
-              const std::string& job_token) {
+              const std::string& job_token, const AgentStart& start) {
   const MakeWorkers real = [&](asio::io_context& io, Workers::Listener& listener) -> std::unique_ptr<Workers> {
     return std::make_unique<WorkerGroup>(io, logs, job_token, cgroup, guardian.pid(), forkserver, &postmortem, listener);
   };
-  return supervise(config, first, logs, &guardian, &health, rdzv, real, [](int code) { std::_Exit(code); });
+  return supervise(config, first, logs, &guardian, &health, rdzv, real, [](int code) { std::_Exit(code); }, start);
 }
 
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian* guardian,
               NodeHealth* health, Rendezvous& rdzv, const MakeWorkers& make_workers,
-              const std::function<void(int)>& exit_now) {
-  Supervisor s(config, first, logs, guardian, health, rdzv, make_workers, exit_now);
+              const std::function<void(int)>& exit_now, const AgentStart& start) {
+  Supervisor s(config, first, logs, guardian, health, rdzv, make_workers, exit_now, start);
   return s.run();
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "agent/config.h"
+#include "agent/progress/goodput.h"
 #include "agent/workers/workers.h"
 
 namespace boost::asio {
@@ -41,10 +42,11 @@ class LogDir;
 // by exec, agent/warm/forkserver.h);
 // `postmortem` gathers the kernel's evidence on ended workers
 // (agent/forensics/postmortem.h); `health` checks the node before every restart
-// (agent/health/node_health.h).
+// (agent/health/node_health.h); `start`: when the agent started and joined,
+// where its goodput counts from (agent/progress/goodput.h).
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian& guardian,
               JobCgroup* cgroup, Forkserver* forkserver, Postmortem& postmortem, NodeHealth& health,
-              rendezvous::Rendezvous& rdzv, const std::string& job_token);
+              rendezvous::Rendezvous& rdzv, const std::string& job_token, const AgentStart& start);
 
 // The same loop over the workers `make_workers` gives it, made on the loop's
 // io_context with the supervisor as their listener: the seam that lets
@@ -56,6 +58,6 @@ int supervise(const Config& config, const rendezvous::Assignment& first, LogDir&
 using MakeWorkers = std::function<std::unique_ptr<Workers>(boost::asio::io_context& io, Workers::Listener& listener)>;
 int supervise(const Config& config, const rendezvous::Assignment& first, LogDir& logs, Guardian* guardian,
               NodeHealth* health, rendezvous::Rendezvous& rdzv, const MakeWorkers& make_workers,
-              const std::function<void(int)>& exit_now);
+              const std::function<void(int)>& exit_now, const AgentStart& start = {});
 
 }  // namespace cxxrun::agent

@@ -193,6 +193,7 @@ void HangWatchdog::check_heartbeats(std::vector<Verdict>& out) {
       v.pid = w->pid;
       v.rank = w->rank;
       v.overdue = violation.overdue;
+      v.silent_since -= violation.limit + violation.overdue;
       out.push_back(v);
     }
 }
@@ -222,6 +223,7 @@ void HangWatchdog::check_progress(std::vector<Verdict>& out) {
   v.what = fmt::format("no worker made progress (CPU time, output, heartbeats) for {:.1f} s (--hang-timeout {} s)",
                        verdict->idle.count() / 1000.0, c_.hang_timeout.count() / 1000.0);
   v.job_wide = true;
+  v.silent_since = now - verdict->idle;
   out.push_back(v);
 }
 
@@ -307,6 +309,9 @@ void HangWatchdog::act(const std::vector<Verdict>& verdicts, const std::map<int,
   r.bundle = bundle;
   r.rank = kill_v.rank;
   if (stacks.count(r.rank)) r.stack = stacks.at(r.rank);
+  r.silent_since = std::min_element(verdicts.begin(), verdicts.end(), [](const Verdict& a, const Verdict& b) {
+                     return a.silent_since < b.silent_since;
+                   })->silent_since;
   group_.log()->error("hang: {}{}", r.picture.empty() ? "no rank has a stack" : r.picture,
                       bundle.empty() ? "" : " (every rank's stack in " + bundle + ")");
   const Worker* target = nullptr;

@@ -54,6 +54,11 @@ class HangWatchdog {
     std::string bundle;   // where the stacks went ("" without a log directory)
     int rank = -1;        // the rank killed for it
     std::string stack;    // its stack
+    // When the hang began: the judges' earliest silence (no beat, a section
+    // open, no progress: the verdict's length before its tick); a file
+    // timer's expiry says nothing of that, so its tick. Goodput counts from
+    // here to the stop as hang detection (agent/progress/goodput.h).
+    std::chrono::steady_clock::time_point silent_since{};
   };
   // `on_hang(worker, report)` is told of each verdict before the kill.
   using OnHang = std::function<void(const Worker& w, const Report& r)>;
@@ -92,6 +97,7 @@ class HangWatchdog {
     int rank = -1;
     std::chrono::nanoseconds overdue{0};  // how far past its limit
     bool job_wide = false;                // --hang-timeout: no worker was named
+    std::chrono::steady_clock::time_point silent_since = std::chrono::steady_clock::now();  // Report's
   };
   // Every judge is asked each tick, and whatever they say in that tick is
   // one hang: one line, one collection of stacks, one kill.

@@ -54,6 +54,11 @@ std::optional<AttemptRecord> ProgressTracker::attempt_ended() {
   return record_;
 }
 
+const AttemptRecord* ProgressTracker::record() const {
+  if (record_.started == Clock::time_point{} || (!pattern_ && !checkpoints_ && !step_reported_)) return nullptr;
+  return &record_;
+}
+
 void ProgressTracker::tick() {
   timer_.expires_after(kPoll);
   timer_.async_wait([this](const boost::system::error_code& ec) {

@@ -57,6 +57,11 @@ class ProgressTracker {
   // The attempt's group stopped: its record, with the last poll's findings,
   // or nullopt when progress is not tracked.
   std::optional<AttemptRecord> attempt_ended();
+  // The running attempt's record so far (what the last poll found), or the
+  // last one's once it ended; nullptr before the first attempt or when
+  // progress is not tracked. Goodput splits the attempt's time from it
+  // (agent/progress/goodput.h).
+  const AttemptRecord* record() const;
 
  private:
   void tick();

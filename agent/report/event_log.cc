@@ -66,6 +66,8 @@ std::string_view event_name(AgentEvent event) {
     case AgentEvent::node_unhealthy: return "cxxrun.agent.NODE_UNHEALTHY";
     case AgentEvent::attempt_progress: return "cxxrun.agent.ATTEMPT_PROGRESS";
     case AgentEvent::verdict: return "cxxrun.agent.VERDICT";
+    case AgentEvent::phase: return "cxxrun.agent.PHASE";
+    case AgentEvent::goodput: return "cxxrun.agent.GOODPUT";
     case AgentEvent::restart: break;
   }
   return "cxxrun.agent.RESTART";

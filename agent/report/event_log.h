@@ -51,6 +51,19 @@
 //                                                 across requeues), "evidence" (the line), and
 //                                                 where known "step", "best_step",
 //                                                 "checkpoint_step"
+//   AGENT  cxxrun.agent.PHASE                     one closed span of one goodput phase
+//                                                 (agent/progress/goodput.h), once its phase
+//                                                 is known (an attempt's pieces when it ends):
+//                                                 duration_ms its length, and in the inner
+//                                                 metadata "phase" (rendezvous, startup,
+//                                                 productive, lost, hang_detection, teardown,
+//                                                 waiting), "attempt", "start_ms" and "end_ms"
+//                                                 (ms since the epoch); a node's spans tile
+//                                                 its wall time, each starting where the last
+//                                                 ended
+//   AGENT  cxxrun.agent.GOODPUT                   the agent exits: in the inner metadata
+//                                                 "goodput" (productive / wall), "wall_ms",
+//                                                 and "<phase>_ms" for every phase
 //   AGENT  cxxrun.agent.NODE_UNHEALTHY            this node failed a health check before a round
 //                                                 and steps out; raw_error says which and why,
 //                                                 "excluded_host" names it for the scheduler
@@ -84,7 +97,8 @@ struct Config;
 struct Failure;
 
 enum class WorkerStatus { start, succeeded, failed, terminated, unhealthy, healthy };
-enum class AgentEvent { rendezvous, assign_worker_ranks, succeeded, failed, restart, node_unhealthy, attempt_progress, verdict };
+enum class AgentEvent { rendezvous, assign_worker_ranks, succeeded, failed, restart, node_unhealthy, attempt_progress,
+                        verdict, phase, goodput };
 
 // The full event name, e.g. "torchelastic.worker.status.START".
 std::string_view event_name(WorkerStatus status);

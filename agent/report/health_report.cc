@@ -154,6 +154,14 @@ std::string prometheus_text(const HealthSnapshot& s) {
            "Worker failures since the agent started, by cause (oom-killed, crashed, killed-by-cxxrun, ...).");
   for (const auto& [cause, n] : s.failures_by_cause) m.sample(fmt::format("cause=\"{}\"", cause), n);
 
+  m.family("cxxrun_phase_seconds_total", "counter",
+           "Seconds of this node's wall time since the agent started, by goodput phase (rendezvous, startup, "
+           "productive, lost, hang_detection, teardown, waiting); the running attempt counts provisionally, and a "
+           "failure moves its work since the last checkpoint from productive to lost.");
+  for (const auto& [phase, seconds] : s.phase_seconds) m.sample(fmt::format("phase=\"{}\"", phase), seconds);
+  m.family("cxxrun_goodput_ratio", "gauge", "Productive seconds over wall seconds since the agent started.");
+  if (s.goodput_ratio) m.sample("", *s.goodput_ratio);
+
   m.family("cxxrun_worker_seconds_since_heartbeat", "gauge",
            "Seconds since the worker's last heartbeat; absent while it has none.");
   for (const WorkerHealth& w : s.workers)

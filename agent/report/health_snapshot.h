@@ -98,6 +98,11 @@ struct HealthSnapshot {
   // Failed workers since the agent started, by cause name (every cause
   // listed, 0 where none).
   std::vector<std::pair<std::string, int>> failures_by_cause;
+  // Seconds of this node's wall time per goodput phase, every phase listed
+  // (agent/progress/goodput.h), the running attempt counted provisionally;
+  // and productive / wall. Empty and nullopt: not accounted.
+  std::vector<std::pair<std::string, double>> phase_seconds;
+  std::optional<double> goodput_ratio;
   std::vector<WorkerHealth> workers;
 };
 

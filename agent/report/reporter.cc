@@ -122,6 +122,27 @@ void Reporter::restarting(int attempt, const std::string& why) {
   events_.agent_event(AgentEvent::restart, details);
 }
 
+void Reporter::phase(const PhaseSpan& span) {
+  if (!events_.enabled()) return;
+  EventDetails details;
+  details.duration_ms = std::chrono::duration<double, std::milli>(span.end - span.start).count();
+  details.extra["phase"] = std::string(goodput_phase_name(span.phase));
+  details.extra["attempt"] = static_cast<long long>(span.attempt);
+  details.extra["start_ms"] = span.start_ms;
+  details.extra["end_ms"] = span.end_ms;
+  events_.agent_event(AgentEvent::phase, details);
+}
+
+void Reporter::goodput(const GoodputTotals& t) {
+  if (!events_.enabled()) return;
+  const auto ms = [](std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  EventDetails details;
+  details.extra["goodput"] = t.ratio();
+  details.extra["wall_ms"] = ms(t.wall);
+  for (GoodputPhase p : kAllGoodputPhases) details.extra[std::string(goodput_phase_name(p)) + "_ms"] = ms(t[p]);
+  events_.agent_event(AgentEvent::goodput, details);
+}
+
 void Reporter::node_unhealthy(const std::string& check, const std::string& line) {
   node_healthy_ = false;
   events_.node_unhealthy(check, line);
@@ -160,6 +181,12 @@ HealthSnapshot Reporter::snapshot() const {
   }
   for (const Failure& f : group_.failures())
     if (f.unkillable) h.node_healthy = false;
+  if (goodput_) {
+    const GoodputTotals t = goodput_();
+    for (GoodputPhase p : kAllGoodputPhases)
+      h.phase_seconds.emplace_back(goodput_phase_name(p), std::chrono::duration<double>(t[p]).count());
+    h.goodput_ratio = t.ratio();
+  }
   for (const auto& w : group_.workers()) {
     WorkerHealth wh;
     wh.local_rank = w->local_rank;

@@ -19,6 +19,7 @@
 #include "agent/forensics/failure.h"
 #include "agent/hang/watchdog.h"
 #include "agent/progress/attempt_record.h"
+#include "agent/progress/goodput.h"
 #include "agent/report/health_snapshot.h"
 #include "agent/verdict/history.h"
 
@@ -57,6 +58,11 @@ class Reporter {
   // The settled restart verdict on attempt `attempt` (VERDICT).
   void verdict(int attempt, const History& h);
   void restarting(int attempt, const std::string& why);
+  // A closed goodput span (PHASE), and the job's totals at the exit
+  // (GOODPUT). `live` gives /metrics the totals so far.
+  void phase(const PhaseSpan& span);
+  void goodput(const GoodputTotals& totals);
+  void set_goodput(std::function<GoodputTotals()> live) { goodput_ = std::move(live); }
   // This node failed `check` before a round and steps out (NODE_UNHEALTHY).
   void node_unhealthy(const std::string& check, const std::string& line);
 
@@ -81,6 +87,7 @@ class Reporter {
   const Workers& group_;
   const HangWatchdog& watchdog_;
   std::function<GroupState()> state_;
+  std::function<GoodputTotals()> goodput_;
   const NodeHealth* health_checks_ = nullptr;
   EventLog events_;
   std::unique_ptr<HealthServer> health_;

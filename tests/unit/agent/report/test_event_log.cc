@@ -287,6 +287,8 @@ TEST_CASE("event log: names are torchrun's where torchrun has one") {
   CHECK(event_name(WorkerStatus::unhealthy) == "torchelastic.worker.status.UNHEALTHY");
   CHECK(event_name(AgentEvent::assign_worker_ranks) == "torchelastic.worker.status.ASSIGN_WORKER_RANKS");
   CHECK(event_name(AgentEvent::failed) == "torchelastic.worker.status.FAILED");
+  CHECK(event_name(AgentEvent::phase) == "cxxrun.agent.PHASE");  // the timeline reads these (docs/restarts.md)
+  CHECK(event_name(AgentEvent::goodput) == "cxxrun.agent.GOODPUT");
   Config local;
   const cxxrun::rendezvous::Assignment one_node;
   CHECK(event_context(local, one_node).rdzv_backend == "static");
