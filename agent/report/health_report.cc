@@ -154,7 +154,9 @@ std::string prometheus_text(const HealthSnapshot& s) {
            "Worker failures since the agent started, by cause (oom-killed, crashed, killed-by-cxxrun, ...).");
   for (const auto& [cause, n] : s.failures_by_cause) m.sample(fmt::format("cause=\"{}\"", cause), n);
 
-  m.family("cxxrun_phase_seconds_total", "counter",
+  // A gauge, not a counter: a failure moves its unsaved work from productive
+  // to lost, so one series steps down, which a counter must never do.
+  m.family("cxxrun_phase_seconds", "gauge",
            "Seconds of this node's wall time since the agent started, by goodput phase (rendezvous, startup, "
            "productive, lost, hang_detection, teardown, waiting); the running attempt counts provisionally, and a "
            "failure moves its work since the last checkpoint from productive to lost.");

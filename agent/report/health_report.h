@@ -33,7 +33,7 @@ std::string health_json(const HealthSnapshot& s);
 //   cxxrun_worker_running{local_rank,rank}    1 while that worker's process is alive
 //   cxxrun_node_healthy                       0 once a worker outlived SIGKILL
 //   cxxrun_worker_failures_total{cause}       failures since the agent started, per agent/forensics/death.h cause
-//   cxxrun_phase_seconds_total{phase}         wall seconds per goodput phase (agent/progress/goodput.h)
+//   cxxrun_phase_seconds{phase}         wall seconds per goodput phase (agent/progress/goodput.h)
 //   cxxrun_goodput_ratio                      productive / wall seconds
 //   cxxrun_worker_seconds_since_heartbeat{local_rank,rank}   only for workers with a heartbeat
 std::string prometheus_text(const HealthSnapshot& s);

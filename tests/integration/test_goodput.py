@@ -113,9 +113,9 @@ PY
         self.assertEqual(rc, 0, err)
         with open(f"{self.dir}/metrics") as f:
             text = f.read()
-        self.assertIn("# TYPE cxxrun_phase_seconds_total counter", text)
+        self.assertIn("# TYPE cxxrun_phase_seconds gauge", text)
         self.assertIn("# TYPE cxxrun_goodput_ratio gauge", text)
-        seconds = {m[0]: float(m[1]) for m in re.findall(r'^cxxrun_phase_seconds_total\{phase="(\w+)"\} (\S+)$',
+        seconds = {m[0]: float(m[1]) for m in re.findall(r'^cxxrun_phase_seconds\{phase="(\w+)"\} (\S+)$',
                                                          text, re.M)}
         self.assertEqual(sorted(seconds), sorted(PHASES))
         # Read after the first step, half a second after the spawn: the

@@ -492,14 +492,14 @@ TEST_CASE("health report: each health check's last verdict, in /healthz and /met
 
 TEST_CASE("health report: seconds per goodput phase and the ratio in /metrics") {
   HealthSnapshot s = sample_snapshot();
-  CHECK(prometheus_text(s).find("cxxrun_phase_seconds_total{") == std::string::npos);  // none given
+  CHECK(prometheus_text(s).find("cxxrun_phase_seconds{") == std::string::npos);  // none given
   CHECK(prometheus_text(s).find("\ncxxrun_goodput_ratio ") == std::string::npos);
   s.phase_seconds = {{"rendezvous", 0.5}, {"startup", 2}, {"productive", 7.5}, {"lost", 0}};
   s.goodput_ratio = 0.75;
   const std::string metrics = prometheus_text(s);
-  CHECK(metrics.find("# TYPE cxxrun_phase_seconds_total counter\n") != std::string::npos);
-  CHECK(metrics.find("cxxrun_phase_seconds_total{phase=\"rendezvous\"} 0.5\n") != std::string::npos);
-  CHECK(metrics.find("cxxrun_phase_seconds_total{phase=\"productive\"} 7.5\n") != std::string::npos);
-  CHECK(metrics.find("cxxrun_phase_seconds_total{phase=\"lost\"} 0\n") != std::string::npos);
+  CHECK(metrics.find("# TYPE cxxrun_phase_seconds gauge\n") != std::string::npos);
+  CHECK(metrics.find("cxxrun_phase_seconds{phase=\"rendezvous\"} 0.5\n") != std::string::npos);
+  CHECK(metrics.find("cxxrun_phase_seconds{phase=\"productive\"} 7.5\n") != std::string::npos);
+  CHECK(metrics.find("cxxrun_phase_seconds{phase=\"lost\"} 0\n") != std::string::npos);
   CHECK(metrics.find("# TYPE cxxrun_goodput_ratio gauge\ncxxrun_goodput_ratio 0.75\n") != std::string::npos);
 }
