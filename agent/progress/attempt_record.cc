@@ -29,7 +29,8 @@ void AttemptRecord::progress(StepSource source, std::optional<uint64_t> step, Cl
 void AttemptRecord::checkpoint(std::string name, std::optional<uint64_t> step, Clock::time_point at) {
   progress(StepSource::checkpoint, step, at);
   ++checkpoints;
-  last_checkpoint = Checkpoint{std::move(name), step, at};
+  // Several may come in one read: the last written is the last one.
+  if (!last_checkpoint || at >= last_checkpoint->at) last_checkpoint = Checkpoint{std::move(name), step, at};
 }
 
 std::optional<std::chrono::nanoseconds> AttemptRecord::startup() const {

@@ -1,6 +1,8 @@
 #include "agent/progress/checkpoint_dir.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <memory>
@@ -50,7 +52,12 @@ std::vector<CheckpointDir::Found> CheckpointDir::poll() {
   std::vector<Found> found;
   for (auto& name : list()) {
     if (known_.count(name) > 0) continue;
-    found.push_back({name, step_of_checkpoint_name(name)});
+    Found f{name, step_of_checkpoint_name(name), std::nullopt};
+    struct stat st {};
+    if (::fstatat(AT_FDCWD, (path_ + "/" + name).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+      f.written = std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+    found.push_back(std::move(f));
     known_.insert(std::move(name));
   }
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.name < b.name; });

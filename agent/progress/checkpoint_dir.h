@@ -10,6 +10,7 @@
 // a bounded amount per second; past that, later names are not seen.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -35,6 +36,10 @@ class CheckpointDir {
   struct Found {
     std::string name;
     std::optional<uint64_t> step;
+    // When it was last written (its mtime; a directory's, when its last
+    // entry came): the checkpoint's time, which a poll a second apart would
+    // otherwise put up to a second late, or after a crash. nullopt: unknown.
+    std::optional<std::chrono::system_clock::time_point> written;
   };
   // A new attempt: what is in the directory now is old.
   void reset();

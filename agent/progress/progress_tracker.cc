@@ -1,5 +1,7 @@
 #include "agent/progress/progress_tracker.h"
 
+#include <algorithm>
+
 #include "agent/progress/checkpoint_dir.h"
 #include "agent/progress/progress_pattern.h"
 
@@ -77,7 +79,15 @@ void ProgressTracker::poll(bool checkpoints) {
   }
   if (!checkpoints || !checkpoints_) return;
   const auto now = Clock::now();
-  for (auto& found : checkpoints_->poll()) record_.checkpoint(std::move(found.name), found.step, now);
+  const auto wall_now = std::chrono::system_clock::now();
+  for (auto& found : checkpoints_->poll()) {
+    // Its time is when it was written, within this attempt and not in the
+    // future (another node's clock on a shared filesystem may be off).
+    auto at = now;
+    if (found.written && *found.written < wall_now)
+      at = std::max(record_.started, now - std::chrono::duration_cast<Clock::duration>(wall_now - *found.written));
+    record_.checkpoint(std::move(found.name), found.step, at);
+  }
 }
 
 }  // namespace cxxrun::agent

@@ -78,3 +78,21 @@ TEST_CASE("a checkpoint is an entry that appeared since the attempt began", "[pr
   CHECK(found[1].step == 30u);
   CHECK(watch.poll().empty());  // each is new once
 }
+
+TEST_CASE("a checkpoint's time is when it was written, not when a poll saw it", "[progress]") {
+  TempDir tmp;
+  CheckpointDir watch(tmp.path);
+  watch.reset();
+  const std::string file = tmp.path + "/ckpt-20.pt";
+  std::ofstream(file) << "x";
+  // Written 5 s before the poll that finds it (a crash came before the
+  // next poll, say).
+  const auto five_ago = std::filesystem::file_time_type::clock::now() - std::chrono::seconds(5);
+  std::filesystem::last_write_time(file, five_ago);
+  const auto found = watch.poll();
+  REQUIRE(found.size() == 1);
+  REQUIRE(found[0].written);
+  const auto age = std::chrono::system_clock::now() - *found[0].written;
+  CHECK(age > std::chrono::seconds(4));
+  CHECK(age < std::chrono::seconds(60));
+}
