@@ -22,7 +22,8 @@
 #include "agent/rendezvous_link.h"
 #include "agent/report/reporter.h"
 #include "agent/restart_policy.h"
-#include "agent/verdict/job_history.h"
+#include "agent/store_outage.h"
+#include "agent/verdict_gate.h"
 #include "agent/workers/worker_group.h"
 #include "rendezvous/rendezvous.h"
 #include "agent/forensics/summary.h"
@@ -33,11 +34,6 @@ namespace {
 namespace asio = boost::asio;
 using rendezvous::Rendezvous;
 using rendezvous::RoundEvent;
-
-// How long a failed node waits for every member's workers to stop before it
-// prints the summary: a member that is dead, or whose workers ignore
-// SIGTERM, delays it by this much, not by the shutdown grace.
-constexpr std::chrono::seconds kSummaryWait{3};
 
 // running: workers up. stopping: taking the group down. restarting: a
 // restart here is being prepared. rendezvous: the link re-forms the job.
@@ -72,7 +68,8 @@ class Supervisor final : Workers::Listener {
                      [this](std::chrono::milliseconds silent) { on_store_lost(silent); },
                      [this] { on_store_regained(); },
                      [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}),
-        gate_(io_, c_, health, reporter_, *link_, log_), history_(c_), start_(start),
+        gate_(io_, c_, health, reporter_, *link_, log_), verdicts_(c_, *link_, reporter_, host_),
+        outage_(c_, rdzv_.survives_store_outage(), reporter_, log_), start_(start),
         goodput_(start.at, start.wall, [this](const PhaseSpan& s) { reporter_.phase(s); }) {
     set_logger();
     reporter_.set_goodput([this] { return goodput_.totals(std::chrono::steady_clock::now(), progress_.record()); });
@@ -158,20 +155,15 @@ class Supervisor final : Workers::Listener {
   void judge_then_act() {
     const Situation s = situation();
     const Decision d = decide(s);
-    if (!history_.judges() || !(d.uses_budget || (d.action == Action::fail && !s.unkillable))) return act(d);
+    if (!verdicts_.judges() || !(d.uses_budget || (d.action == Action::fail && !s.unkillable))) return act(d);
     phase_ = Phase::judging;
-    auto ask = history_.ask(outcome_, group_->failures(), host_, round_, kSummaryWait);
-    link_->call([this, ask = std::move(ask)](Rendezvous& r) -> RendezvousLink::Then {
-      std::string settled = JobHistory::settle(r, ask);
-      return [this, settled = std::move(settled)] {
-        if (phase_ == Phase::judging) on_verdict(history_.adopt(settled));
-      };
+    verdicts_.judge(attempt_, round_, outcome_, group_->failures(), [this](const History& h) {
+      if (phase_ == Phase::judging) on_verdict(h);
     });
   }
 
   void on_verdict(const History& h) {
     repeats_without_progress_ = h.stop;
-    reporter_.verdict(attempt_, h);
     const Decision d = decide(situation());
     if (d.action == Action::fail && h.stop && attempt_ < c_.max_restarts)
       log_->error("{}", h.evidence);
@@ -398,16 +390,13 @@ class Supervisor final : Workers::Listener {
   // this node's own, on every node, root cause first.
   void report_failure() {
     phase_ = Phase::reporting;
-    link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
-      auto records = r.failure_records(kSummaryWait);
-      return [this, records = std::move(records)] {
-        if (phase_ == Phase::reporting) print_summary(records);
-      };
+    verdicts_.gather_failures(group_->failures(), [this](std::vector<Failure> failures) {
+      if (phase_ == Phase::reporting) print_summary(std::move(failures));
     });
   }
 
-  void print_summary(const std::vector<std::string>& records) {
-    summary_ = job_failures(records, group_->failures(), host_);
+  void print_summary(std::vector<Failure> failures) {
+    summary_ = std::move(failures);
     if (summary_.empty()) {
       log_->error("the job failed on another node, and its failure record could not be read");
     } else {
@@ -419,36 +408,16 @@ class Supervisor final : Workers::Listener {
 
   void on_store_lost(std::chrono::milliseconds silent) {
     if (phase_ != Phase::barrier && phase_ != Phase::running) return;
-    const auto& s = c_.rdzv.settings;
-    // A replicated store (etcd without quorum) comes back: healthy workers
-    // need nothing from it, and waiting for the other nodes does, bounded
-    // by read_timeout.
-    if (rdzv_.survives_store_outage()) {
-      if (!outage_) {
-        outage_ = true;
-        reporter_.rendezvous_unreachable(std::chrono::steady_clock::now() - silent);
-        log_->warn("the rendezvous store at {} is unreachable ({} ms without a keep-alive); the workers go on, and "
-                   "a failure or a node joining waits up to read_timeout={} ms for it",
-                   s.endpoint, silent.count(), s.read_timeout.count());
-      }
-      if (phase_ == Phase::running || std::chrono::steady_clock::now() - barrier_since_ < s.read_timeout) return;
-      log_->error("the rendezvous store at {} has been unreachable for {} ms; this node's workers succeeded, and it "
-                  "waited read_timeout={} ms for the other nodes' results; giving up",
-                  s.endpoint, silent.count(), s.read_timeout.count());
-      return end(Cause::lost);
+    std::optional<std::chrono::steady_clock::duration> waited;
+    if (phase_ == Phase::barrier) waited = std::chrono::steady_clock::now() - barrier_since_;
+    switch (outage_.silent(silent, waited)) {
+      case StoreOutage::Then::nothing: return;
+      case StoreOutage::Then::end_job: return end(Cause::lost);
+      case StoreOutage::Then::stop_workers: return stop(Cause::lost, SIGTERM);
     }
-    log_->error("lost the rendezvous store of job={} at {}: no keep-alive got through for {} ms (limit {} ms)",
-                s.run_id, s.endpoint, silent.count(), (s.keep_alive_interval * s.keep_alive_max_attempt).count());
-    if (phase_ == Phase::barrier) return end(Cause::lost);
-    if (phase_ == Phase::running) stop(Cause::lost, SIGTERM);
   }
 
-  void on_store_regained() {
-    if (!outage_) return;
-    outage_ = false;
-    reporter_.rendezvous_reachable();
-    log_->info("the rendezvous store at {} is reachable again", c_.rdzv.settings.endpoint);
-  }
+  void on_store_regained() { outage_.regained(); }
 
   void on_members_dead(const Rendezvous::Liveness& l) {
     alive_nodes_ = l.alive;
@@ -562,7 +531,8 @@ class Supervisor final : Workers::Listener {
   std::unique_ptr<RendezvousLink> link_;
   KeepAlive keep_alive_;
   RoundGate gate_;
-  JobHistory history_;
+  VerdictGate verdicts_;
+  StoreOutage outage_;
   const AgentStart start_;
   Goodput goodput_;  // where this node's wall time went (agent/progress/goodput.h)
 
@@ -573,7 +543,6 @@ class Supervisor final : Workers::Listener {
   int alive_nodes_ = 1;
   int agent_signal_ = 0;
   bool collecting_ = false;  // waiting out kConsequenceWindow before stopping the group
-  bool outage_ = false;  // the replicated rendezvous store is unreachable; the workers go on
   bool rejoining_ = false;  // the link is in Rendezvous::rejoin(), which may block up to join_timeout
   std::vector<Failure> summary_;  // what the failure summary showed
   NodeOutcome outcome_;  // what this node saw of the last attempt's progress
