@@ -65,6 +65,10 @@ std::unique_ptr<Library> Library::load(const std::string& path, std::string& why
   need("nvmlEventSetFree", lib->nvmlEventSetFree);
   need("nvmlDeviceGetMemoryInfo", lib->nvmlDeviceGetMemoryInfo);
   need("nvmlDeviceGetComputeRunningProcesses_v3", lib->nvmlDeviceGetComputeRunningProcesses_v3);
+  resolve(handle, "nvmlDeviceGetClockInfo", lib->nvmlDeviceGetClockInfo);
+  resolve(handle, "nvmlDeviceGetMaxClockInfo", lib->nvmlDeviceGetMaxClockInfo);
+  resolve(handle, "nvmlDeviceGetCurrentClocksEventReasons", lib->nvmlDeviceGetCurrentClocksEventReasons);
+  resolve(handle, "nvmlDeviceGetCurrentClocksThrottleReasons", lib->nvmlDeviceGetCurrentClocksThrottleReasons);
   if (missing != nullptr) {
     why_not = fmt::format("{} lacks {}: a driver older than R525, which cxxrun checks no GPU with", path, missing);
     return nullptr;

@@ -7,8 +7,8 @@
 // action field and its values, come from CUDA 12.8+'s nvml.h (driver R570+),
 // as NVIDIA's cuda-bindings (cuda.bindings.nvml) list them.
 //
-// Only gpu_health.cc uses this header: NVML's types stay out of every other
-// file.
+// Only gpu_health.cc and nvml_clocks.cc use this header: NVML's types stay
+// out of every other file.
 #pragma once
 
 #include <memory>
@@ -107,6 +107,7 @@ inline constexpr int kVolatileEcc = 0;                                 // NVML_V
 // answers the field with NVML_ERROR_NOT_SUPPORTED or INVALID_ARGUMENT.
 inline constexpr unsigned int kFieldGpuRecoveryAction = 230;
 inline constexpr unsigned int kRecoveryActionNone = 0;  // NVML_GPU_RECOVERY_ACTION_NONE
+inline constexpr int kClockSm = 1;  // nvmlClockType_t NVML_CLOCK_SM
 
 // The library, its functions resolved. Not thread-safe beyond what NVML
 // itself is: gpu_health.cc calls it from one thread.
@@ -157,6 +158,16 @@ class Library {
   Return (*nvmlEventSetFree)(EventSet) = nullptr;
   Return (*nvmlDeviceGetMemoryInfo)(Device, Memory*) = nullptr;
   Return (*nvmlDeviceGetComputeRunningProcesses_v3)(Device, unsigned int*, ProcessInfo*) = nullptr;
+
+  // The clocks (agent/health/nvml_clocks.h): resolved when the library has
+  // them, nullptr otherwise; load() does not require them, so that the
+  // health checks never depend on them. nvmlDeviceGetCurrentClocksEventReasons
+  // is the newer name (R535+) of ...ThrottleReasons, which later drivers
+  // may drop.
+  Return (*nvmlDeviceGetClockInfo)(Device, int, unsigned int*) = nullptr;     // (device, nvmlClockType_t, MHz)
+  Return (*nvmlDeviceGetMaxClockInfo)(Device, int, unsigned int*) = nullptr;  // (device, nvmlClockType_t, MHz)
+  Return (*nvmlDeviceGetCurrentClocksEventReasons)(Device, unsigned long long*) = nullptr;
+  Return (*nvmlDeviceGetCurrentClocksThrottleReasons)(Device, unsigned long long*) = nullptr;
 
  private:
   Library() = default;

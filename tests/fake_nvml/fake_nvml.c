@@ -1,5 +1,5 @@
 /* A fake NVML for tests: built as libnvidia-ml.so.1, it implements exactly
- * the functions agent/health/nvml.h resolves, with nvml.h's ABI (CUDA 12.6's
+ * the functions agent/health/nvml.h resolves (the clocks' too), with nvml.h's ABI (CUDA 12.6's
  * nvml.h; the recovery action field, 230, from CUDA 12.8+), and answers
  * from a text file the test writes, named by FAKE_NVML_STATE and read again
  * at every call, so a test changes the GPUs between two calls by rewriting
@@ -25,10 +25,16 @@
  *   I.pids=P,P         its compute processes
  *   I.xids=X,X         its Xids, in order: each is delivered once to every
  *                      event set registered for GPU I (append to add more)
+ *   I.sm_clock=MHZ     nvmlDeviceGetClockInfo's SM (and graphics) clock
+ *                      (default: the maximum)
+ *   I.max_sm_clock=MHZ nvmlDeviceGetMaxClockInfo's (default 1980, an H100's)
+ *   I.clock_reasons=B  nvmlDeviceGetCurrentClocksEventReasons' bits, and
+ *                      ...ThrottleReasons' (decimal or 0x hex; 0x40 is a
+ *                      hardware thermal slowdown; default 0)
  *   I.unsupported=W,W  these answer NVML_ERROR_NOT_SUPPORTED: recovery (the
  *                      field's own result, as an older driver gives it),
  *                      retired_pages, remapped_rows, ecc, events, memory,
- *                      processes
+ *                      processes, clocks (the three clock functions)
  *   I.mig_uuid=MIG-... one MIG instance on GPU I, with I.mig_used=N and
  *                      I.mig_pids=P,P (its memory and processes)
  *
@@ -51,7 +57,7 @@ enum {
   INSUFFICIENT_SIZE = 7, DRIVER_NOT_LOADED = 9, TIMEOUT = 10, GPU_IS_LOST = 15
 };
 enum { XID_EVENT = 0x8, RECOVERY_FIELD = 230, UNCORRECTED = 1, VOLATILE = 0 };
-enum { NO_RECOVERY = 1, NO_RETIRED = 2, NO_REMAP = 4, NO_ECC = 8, NO_EVENTS = 16, NO_MEMORY = 32, NO_PROCESSES = 64 };
+enum { NO_RECOVERY = 1, NO_RETIRED = 2, NO_REMAP = 4, NO_ECC = 8, NO_EVENTS = 16, NO_MEMORY = 32, NO_PROCESSES = 64, NO_CLOCKS = 128 };
 
 struct nvmlDevice_st { int index; int mig; };
 typedef struct nvmlDevice_st* nvmlDevice_t;
@@ -83,7 +89,8 @@ _Static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t");
 typedef struct {
   char pci[32], uuid[96], name[96], mig_uuid[96];
   int lost, retired_pending, remap_failure;
-  unsigned recovery, unsupported;
+  unsigned recovery, unsupported, sm_clock, max_sm_clock;
+  unsigned long long clock_reasons;
   unsigned long long ecc, used, total, mig_used;
   unsigned long long pids[MAX_LIST], mig_pids[MAX_LIST], xids[MAX_LIST];
   int npids, nmig_pids, nxids;
@@ -103,7 +110,7 @@ static int list(const char* text, unsigned long long* out) {
 }
 
 static unsigned unsupported(const char* text) {
-  static const char* names[] = {"recovery", "retired_pages", "remapped_rows", "ecc", "events", "memory", "processes"};
+  static const char* names[] = {"recovery", "retired_pages", "remapped_rows", "ecc", "events", "memory", "processes", "clocks"};
   unsigned bits = 0;
   for (unsigned i = 0; i < sizeof names / sizeof *names; ++i)
     if (strstr(text, names[i])) bits |= 1u << i;
@@ -128,6 +135,9 @@ static void set(State* s, int i, const char* key, const char* value) {
   else if (!strcmp(key, "mig_pids")) g->nmig_pids = list(value, g->mig_pids);
   else if (!strcmp(key, "xids")) g->nxids = list(value, g->xids);
   else if (!strcmp(key, "unsupported")) g->unsupported = unsupported(value);
+  else if (!strcmp(key, "sm_clock")) g->sm_clock = (unsigned)strtoul(value, NULL, 10);
+  else if (!strcmp(key, "max_sm_clock")) g->max_sm_clock = (unsigned)strtoul(value, NULL, 10);
+  else if (!strcmp(key, "clock_reasons")) g->clock_reasons = strtoull(value, NULL, 0);
   else fprintf(stderr, "fake NVML: unknown key %d.%s\n", i, key);
 }
 
@@ -141,6 +151,7 @@ static int load(State* s) {
     snprintf(g->uuid, sizeof g->uuid, "GPU-00000000-0000-0000-0000-%012d", i);
     snprintf(g->name, sizeof g->name, "NVIDIA Fake H100");
     g->total = 80ULL << 30;
+    g->max_sm_clock = 1980;
   }
   const char* path = getenv("FAKE_NVML_STATE");
   FILE* f = path ? fopen(path, "r") : NULL;
@@ -166,6 +177,8 @@ static int load(State* s) {
     }
   }
   fclose(f);
+  for (int i = 0; i < MAX_GPUS; ++i)
+    if (s->gpus[i].sm_clock == 0) s->gpus[i].sm_clock = s->gpus[i].max_sm_clock;
   if (s->count < 0 || s->count > MAX_GPUS) s->count = highest + 1;
   return 0;
 }
@@ -414,3 +427,34 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsi
   *count = (unsigned)n;
   return SUCCESS;
 }
+
+/* nvmlClockType_t: 0 graphics, 1 SM, 2 memory, 3 video. */
+static nvmlReturn_t clock(nvmlDevice_t d, int type, unsigned* mhz, int max) {
+  State s;
+  Gpu* g;
+  nvmlReturn_t r = device(&s, d, &g);
+  if (r == SUCCESS && (g->unsupported & NO_CLOCKS)) r = NOT_SUPPORTED;
+  if (r == SUCCESS && (type < 0 || type > 3)) r = INVALID_ARGUMENT;
+  if (r != SUCCESS) return r;
+  if (!mhz) return INVALID_ARGUMENT;
+  *mhz = type <= 1 ? (max ? g->max_sm_clock : g->sm_clock) : type == 2 ? 2619 : 1755;
+  return SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned* mhz) { return clock(d, type, mhz, 0); }
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, int type, unsigned* mhz) { return clock(d, type, mhz, 1); }
+
+static nvmlReturn_t reasons(nvmlDevice_t d, unsigned long long* bits) {
+  State s;
+  Gpu* g;
+  nvmlReturn_t r = device(&s, d, &g);
+  if (r == SUCCESS && (g->unsupported & NO_CLOCKS)) r = NOT_SUPPORTED;
+  if (r == SUCCESS && !bits) r = INVALID_ARGUMENT;
+  if (r == SUCCESS) *bits = g->clock_reasons;
+  return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long* bits) { return reasons(d, bits); }
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long* bits) { return reasons(d, bits); }
