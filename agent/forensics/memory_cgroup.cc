@@ -1,4 +1,5 @@
 #include "agent/forensics/memory_cgroup.h"
+#include "agent/process/proc_cgroup.h"
 
 #include "agent/process/cgroup.h"
 
@@ -58,16 +59,6 @@ std::optional<long long> read_number(const std::string& path) {
   return text ? parse_number(*text) : std::nullopt;
 }
 
-// Whether the comma-separated `list` holds `item`.
-bool lists(string_view list, string_view item) {
-  while (!list.empty()) {
-    const std::size_t comma = list.find(',');
-    if (list.substr(0, comma) == item) return true;
-    if (comma == string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-  return false;
-}
 
 // Whether a space-separated cgroup.controllers text holds `item`.
 bool lists_word(string_view text, string_view item) {
@@ -133,20 +124,7 @@ std::optional<MountEntry> parse_mountinfo_line(string_view line) {
 }
 
 std::optional<std::string> memory_cgroup_path(string_view proc_cgroup, bool v1) {
-  while (!proc_cgroup.empty()) {
-    const std::size_t nl = proc_cgroup.find('\n');
-    const string_view line = proc_cgroup.substr(0, nl);
-    proc_cgroup.remove_prefix(nl == string_view::npos ? proc_cgroup.size() : nl + 1);
-    // "hierarchy-id:controllers:path"; the path may itself hold ':'.
-    const std::size_t first = line.find(':');
-    const std::size_t second = first == string_view::npos ? first : line.find(':', first + 1);
-    if (second == string_view::npos) continue;
-    const string_view id = line.substr(0, first);
-    const string_view controllers = line.substr(first + 1, second - first - 1);
-    const string_view path = line.substr(second + 1);
-    if (v1 ? lists(controllers, "memory") : (id == "0" && controllers.empty())) return std::string(path);
-  }
-  return std::nullopt;
+  return cgroup_path(proc_cgroup, v1 ? "memory" : "");
 }
 
 std::optional<long long> keyed_value(string_view text, string_view key) {

@@ -34,11 +34,6 @@ struct CpuThrottle {
 // shows only usage_usec, user_usec, system_usec).
 std::optional<CpuThrottle> parse_cpu_stat(std::string_view text);
 
-// The path of `controller`'s cgroup in the text of /proc/<pid>/cgroup: v1
-// the "N:controllers:path" line whose comma-separated controllers include
-// it ("2:cpu,cpuacct:/x"); "" asks for cgroup2's "0::path".
-std::optional<std::string> cgroup_path(std::string_view proc_cgroup, std::string_view controller);
-
 class CpuCgroups {
  public:
   // Finds the v1 cpu hierarchy and cgroup2 in `mountinfo`; either may be

@@ -11,7 +11,7 @@ import time
 import unittest
 
 from harness import TempDirTest, clean_env, finish_all, free_port, own_v1_cgroup, run, start
-from test_death_causes import ROOT, LimitedMemory
+from test_death_causes import ALLOCATE_ON_RANK_1, ROOT, LimitedMemory
 
 NO_PROGRESS = 245
 
@@ -197,15 +197,7 @@ class TwoNodes(TempDirTest):
 @unittest.skipUnless(ROOT and own_v1_cgroup("memory"), "needs root and a cgroup v1 memory hierarchy")
 class RepeatedOom(LimitedMemory):
     """Rank 1 allocates 400 MiB under a 128 MiB limit every attempt."""
-    WORKER = """
-import os, time
-if os.environ["RANK"] == "1":
-    time.sleep(0.3)
-    block = bytearray(400 * 1024 * 1024)
-    for i in range(0, len(block), 4096):
-        block[i] = 1
-time.sleep(10)
-"""
+    WORKER = ALLOCATE_ON_RANK_1
 
     def test_an_oom_kill_that_repeats_stops_after_two_attempts(self):
         rc, err = self.launch(["--nproc-per-node=2", "--max-restarts=5", "--no-python", "/usr/bin/python3",

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "agent/health/gpu_health.h"
+#include "fake_nvml_env.h"
 
 using namespace cxxrun::agent;
 using namespace std::chrono_literals;
@@ -18,33 +19,6 @@ using Catch::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Points this process at the fake NVML and a state file of its own.
-class FakeNvml {
- public:
-  FakeNvml() {
-    char dir[] = "/tmp/cxxrun-fake-nvml-XXXXXX";
-    REQUIRE(mkdtemp(dir) != nullptr);
-    dir_ = dir;
-    setenv("CXXRUN_NVML_LIBRARY", FAKE_NVML_LIBRARY, 1);
-    setenv("FAKE_NVML_STATE", (dir_ / "state").c_str(), 1);
-  }
-  ~FakeNvml() {
-    unsetenv("CXXRUN_NVML_LIBRARY");
-    unsetenv("FAKE_NVML_STATE");
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  // Replaces the state whole (a rename: the fake never reads half a file).
-  void write(const std::string& state) const {
-    const fs::path next = dir_ / "state.next";
-    std::ofstream(next) << state;
-    fs::rename(next, dir_ / "state");
-  }
-
- private:
-  fs::path dir_;
-};
 
 // Two GPUs, healthy, at the PCI addresses of a real host.
 const std::string kTwoGpus =

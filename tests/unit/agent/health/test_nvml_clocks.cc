@@ -15,38 +15,13 @@
 
 #include "agent/health/nvml_clocks.h"
 #include "agent/straggler/signals.h"
+#include "fake_nvml_env.h"
 
 using namespace cxxrun::agent;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Points this process at the fake NVML and a state file of its own.
-class FakeNvml {
- public:
-  FakeNvml() {
-    char dir[] = "/tmp/cxxrun-fake-nvml-XXXXXX";
-    REQUIRE(mkdtemp(dir) != nullptr);
-    dir_ = dir;
-    setenv("CXXRUN_NVML_LIBRARY", FAKE_NVML_LIBRARY, 1);
-    setenv("FAKE_NVML_STATE", (dir_ / "state").c_str(), 1);
-  }
-  ~FakeNvml() {
-    unsetenv("CXXRUN_NVML_LIBRARY");
-    unsetenv("FAKE_NVML_STATE");
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  void write(const std::string& state) const {
-    const fs::path next = dir_ / "state.next";
-    std::ofstream(next) << state;
-    fs::rename(next, dir_ / "state");
-  }
-
- private:
-  fs::path dir_;
-};
 
 // GPU 1 at 990 of 1980 MHz, held down by a hardware thermal slowdown (the
 // driver sets HW slowdown with it); GPU 0 at full speed.

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/process/proc_cgroup.h"
 #include "agent/straggler/cpu_throttling.h"
 #include "agent/straggler/gpu_clocks.h"
 #include "agent/straggler/host_pressure.h"
