@@ -12,6 +12,7 @@ runs the restart/abort case side by side; its dead-node case is not measured:
 torch 1.13 does not act on a dead node until the survivors' own workers fail.
 
 Usage: bench/elastic.py [--runs N] [--build build] [--skip-torchrun]
+       bench/elastic.py --policies [--runs N]   the restart with and without the restart verdict
 """
 import argparse
 import os
@@ -76,7 +77,7 @@ def agent_cmd(kind, build, port, run_id, nnodes, stamp, out, extra=(), rdzv=None
             "--monitor_interval=0.1", *extra, "--no_python", stamp, "cluster", out]
 
 
-def restart_run(kind, build, stamp, timeout=120, rdzv=None):
+def restart_run(kind, build, stamp, timeout=120, rdzv=None, extra=()):
     out = tempfile.mkdtemp(prefix="cxxrun_bench_")
     env = dict(os.environ, STAMP_FAIL_RANK="3", TMPDIR=out)
     port, run_id = free_port(), uuid.uuid4().hex[:10]
@@ -84,7 +85,7 @@ def restart_run(kind, build, stamp, timeout=120, rdzv=None):
     procs = []
     try:
         for i in range(3):
-            procs.append(launch(agent_cmd(kind, build, port, run_id, 3, stamp, out, [max_restarts], rdzv), env))
+            procs.append(launch(agent_cmd(kind, build, port, run_id, 3, stamp, out, [max_restarts, *extra], rdzv), env))
             if i == 0 and not rdzv:
                 time.sleep(0.3)  # the first agent hosts the store
         # Replacements are the workers started after the failure: torchrun
@@ -159,15 +160,36 @@ def summary(values):
     return f"median {statistics.median(v):.1f} ms, min {min(v):.1f}, max {max(v):.1f} (n={len(v)})"
 
 
+def compare_policies(args, stamp, scratch):
+    """What the restart verdict costs a restart: the nodes share their
+    attempt records and settle one verdict through the store before they
+    re-join (agent/verdict/job_history.h); 'always' skips it."""
+    times = {"always": [], "progress": []}
+    for _ in range(args.runs):
+        for policy in times:
+            r, _, err = restart_run("cxxrun", args.build, stamp, extra=[f"--restart-policy={policy}"])
+            if err:
+                print(f"{policy} restart run failed: {err}", file=sys.stderr)
+            times[policy].append(r)
+    print("| restart: first failure -> 6 replacements exec'd | --restart-policy=always | progress (default) |")
+    print("|---|---|---|")
+    print(f"| 3 agents x 2 workers, c10d on loopback | {summary(times['always'])} | {summary(times['progress'])} |")
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--skip-torchrun", action="store_true")
+    ap.add_argument("--policies", action="store_true",
+                    help="only the restart, under --restart-policy=always and the default (the verdict), alternating")
     args = ap.parse_args()
     scratch = tempfile.mkdtemp(prefix="cxxrun_bench_stamp_")
     stamp = os.path.join(scratch, "stamp")
     subprocess.run(["cc", "-O2", "-o", stamp, os.path.join(HERE, "stamp.c")], check=True)
+    if args.policies:
+        return compare_policies(args, stamp, scratch)
     kinds = ["cxxrun"] + ([] if args.skip_torchrun else ["torchrun"])
     results = {}
     for kind in kinds:
