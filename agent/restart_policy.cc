@@ -45,7 +45,7 @@ Decision decide(const Situation& s) {
     case Cause::released: return exit_with(exit_code::spare_released);
     case Cause::reported: {
       const int code = failure_exit_code(s.summary);
-      const bool early = s.repeats_without_progress && s.attempt < s.max_restarts;
+      const bool early = s.repeats_without_progress && (s.attempt < s.max_restarts || s.repeats_across_runs);
       return exit_with(early && code != exit_code::unkillable ? exit_code::no_progress : code);
     }
     case Cause::unhealthy: return exit_with(exit_code::node_unhealthy);

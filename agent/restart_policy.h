@@ -53,6 +53,11 @@ struct Situation {
   // job while restarts are left, with exit_code::no_progress; with none
   // left, the job ends as it would have anyway.
   bool repeats_without_progress = false;
+  // ... and the repeats began in an earlier agent run of the job (a
+  // requeue that continued the count): the requeue is the restart, so the
+  // job ends with exit_code::no_progress even with no restarts left here,
+  // and the scheduler stops requeueing it.
+  bool repeats_across_runs = false;
 };
 
 enum class Action {

@@ -24,6 +24,7 @@
 #include "agent/restart_policy.h"
 #include "agent/store_outage.h"
 #include "agent/verdict_gate.h"
+#include "agent/workers/log_dir.h"
 #include "agent/workers/worker_group.h"
 #include "rendezvous/rendezvous.h"
 #include "agent/forensics/summary.h"
@@ -68,7 +69,7 @@ class Supervisor final : Workers::Listener {
                      [this](std::chrono::milliseconds silent) { on_store_lost(silent); },
                      [this] { on_store_regained(); },
                      [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}),
-        gate_(io_, c_, health, reporter_, *link_, log_), verdicts_(c_, *link_, reporter_, host_),
+        gate_(io_, c_, health, reporter_, *link_, log_), verdicts_(c_, logs.run_dir(), *link_, reporter_, host_),
         outage_(c_, rdzv_.survives_store_outage(), reporter_, log_), start_(start),
         goodput_(start.at, start.wall, [this](const PhaseSpan& s) { reporter_.phase(s); }) {
     set_logger();
@@ -164,8 +165,9 @@ class Supervisor final : Workers::Listener {
 
   void on_verdict(const History& h) {
     repeats_without_progress_ = h.stop;
+    repeats_across_runs_ = h.stop && verdicts_.spans_runs(h);
     const Decision d = decide(situation());
-    if (d.action == Action::fail && h.stop && attempt_ < c_.max_restarts)
+    if (d.action == Action::fail && h.stop && (attempt_ < c_.max_restarts || repeats_across_runs_))
       log_->error("{}", h.evidence);
     else if ((d.action == Action::restart || d.action == Action::reform) && (h.tracked || h.oom))
       log_->info("{}", h.evidence);
@@ -265,6 +267,7 @@ class Supervisor final : Workers::Listener {
     s.min_nodes = c_.rdzv.settings.min_nodes;
     s.summary = summary_;
     s.repeats_without_progress = repeats_without_progress_;
+    s.repeats_across_runs = repeats_across_runs_;
     const auto& failures = group_->failures();
     s.unkillable = std::any_of(failures.begin(), failures.end(), [](const Failure& f) { return f.unkillable; });
     return s;
@@ -547,6 +550,7 @@ class Supervisor final : Workers::Listener {
   std::vector<Failure> summary_;  // what the failure summary showed
   NodeOutcome outcome_;  // what this node saw of the last attempt's progress
   bool repeats_without_progress_ = false;  // the settled verdict stops the job
+  bool repeats_across_runs_ = false;       // and its streak began in an earlier run (a requeue)
   std::chrono::steady_clock::time_point barrier_since_{};
   int exit_code_ = exit_code::internal_error;
 };

@@ -6,8 +6,9 @@
 
 namespace cxxrun::agent {
 
-VerdictGate::VerdictGate(const Config& config, RendezvousLink& link, Reporter& reporter, std::string host)
-    : link_(link), reporter_(reporter), host_(std::move(host)), history_(config) {}
+VerdictGate::VerdictGate(const Config& config, const std::string& run_dir, RendezvousLink& link, Reporter& reporter,
+                         std::string host)
+    : link_(link), reporter_(reporter), host_(std::move(host)), history_(config, run_dir) {}
 
 void VerdictGate::judge(int attempt, int round, const NodeOutcome& outcome, std::vector<Failure> local,
                         std::function<void(const History&)> then) {

@@ -29,10 +29,15 @@ inline constexpr std::chrono::seconds kSummaryWait{3};
 
 class VerdictGate {
  public:
-  VerdictGate(const Config& config, RendezvousLink& link, Reporter& reporter, std::string host);
+  // `run_dir` keeps this run's history ("": none; agent/verdict/job_history.h).
+  VerdictGate(const Config& config, const std::string& run_dir, RendezvousLink& link, Reporter& reporter,
+              std::string host);
 
   // Whether failed attempts are judged (not --restart-policy=always).
   bool judges() const { return history_.judges(); }
+  // Whether the streak of verdict `h` began in an earlier agent run of the
+  // job (a requeue): it then ends the job whatever --max-restarts has left.
+  bool spans_runs(const History& h) const { return h.repeats > history_.judged_here(); }
   // On the loop, later: `then(verdict)` once the nodes settled it on
   // `attempt`, which ended with `local` failures here and this node's
   // `outcome`. `then` runs on the loop; the caller checks it still wants it.

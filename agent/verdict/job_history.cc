@@ -1,10 +1,12 @@
 #include "agent/verdict/job_history.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <optional>
 
 #include <spdlog/spdlog.h>
@@ -16,18 +18,8 @@
 namespace cxxrun::agent {
 namespace {
 
-// A run id is the user's text: it names one file in the log dir, never a
-// path elsewhere.
-std::string file_name(const std::string& run_id) {
-  std::string name = run_id.empty() ? "none" : run_id;
-  for (char& ch : name)
-    if (ch == '/' || ch == '\0') ch = '_';
-  if (name[0] == '.') name.insert(0, "_");
-  return name + ".history.json";
-}
-
 std::optional<std::string> read_own_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);  // a run without one: none
   if (fd < 0) return std::nullopt;
   struct stat st {};
   std::string text;
@@ -42,22 +34,55 @@ std::optional<std::string> read_own_file(const std::string& path) {
   return text;
 }
 
+// The history files of earlier runs of `run_id` in `base`: the run dirs
+// "<run_id>_<random>" beside this one, at most kMaxSiblings looked at.
+std::vector<std::string> earlier_files(const std::string& base, const std::string& run_id, const std::string& mine) {
+  constexpr std::size_t kMaxSiblings = 10000;
+  std::vector<std::string> files;
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(base.c_str()), closedir);
+  if (!dir) return files;
+  const std::string prefix = run_id + "_";
+  for (std::size_t seen = 0; seen < kMaxSiblings; ++seen) {
+    const dirent* e = readdir(dir.get());
+    if (e == nullptr) break;
+    const std::string name = e->d_name;
+    // LogDir's names: the run id, '_', 8 characters of [a-z0-9_].
+    if (name.size() != prefix.size() + 8 || name.rfind(prefix, 0) != 0 ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_", prefix.size()) != std::string::npos)
+      continue;
+    const std::string run = base + "/" + name;
+    if (run != mine) files.push_back(run + "/history.json");
+  }
+  return files;
+}
+
 }  // namespace
 
-JobHistory::JobHistory(const Config& c) : rule_(c.restart_rule) {
-  if (c.log_dir.empty() || c.log_dir == "/dev/null" || rule_.always) return;
-  file_ = c.log_dir + "/" + file_name(c.rdzv.settings.run_id);
-  const auto text = read_own_file(file_);
-  if (!text || text->empty()) return;
-  const auto h = history_from_json(*text);
-  if (!h) {
-    spdlog::warn("ignoring the restart history {}: it does not parse", file_);
-    return;
+JobHistory::JobHistory(const Config& c, const std::string& run_dir) : rule_(c.restart_rule) {
+  if (run_dir.empty() || rule_.always) return;
+  file_ = run_dir + "/history.json";
+  // Only a --log-dir the user named outlives a run; a temporary base is new.
+  if (c.log_dir.empty()) return;
+  const std::string base = run_dir.substr(0, run_dir.rfind('/'));
+  std::string from;
+  for (const std::string& path : earlier_files(base, c.run_id, run_dir)) {
+    const auto text = read_own_file(path);
+    if (!text || text->empty()) continue;
+    const auto h = history_from_json(*text);
+    if (!h) {
+      spdlog::warn("ignoring the restart history {}: it does not parse", path);
+      continue;
+    }
+    if (h->judged > last_.judged) {
+      last_ = *h;
+      from = path;
+    }
   }
-  last_ = *h;
+  if (from.empty()) return;
   last_.stop = false;  // a new run is a new decision; the count goes on
+  judged_before_ = last_.judged;
   spdlog::info("continuing the restart history of job={} from {}: {} failed attempts judged, the last {}{}",
-               c.rdzv.settings.run_id, file_, last_.judged, last_.cause,
+               c.run_id, from, last_.judged, last_.cause,
                last_.repeats > 1 ? " (" + std::to_string(last_.repeats) + " in a row without progress)" : "");
 }
 

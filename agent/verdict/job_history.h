@@ -5,6 +5,10 @@
 // in the log dir, where an agent started again under the same run id (a
 // Slurm requeue) continues the count instead of starting from zero.
 //
+// The log dir's layout stays torchrun's: the history is a file in this
+// run's own directory (<--log-dir>/<run id>_<random>/history.json), and a
+// new run looks for the newest in its siblings of the same run id.
+//
 // Two halves on two threads: settle() runs on the rendezvous link's thread
 // (its calls block, each with a deadline) over copies it is given; adopt()
 // and the rest run on the supervisor's loop.
@@ -26,18 +30,22 @@ namespace cxxrun::agent {
 
 class JobHistory {
  public:
-  // Reads the last verdict this run id left in --log-dir, if any (a file
-  // that is not this user's, or does not parse, is left alone, logged).
-  explicit JobHistory(const Config& config);
+  // Reads the last verdict an earlier run of this run id left in --log-dir,
+  // if any (a file that is not this user's, or does not parse, is left
+  // alone, logged); this run keeps its own in `run_dir` ("" : nowhere).
+  JobHistory(const Config& config, const std::string& run_dir);
 
   // Whether failed attempts are judged (not --restart-policy=always).
   bool judges() const { return !rule_.always; }
   const RestartRule& rule() const { return rule_; }
   // The last settled verdict: the count a new one continues.
   const History& last() const { return last_; }
-  // Where the last verdict is kept: <--log-dir>/<run id>.history.json; ""
-  // without --log-dir (a temporary base is new every run).
+  // Where this run keeps its last verdict: <run dir>/history.json; "" when
+  // there is no run dir (--log-dir=/dev/null) or nothing is judged.
   const std::string& file() const { return file_; }
+  // Failed attempts judged since this agent started: a verdict whose
+  // repeats are more came to it from an earlier run (a requeue).
+  int judged_here() const { return last_.judged - judged_before_; }
 
   // What the link's thread needs to settle a verdict, copied on the loop.
   struct Ask {
@@ -67,6 +75,7 @@ class JobHistory {
   RestartRule rule_;
   std::string file_;
   History last_;
+  int judged_before_ = 0;
 };
 
 }  // namespace cxxrun::agent

@@ -5,6 +5,7 @@ move on restart up to --max-restarts; an OOM kill that repeats stops after
 two; --restart-policy=always restarts blindly; the nodes of a job settle one
 verdict from everything they saw; and a requeued agent continues the count
 its log dir kept."""
+import glob
 import json
 import os
 import time
@@ -125,13 +126,29 @@ class Verdicts(TempDirTest):
         rc, out, err = once()  # two attempts: the budget ends it, 2 in a row so far
         self.assertEqual(rc, 1, err)
         self.assertEqual(restarts(err), 1, err)
-        self.assertTrue(os.path.exists(os.path.join(logs, "slurm-4242.history.json")))
+        # Kept in the run's own directory: the log dir holds only run dirs.
+        self.assertEqual(len(glob.glob(os.path.join(logs, "slurm-4242_*", "history.json"))), 1)
+        self.assertTrue(all(os.path.isdir(p) for p in glob.glob(os.path.join(logs, "*"))))
         rc, out, err = once()  # the requeue: its first failure is the third in a row
         self.assertEqual(rc, NO_PROGRESS, err)
         self.assertEqual(restarts(err), 0, err)
         self.assertIn("continuing the restart history of job=slurm-4242", err)
         self.assertIn("not restarting: 3 attempts in a row ended with ValueError: loss is NaN (nan.py:11) at step 30",
                       err)
+
+    def test_a_requeue_with_no_restarts_of_its_own_stops_with_245(self):
+        # Slurm requeues a job that restarts nothing itself: each requeue is
+        # one attempt, and the third identical one ends the requeues.
+        prog = self.write("nan.py", NAN_AT_30)
+        logs = os.path.join(self.dir, "logs")
+        codes = []
+        for _ in range(3):
+            rc, out, err = self.launch(["--nproc-per-node=1", r"--progress-pattern=step (\d+)", "--rdzv-backend=c10d",
+                                        f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--rdzv-id=slurm-77",
+                                        f"--log-dir={logs}"], prog)
+            codes.append(rc)
+        self.assertEqual(codes, [1, 1, NO_PROGRESS], err)
+        self.assertIn("not restarting: 3 attempts in a row", err)
 
     def test_bad_policies_are_refused(self):
         for args, env, shown in ((["--restart-policy=sometimes"], None, "--restart-policy=sometimes"),

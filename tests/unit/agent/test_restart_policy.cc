@@ -305,6 +305,11 @@ TEST_CASE("restart policy: a verdict that failures repeat ends the job early wit
   // changed nothing.
   reported.attempt = 5;
   CHECK(show(decide(reported)) == "exit 241");
+  // ... unless the repeats began before a requeue: the requeue was the
+  // restart, and 245 tells the scheduler not to requeue again.
+  reported.repeats_across_runs = true;
+  CHECK(show(decide(reported)) == "exit 245");
+  reported.repeats_across_runs = false;
   // A worker that outlived SIGKILL still wins.
   reported.attempt = 2;
   Failure stuck = exited(1);

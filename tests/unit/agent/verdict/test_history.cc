@@ -114,18 +114,21 @@ Failure nan_failure() {
 
 TEST_CASE("a requeued agent continues the count kept in its log dir", "[verdict]") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("cxxrun-history-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path base = fs::temp_directory_path() / ("cxxrun-history-" + std::to_string(::getpid()));
+  // Run dirs as LogDir makes them: <run id>_<8 of [a-z0-9_]>.
+  const fs::path first_run = base / "job7_ab_c1234", second_run = base / "job7_zzzz9999";
+  fs::create_directories(first_run);
+  fs::create_directories(second_run);
   Config c;
-  c.log_dir = dir.string();
-  c.rdzv.settings.run_id = "job/7";
+  c.log_dir = base.string();
+  c.run_id = "job7";
   Alone alone;
   NodeOutcome at30;
   at30.tracked = at30.progress = true;
   at30.step = 30;
   {
-    JobHistory first(c);
-    CHECK(first.file() == (dir / "job_7.history.json").string());
+    JobHistory first(c, first_run.string());
+    CHECK(first.file() == (first_run / "history.json").string());
     CHECK(first.last().judged == 0);
     for (int i = 0; i < 2; ++i) {
       const History& h =
@@ -134,23 +137,32 @@ TEST_CASE("a requeued agent continues the count kept in its log dir", "[verdict]
       CHECK(h.cause == "ValueError: loss is NaN (train.py:61)");
     }
     CHECK(first.last().repeats == 2);
+    CHECK(first.judged_here() == 2);
   }
-  JobHistory requeued(c);  // the same run id and log dir: the count goes on
+  // Nothing but run dirs in the log dir: torchrun's layout.
+  for (const auto& e : fs::directory_iterator(base)) CHECK(e.is_directory());
+  JobHistory requeued(c, second_run.string());  // the same run id and log dir: the count goes on
   CHECK(requeued.last().judged == 2);
+  CHECK(requeued.judged_here() == 0);
   const History& h =
       requeued.adopt(JobHistory::settle(alone, requeued.ask(at30, {nan_failure()}, "node-a", 0, std::chrono::milliseconds(0))));
   CHECK(h.stop);
   CHECK(h.repeats == 3);
+  CHECK(requeued.judged_here() == 1);  // two of the three came from the earlier run
 
   Config other = c;
-  other.rdzv.settings.run_id = "job-8";
-  CHECK(JobHistory(other).last().judged == 0);
-  std::ofstream(dir / "job-8.history.json") << "not json";
-  CHECK(JobHistory(other).last().judged == 0);  // logged and left alone
+  other.run_id = "job8";
+  CHECK(JobHistory(other, (base / "job8_00000000").string()).last().judged == 0);
+  fs::create_directories(base / "job8_11111111");
+  std::ofstream(base / "job8_11111111" / "history.json") << "not json";
+  CHECK(JobHistory(other, (base / "job8_00000000").string()).last().judged == 0);  // logged and left alone
+  Config no_log_dir = c;
+  no_log_dir.log_dir.clear();  // a temporary base: nothing to continue
+  CHECK(JobHistory(no_log_dir, (base / "job7_qqqqqqqq").string()).last().judged == 0);
   Config always = c;
   always.restart_rule.always = true;
-  CHECK(JobHistory(always).file().empty());
-  fs::remove_all(dir);
+  CHECK(JobHistory(always, second_run.string()).file().empty());
+  fs::remove_all(base);
 }
 
 TEST_CASE("a failure's signature: cause, normalized words, where it came from", "[verdict]") {
