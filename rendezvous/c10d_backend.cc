@@ -73,6 +73,7 @@ Assignment C10dBackend::rejoin() {
 Assignment C10dBackend::joined(const Assignment& a) {
   dead_seen_ = 0;
   last_beat_ok_ = std::chrono::steady_clock::now();  // the round just proved the store alive
+  speeds_ = std::make_unique<SpeedBoard>(store_->client(), rdzv_->round_prefix(), a.group_rank, a.group_world_size);
   if (watcher_) watcher_->watch(a.round, rdzv_->event_key());
   return a;
 }
@@ -226,6 +227,47 @@ void C10dBackend::leave(bool succeeded) {
   store_->leave(succeeded, rdzv_ ? rdzv_->members() : 1, [this, succeeded] {
     if (rdzv_) rdzv_->close(succeeded);
   });
+}
+
+// Straggler summaries are best effort: a window lost to a store hiccup is
+// one window of detection, never the job.
+std::string C10dBackend::exchange_speed(const std::string& summary) {
+  if (store_gone_ || !speeds_) return "";
+  try {
+    return speeds_->exchange(summary);
+  } catch (const std::exception& e) {
+    spdlog::debug("cannot share this node's straggler summary: {}", e.what());
+    return "";
+  }
+}
+
+std::vector<std::string> C10dBackend::node_speeds() {
+  if (store_gone_ || !speeds_) return {};
+  try {
+    return speeds_->all();
+  } catch (const std::exception& e) {
+    spdlog::debug("cannot read the nodes' straggler summaries: {}", e.what());
+    return {};
+  }
+}
+
+void C10dBackend::tell_node(int group_rank, const std::string& verdict) {
+  if (store_gone_ || !speeds_) return;
+  try {
+    speeds_->tell(group_rank, verdict);
+  } catch (const std::exception& e) {
+    spdlog::debug("cannot tell node rank {} it is a straggler: {}", group_rank, e.what());
+  }
+}
+
+bool C10dBackend::call_spare() {
+  if (store_gone_ || !rdzv_) return false;
+  try {
+    return rdzv_->num_nodes_waiting() > 0 && rdzv_->publish_event(RoundEvent::join) == RoundEvent::join;
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot call a waiting spare in: {}", e.what());
+    return false;
+  }
 }
 
 void C10dBackend::step_out() {

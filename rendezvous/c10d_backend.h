@@ -12,6 +12,7 @@
 #include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/round_watcher.h"
+#include "rendezvous/speed_board.h"
 #include "rendezvous/state_store.h"
 #include "rendezvous/worker_store.h"
 
@@ -42,6 +43,10 @@ class C10dBackend : public Rendezvous {
   std::vector<std::string> attempt_records(const std::string& mine, std::chrono::milliseconds limit) override;
   std::string settle_verdict(const Proposal& propose) override;
   void leave(bool succeeded) override;
+  std::string exchange_speed(const std::string& summary) override;
+  std::vector<std::string> node_speeds() override;
+  void tell_node(int group_rank, const std::string& verdict) override;
+  bool call_spare() override;
   void step_out() override;
   void decline(const std::string& why) override;
   void inject(const StoreFault& fault) override;
@@ -68,6 +73,7 @@ class C10dBackend : public Rendezvous {
   // Members found dead in this round: the next round expects them gone.
   int dead_seen_ = 0;
   StoreFault fault_;
+  std::unique_ptr<SpeedBoard> speeds_;  // the current round's straggler summaries
   // Last: destroyed first, so it never delivers from a half-destroyed object.
   std::unique_ptr<RoundWatcher> watcher_;
 };

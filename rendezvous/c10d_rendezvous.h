@@ -95,6 +95,9 @@ class C10dRendezvous {
   // is written to; agents WAIT on it with a connection of their own.
   std::string event_key() const;
   int round() const { return round_; }
+  // The current round's key prefix, for what keeps keys of its own in it
+  // (rendezvous/speed_board.h).
+  std::string round_prefix() const { return round_key(round_, ""); }
   // Ends the round for everyone; returns the event that won (maybe another).
   RoundEvent publish_event(RoundEvent what);
   // The event that ended the current round, none while it runs.

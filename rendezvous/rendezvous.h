@@ -257,6 +257,28 @@ class Rendezvous {
   using Proposal = std::function<std::string(const std::string& last)>;
   virtual std::string settle_verdict(const Proposal& propose) { return propose(""); }
 
+  // Straggler detection across nodes (agent/straggler/, docs/stragglers.md).
+  // Every window each node stores its summary (one line, a few dozen bytes)
+  // under a key of its own and gets back what group rank 0 last said of it
+  // ("" nothing); group rank 0 reads every member's summary in one request
+  // (by group rank, "" for one not in yet) and tells the nodes it names.
+  // Where nothing is shared (local, static) nothing is stored or said, and
+  // each node judges only its own ranks. Errors are logged, never thrown.
+  virtual std::string exchange_speed(const std::string& summary) {
+    (void)summary;
+    return "";
+  }
+  virtual std::vector<std::string> node_speeds() { return {}; }
+  virtual void tell_node(int group_rank, const std::string& verdict) {
+    (void)group_rank;
+    (void)verdict;
+  }
+  // --straggler-action=replace: when a spare waits to join, ends the round
+  // with `join`, so that every member re-forms with it, and returns true;
+  // this node then steps out (step_out) and the spare takes its place.
+  // False when none waits, or where nodes cannot re-form.
+  virtual bool call_spare() { return false; }
+
   // The job is over on this node. A node hosting the store keeps it up until
   // every member has left (bounded by close_timeout).
   virtual void leave(bool succeeded) = 0;

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "fake_store.h"
+#include "rendezvous/c10d_backend.h"
 #include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/state_store.h"
 
 namespace c10d_nodes {
 
@@ -51,5 +53,30 @@ inline std::vector<Assignment> join_all(std::vector<std::unique_ptr<Node>>& node
   return out;
 }
 
+// The job's state store as the backend opens it, over the fake.
+class FakeStateStore : public StateStore {
+ public:
+  FakeStateStore(FakeStore& store, std::string addr) : store_(store), addr_(addr), client_(store, std::move(addr)) {}
+  cxxrun::store::StoreClient& client() override { return client_; }
+  std::unique_ptr<cxxrun::store::StoreClient> connect_another(std::chrono::milliseconds) const override {
+    return std::make_unique<FakeStore::Client>(store_, addr_);
+  }
+  void leave(bool, int, const std::function<void()>& first) override { first(); }
+
+ private:
+  FakeStore& store_;
+  const std::string addr_;
+  FakeStore::Client client_;
+};
+
+inline C10dBackend backend(FakeStore& store, const std::string& addr) {
+  RendezvousConfig config;
+  config.backend = Backend::c10d;
+  config.settings = settings(2, 2);
+  config.settings.local_addr = "127.0.0.1";
+  return C10dBackend(config, WorkerStorePlan{}, [&store, addr](const RendezvousConfig&) {
+    return std::make_unique<FakeStateStore>(store, addr);
+  });
+}
 
 }  // namespace c10d_nodes

@@ -146,35 +146,6 @@ TEST_CASE("rendezvous: when several spares wait, one of the job's --node-group t
   CHECK_THROWS_AS(far_result.get(), RendezvousClosed);
 }
 
-namespace {
-
-// The job's state store as the backend opens it, over the fake.
-class FakeStateStore : public StateStore {
- public:
-  FakeStateStore(FakeStore& store, std::string addr) : store_(store), addr_(addr), client_(store, std::move(addr)) {}
-  cxxrun::store::StoreClient& client() override { return client_; }
-  std::unique_ptr<cxxrun::store::StoreClient> connect_another(std::chrono::milliseconds) const override {
-    return std::make_unique<FakeStore::Client>(store_, addr_);
-  }
-  void leave(bool, int, const std::function<void()>& first) override { first(); }
-
- private:
-  FakeStore& store_;
-  const std::string addr_;
-  FakeStore::Client client_;
-};
-
-C10dBackend backend(FakeStore& store, const std::string& addr) {
-  RendezvousConfig config;
-  config.backend = Backend::c10d;
-  config.settings = settings(2, 2);
-  config.settings.local_addr = "127.0.0.1";
-  return C10dBackend(config, WorkerStorePlan{}, [&store, addr](const RendezvousConfig&) {
-    return std::make_unique<FakeStateStore>(store, addr);
-  });
-}
-
-}  // namespace
 
 TEST_CASE("rendezvous: a step-out read before the re-join is named as the cause, as the join would name it") {
   // Which of the two reads the count first is a race between nodes; the

@@ -1,0 +1,58 @@
+// Straggler summaries through the c10d rendezvous (rendezvous/speed_board.h,
+// Rendezvous::exchange_speed, node_speeds, tell_node, call_spare): what each
+// node stores and reads, that group rank 0 never waits for a member that has
+// not written yet, and that a spare is called in only when one waits.
+#include <catch2/catch.hpp>
+#include <future>
+#include <thread>
+
+#include "c10d_nodes.h"
+
+using namespace cxxrun::rendezvous;
+using namespace c10d_nodes;
+using namespace std::chrono_literals;
+
+TEST_CASE("rendezvous: straggler summaries, by group rank, and what rank 0 tells a node") {
+  FakeStore store;
+  C10dBackend a = backend(store, "a"), b = backend(store, "b");
+  auto ja = std::async(std::launch::async, [&] { return a.join(); });
+  auto jb = std::async(std::launch::async, [&] { return b.join(); });
+  const Assignment pa = ja.get(), pb = jb.get();
+  C10dBackend& zero = pa.group_rank == 0 ? a : b;
+  C10dBackend& one = pa.group_rank == 0 ? b : a;
+
+  CHECK(zero.exchange_speed("summary of 0").empty());
+  // Rank 1 has written nothing yet: read at once, empty (a TCPStore's
+  // MULTI_GET would wait for it).
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(zero.node_speeds() == std::vector<std::string>{"summary of 0", ""});
+  CHECK(std::chrono::steady_clock::now() - start < 1s);
+  CHECK(one.exchange_speed("summary of 1").empty());
+  CHECK(zero.node_speeds() == std::vector<std::string>{"summary of 0", "summary of 1"});
+  zero.tell_node(1, "you are slow");
+  CHECK(one.exchange_speed("summary of 1, again") == "you are slow");
+  CHECK(zero.exchange_speed("summary of 0, again").empty());
+  zero.tell_node(1, "");
+  CHECK(one.exchange_speed("x").empty());
+  (void)pb;
+}
+
+TEST_CASE("rendezvous: a spare is called in only when one waits") {
+  FakeStore store;
+  C10dBackend a = backend(store, "a"), b = backend(store, "b");
+  auto ja = std::async(std::launch::async, [&] { return a.join(); });
+  auto jb = std::async(std::launch::async, [&] { return b.join(); });
+  ja.get();
+  jb.get();
+  FakeStore::Client reader(store, "r");
+  CHECK_FALSE(a.call_spare());
+  CHECK_FALSE(reader.check({"cxxrun/rdzv/job/r0/event"}));
+  C10dBackend spare = backend(store, "c");
+  auto js = std::async(std::launch::async, [&] { return spare.join(); });
+  // The spare waits beyond the full round (max 2).
+  for (int i = 0; i < 100 && !a.call_spare(); ++i) std::this_thread::sleep_for(20ms);
+  CHECK(reader.get("cxxrun/rdzv/job/r0/event") == "join");
+  a.leave(false);
+  b.leave(false);
+  CHECK_THROWS(js.get());
+}
