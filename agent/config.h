@@ -112,6 +112,14 @@ struct RestartRule {
   int oom = 2;          // the same, for an OOM kill
 };
 
+// --straggler-action (agent/straggler/straggler_watch.h, docs/stragglers.md):
+// what a node does about a rank or node slower than its peers.
+enum class StragglerAction {
+  report,   // one log line, the STRAGGLER event, the /metrics gauges
+  replace,  // the same, and a slow node steps out for a waiting spare
+  off,      // nothing is sampled
+};
+
 struct Config {
   // Worker argv; each element may hold the "${local_rank}" macro.
   std::vector<std::string> command;
@@ -216,6 +224,7 @@ struct Config {
   // --restart-policy: whether a failure that repeats without progress
   // stops the job before --max-restarts is spent (agent/verdict/judge.h).
   RestartRule restart_rule;
+  StragglerAction straggler_action = StragglerAction::report;
   // torchrun's file-timer watchdog: TORCHELASTIC_ENABLE_FILE_TIMER=1, FIFO at
   // TORCHELASTIC_TIMER_FILE ("" = a fresh path).
   bool file_timer = false;

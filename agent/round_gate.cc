@@ -32,6 +32,7 @@ void RoundGate::before_round(std::function<void()> go, std::function<void()> out
                                  own_failures_, c_.run_id, limit),
                      {}},
                     std::move(out));
+  if (!leave_.empty()) return step_out({"straggler", false, leave_, {}}, std::move(out));
   if (health_ == nullptr || health_->empty()) return go();
   // Off the loop: the last attempt's GPU memory may take seconds to be freed.
   health_->check_async(

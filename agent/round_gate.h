@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include <boost/asio/io_context.hpp>
 #include <spdlog/logger.h>
@@ -31,6 +32,10 @@ class RoundGate {
 
   // This node's own workers failed first (not after another node's).
   void own_failure() { ++own_failures_; }
+  // --straggler-action=replace (agent/straggler/straggler_watch.h): this
+  // node steps out at the next round for `why`, a slow node's line, as for
+  // a failed health check ("": it stays).
+  void leave_next(std::string why) { leave_ = std::move(why); }
   // On the loop, later or at once: `go()` when the node may take part in
   // the next round, else `out()` once it has stepped out.
   void before_round(std::function<void()> go, std::function<void()> out);
@@ -45,6 +50,7 @@ class RoundGate {
   RendezvousLink& link_;
   const std::shared_ptr<spdlog::logger>& log_;
   int own_failures_ = 0;
+  std::string leave_;
 };
 
 }  // namespace cxxrun::agent

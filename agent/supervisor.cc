@@ -23,6 +23,8 @@
 #include "agent/report/reporter.h"
 #include "agent/restart_policy.h"
 #include "agent/store_outage.h"
+#include "agent/health/nvml_clocks.h"
+#include "agent/straggler/straggler_watch.h"
 #include "agent/verdict_gate.h"
 #include "agent/workers/log_dir.h"
 #include "agent/workers/worker_group.h"
@@ -71,11 +73,15 @@ class Supervisor final : Workers::Listener {
                      [this](const Rendezvous::Liveness& l) { on_members_dead(l); }}),
         gate_(io_, c_, health, reporter_, *link_, log_), verdicts_(c_, logs.run_dir(), *link_, reporter_, host_),
         outage_(c_, rdzv_.survives_store_outage(), reporter_, log_), start_(start),
-        goodput_(start.at, start.wall, [this](const PhaseSpan& s) { reporter_.phase(s); }) {
+        goodput_(start.at, start.wall, [this](const PhaseSpan& s) { reporter_.phase(s); }),
+        stragglers_(io_, c_, *group_, watchdog_, [] { std::string no; return NvmlClocks::open(no); },
+                    [this](auto call) { link_->call(std::move(call)); },
+                    {[this] { return phase_ == Phase::running; }, [this](auto& n) { reporter_.straggler(n); },
+                     [this](auto& v) { reporter_.speeds(v); }, [this](auto& why) { gate_.leave_next(why); }}) {
     set_logger();
     reporter_.set_goodput([this] { return goodput_.totals(std::chrono::steady_clock::now(), progress_.record()); });
     if (progress_.watches_output())
-      group_->observe_lines([this](int, std::string_view line) { progress_.line(line); });
+      group_->observe_lines([this](int lr, std::string_view line) { progress_.line(line); stragglers_.line(lr, line); });
   }
 
   ~Supervisor() {
@@ -195,6 +201,7 @@ class Supervisor final : Workers::Listener {
     watchdog_.set_judging(true);
     progress_.attempt_started(attempt_);
     goodput_.attempt_started(attempt_, std::chrono::steady_clock::now());
+    stragglers_.attempt_started(placement_);
     faults_.schedule(c_, placement_, attempt_, [this] { return phase_ == Phase::running; });
     group_->start(c_, placement_, attempt_,
                  [this](EnvMap& env, int local_rank) { watchdog_.add_env(env, local_rank); });
@@ -538,6 +545,7 @@ class Supervisor final : Workers::Listener {
   StoreOutage outage_;
   const AgentStart start_;
   Goodput goodput_;  // where this node's wall time went (agent/progress/goodput.h)
+  StragglerWatch stragglers_;  // slower ranks and nodes (agent/straggler/straggler_watch.h)
 
   Phase phase_ = Phase::running;
   Cause cause_ = Cause::success;

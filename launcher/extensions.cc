@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "agent/progress/progress_pattern.h"
+#include "agent/straggler/action.h"
 #include "agent/verdict/judge.h"
 #include "launcher/values.h"
 #include "net/endpoint.h"
@@ -278,6 +279,11 @@ void apply_extensions(const RawOptions& raw, const Env& env, agent::Config& c,
   if (const RawValue* v = raw.find("checkpoint_dir")) c.checkpoint_dir = checkpoint_dir(*v);
   if (const RawValue* v = raw.find("restart_policy"))
     if (auto why = agent::parse_restart_policy(v->text, c.restart_rule)) throw bad(*v, *why);
+  if (const RawValue* v = raw.find("straggler_action")) {
+    const auto action = agent::parse_straggler_action(v->text);
+    if (!action) throw bad(*v, "must be report, replace or off");
+    c.straggler_action = *action;
+  }
   file_timer(env, c);
   containment(env, c);
   tty(raw, env, c);

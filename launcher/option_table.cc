@@ -134,6 +134,10 @@ constexpr OptionSpec kOptions[] = {
      "When a failed job restarts (up to --max-restarts): 'progress' (default) stops it with exit code 245 once "
      "the same root cause ended 3 attempts in a row without progress (2 for an OOM kill; ',same-cause=N,oom=N' "
      "to change); 'always' restarts whatever the cause, as torchrun."},
+    {"--straggler-action,--straggler_action", "{report,replace,off}", nullptr, value, extensions,
+     "A rank or node slower than its peers (it computes while they wait, a slower step, a throttled GPU) is "
+     "named within 30 s with its likely cause: 'report' (default) logs it, writes an event and /metrics "
+     "gauges; 'replace' also makes a slow node step out (exit 243) for a waiting spare; 'off' samples nothing."},
     {"--kill-timeout,--kill_timeout", "SECONDS", nullptr, value, extensions,
      static_text::text<"How long a worker may outlive SIGKILL (uninterruptible sleep) before cxxrun reports it "
                        "unkillable and exits 242 (default ",

@@ -120,6 +120,12 @@ std::optional<std::pair<uint64_t, std::chrono::nanoseconds>> HangWatchdog::highe
   return best;
 }
 
+std::optional<uint64_t> HangWatchdog::step_of(int local_rank) const {
+  if (!heartbeats_) return std::nullopt;
+  const auto page = heartbeats_->snapshot(local_rank);
+  return page ? page->step : std::nullopt;
+}
+
 std::optional<double> HangWatchdog::seconds_since_beat(int local_rank) const {
   if (!heartbeats_ || !watch_heartbeats_) return std::nullopt;
   auto beat = heartbeats_->snapshot(local_rank);

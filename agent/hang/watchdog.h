@@ -80,6 +80,9 @@ class HangWatchdog {
   // (cxxrun.step(), cxxrun_step()) and how long ago; nullopt before any.
   // Every worker has a page; only the flags make it judged.
   std::optional<std::pair<uint64_t, std::chrono::nanoseconds>> highest_step() const;
+  // The step local rank `local_rank` last reported through its page;
+  // nullopt before any (straggler detection's step times).
+  std::optional<uint64_t> step_of(int local_rank) const;
   // Seconds since the worker's last beat, when it has beaten (and beats are
   // judged: --heartbeat-timeout or --section-timeout).
   std::optional<double> seconds_since_beat(int local_rank) const;

@@ -68,6 +68,7 @@ std::string_view event_name(AgentEvent event) {
     case AgentEvent::verdict: return "cxxrun.agent.VERDICT";
     case AgentEvent::phase: return "cxxrun.agent.PHASE";
     case AgentEvent::goodput: return "cxxrun.agent.GOODPUT";
+    case AgentEvent::straggler: return "cxxrun.agent.STRAGGLER";
     case AgentEvent::restart: break;
   }
   return "cxxrun.agent.RESTART";

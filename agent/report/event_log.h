@@ -64,6 +64,18 @@
 //   AGENT  cxxrun.agent.GOODPUT                   the agent exits: in the inner metadata
 //                                                 "goodput" (productive / wall), "wall_ms",
 //                                                 and "<phase>_ms" for every phase
+//   AGENT  cxxrun.agent.STRAGGLER                 a rank or node was named slower than its peers,
+//                                                 or cleared (agent/straggler/straggler_watch.h,
+//                                                 docs/stragglers.md), by the node that judged
+//                                                 it: inner metadata "state" (named, cleared),
+//                                                 "scope" (rank, node), "rank" (a node: its
+//                                                 first), "ranks", "node_rank", "host",
+//                                                 "signal" (step, compute, gpu-clock), "ratio"
+//                                                 (how much slower than the median peer),
+//                                                 "cause" (cgroup-throttle, gpu-throttle, steal,
+//                                                 cpu-wait, memory-pressure, io-pressure,
+//                                                 cpu-pressure, none), "action" (report,
+//                                                 replace) and "line" (what the log said)
 //   AGENT  cxxrun.agent.NODE_UNHEALTHY            this node failed a health check before a round
 //                                                 and steps out; raw_error says which and why,
 //                                                 "excluded_host" names it for the scheduler
@@ -98,7 +110,7 @@ struct Failure;
 
 enum class WorkerStatus { start, succeeded, failed, terminated, unhealthy, healthy };
 enum class AgentEvent { rendezvous, assign_worker_ranks, succeeded, failed, restart, node_unhealthy, attempt_progress,
-                        verdict, phase, goodput };
+                        verdict, phase, goodput, straggler };
 
 // The full event name, e.g. "torchelastic.worker.status.START".
 std::string_view event_name(WorkerStatus status);

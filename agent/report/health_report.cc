@@ -168,6 +168,19 @@ std::string prometheus_text(const HealthSnapshot& s) {
            "Seconds since the worker's last heartbeat; absent while it has none.");
   for (const WorkerHealth& w : s.workers)
     if (w.seconds_since_heartbeat) m.sample(worker_labels(w), *w.seconds_since_heartbeat);
+
+  auto rank_labels = [](const RankSpeed& r) { return fmt::format("local_rank=\"{}\",rank=\"{}\"", r.local_rank, r.rank); };
+  m.family("cxxrun_rank_running_share", "gauge",
+           "Share of the last straggler window (5 s) the rank's main thread computed (running or runnable).");
+  for (const RankSpeed& r : s.speeds.ranks) m.sample(rank_labels(r), r.running_share);
+  m.family("cxxrun_rank_step_seconds", "gauge", "The rank's seconds per step in the last straggler window; absent "
+           "while it reports no steps.");
+  for (const RankSpeed& r : s.speeds.ranks)
+    if (r.step_seconds) m.sample(rank_labels(r), *r.step_seconds);
+  m.family("cxxrun_rank_straggler", "gauge", "1 while the rank is named slower than the other ranks of its node.");
+  for (const RankSpeed& r : s.speeds.ranks) m.sample(rank_labels(r), r.straggler ? 1 : 0);
+  m.family("cxxrun_node_straggler", "gauge", "1 while the job names this node slower than the other nodes.");
+  m.sample("", s.speeds.node_straggler ? 1 : 0);
   return m.take();
 }
 

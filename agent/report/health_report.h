@@ -35,6 +35,10 @@ std::string health_json(const HealthSnapshot& s);
 //   cxxrun_worker_failures_total{cause}       failures since the agent started, per agent/forensics/death.h cause
 //   cxxrun_phase_seconds{phase}         wall seconds per goodput phase (agent/progress/goodput.h)
 //   cxxrun_goodput_ratio                      productive / wall seconds
+//   cxxrun_rank_running_share{local_rank,rank}  share of the last straggler window the rank computed
+//   cxxrun_rank_step_seconds{local_rank,rank}   its seconds per step in that window, where it reports steps
+//   cxxrun_rank_straggler{local_rank,rank}      1 while the rank is named slower than its node's others
+//   cxxrun_node_straggler                       1 while the job names this node slower than the others
 //   cxxrun_worker_seconds_since_heartbeat{local_rank,rank}   only for workers with a heartbeat
 std::string prometheus_text(const HealthSnapshot& s);
 

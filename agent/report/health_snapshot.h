@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/straggler/straggler_news.h"
+
 namespace cxxrun::agent {
 
 // torchrun's WorkerState (docs/torchrun-compat.md §10.1), kept with its spelling so
@@ -103,6 +105,9 @@ struct HealthSnapshot {
   // and productive / wall. Empty and nullopt: not accounted.
   std::vector<std::pair<std::string, double>> phase_seconds;
   std::optional<double> goodput_ratio;
+  // Each rank's last straggler window and whether the job names this node
+  // (agent/straggler/straggler_watch.h); no ranks while nothing is sampled.
+  SpeedView speeds;
   std::vector<WorkerHealth> workers;
 };
 

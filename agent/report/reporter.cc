@@ -10,6 +10,7 @@
 #include "agent/hang/watchdog.h"
 #include "agent/report/health_server.h"
 #include "agent/health/node_health.h"
+#include "agent/straggler/action.h"
 #include "agent/workers/workers.h"
 
 namespace cxxrun::agent {
@@ -143,6 +144,22 @@ void Reporter::goodput(const GoodputTotals& t) {
   events_.agent_event(AgentEvent::goodput, details);
 }
 
+void Reporter::straggler(const StragglerNews& n) {
+  EventDetails details;
+  details.extra["state"] = std::string(n.named ? "named" : "cleared");
+  details.extra["scope"] = std::string(n.node ? "node" : "rank");
+  details.extra["rank"] = static_cast<long long>(n.rank);
+  details.extra["ranks"] = static_cast<long long>(n.ranks);
+  details.extra["node_rank"] = static_cast<long long>(n.group_rank);
+  details.extra["host"] = n.host;
+  details.extra["signal"] = n.signal;
+  details.extra["ratio"] = n.ratio;
+  details.extra["cause"] = n.cause;
+  details.extra["action"] = std::string(straggler_action_name(c_.straggler_action));
+  details.extra["line"] = n.line;
+  events_.agent_event(AgentEvent::straggler, details);
+}
+
 void Reporter::node_unhealthy(const std::string& check, const std::string& line) {
   node_healthy_ = false;
   events_.node_unhealthy(check, line);
@@ -187,6 +204,7 @@ HealthSnapshot Reporter::snapshot() const {
       h.phase_seconds.emplace_back(goodput_phase_name(p), std::chrono::duration<double>(t[p]).count());
     h.goodput_ratio = t.ratio();
   }
+  h.speeds = speeds_;
   for (const auto& w : group_.workers()) {
     WorkerHealth wh;
     wh.local_rank = w->local_rank;

@@ -21,6 +21,7 @@
 #include "agent/progress/attempt_record.h"
 #include "agent/progress/goodput.h"
 #include "agent/report/health_snapshot.h"
+#include "agent/straggler/straggler_news.h"
 #include "agent/verdict/history.h"
 
 namespace cxxrun::agent {
@@ -63,6 +64,10 @@ class Reporter {
   void phase(const PhaseSpan& span);
   void goodput(const GoodputTotals& totals);
   void set_goodput(std::function<GoodputTotals()> live) { goodput_ = std::move(live); }
+  // A rank or node named slower than its peers, or cleared (STRAGGLER);
+  // each window's view of this node's ranks (/metrics).
+  void straggler(const StragglerNews& news);
+  void speeds(const SpeedView& view) { speeds_ = view; }
   // This node failed `check` before a round and steps out (NODE_UNHEALTHY).
   void node_unhealthy(const std::string& check, const std::string& line);
 
@@ -84,6 +89,7 @@ class Reporter {
   std::map<Death, int> failures_by_cause_;  // since the agent started
   bool node_healthy_ = true;                // false once a worker was unkillable
   std::optional<HangWatchdog::Report> last_hang_;
+  SpeedView speeds_;
   const Workers& group_;
   const HangWatchdog& watchdog_;
   std::function<GroupState()> state_;

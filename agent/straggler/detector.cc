@@ -90,12 +90,15 @@ std::optional<SlowPeer> slow_by_gpu(const PeerWindow& p, const std::vector<PeerW
 struct Share {
   double own = 0;
   double others = 0;
+  double seconds = 0;
 };
 std::optional<Share> share_of(int id, const std::deque<std::vector<PeerWindow>>& history,
+                              const std::deque<double>& seconds,
                               const std::function<std::optional<double>(const PeerWindow&)>& read) {
   Share sum;
   int windows = 0;
-  for (const auto& window : history) {
+  for (std::size_t i = 0; i < history.size(); ++i) {
+    const auto& window = history[i];
     std::optional<double> own;
     std::vector<double> others;
     for (const PeerWindow& p : window) {
@@ -109,10 +112,11 @@ std::optional<Share> share_of(int id, const std::deque<std::vector<PeerWindow>>&
     if (!own) continue;
     sum.own += *own;
     sum.others += median(std::move(others));
+    sum.seconds += i < seconds.size() ? seconds[i] : 0;
     ++windows;
   }
   if (windows == 0) return std::nullopt;
-  return Share{sum.own / windows, sum.others / windows};
+  return Share{sum.own / windows, sum.others / windows, sum.seconds};
 }
 
 std::string percent(double share) { return fmt::format("{:.0f} %", std::clamp(share, 0.0, 1.0) * 100); }
@@ -128,15 +132,15 @@ std::string_view signal_name(SlowSignal s) {
   return "gpu-clock";
 }
 
-std::string_view cause_name(Cause::Kind k) {
+std::string_view cause_name(SlowCause::Kind k) {
   switch (k) {
-    case Cause::Kind::cgroup_throttle: return "cgroup-throttle";
-    case Cause::Kind::gpu_throttle: return "gpu-throttle";
-    case Cause::Kind::steal: return "steal";
-    case Cause::Kind::cpu_wait: return "cpu-wait";
-    case Cause::Kind::psi_memory: return "memory-pressure";
-    case Cause::Kind::psi_io: return "io-pressure";
-    case Cause::Kind::psi_cpu: break;
+    case SlowCause::Kind::cgroup_throttle: return "cgroup-throttle";
+    case SlowCause::Kind::gpu_throttle: return "gpu-throttle";
+    case SlowCause::Kind::steal: return "steal";
+    case SlowCause::Kind::cpu_wait: return "cpu-wait";
+    case SlowCause::Kind::psi_memory: return "memory-pressure";
+    case SlowCause::Kind::psi_io: return "io-pressure";
+    case SlowCause::Kind::psi_cpu: break;
   }
   return "cpu-pressure";
 }
@@ -155,13 +159,15 @@ std::vector<SlowPeer> slow_peers(const std::vector<PeerWindow>& window) {
   return out;
 }
 
-std::vector<Cause> causes_of(int id, const std::deque<std::vector<PeerWindow>>& history, bool nodes) {
-  std::vector<Cause> out;
+std::vector<SlowCause> causes_of(int id, const std::deque<std::vector<PeerWindow>>& history,
+                                 const std::deque<double>& seconds, bool nodes) {
+  std::vector<SlowCause> out;
   // Its own share at least `floor`, and `floor` above the others'.
-  auto apart = [&](Cause::Kind kind, double floor, const std::function<std::optional<double>(const PeerWindow&)>& read,
+  auto apart = [&](SlowCause::Kind kind, double floor, const std::function<std::optional<double>(const PeerWindow&)>& read,
                    std::string detail = "") {
-    const auto s = share_of(id, history, read);
-    if (s && s->own >= floor && s->own - s->others >= floor) out.push_back(Cause{kind, s->own, std::move(detail)});
+    const auto s = share_of(id, history, seconds, read);
+    if (s && s->own >= floor && s->own - s->others >= floor)
+      out.push_back(SlowCause{kind, s->own, std::move(detail), s->seconds});
   };
   std::string cgroup;
   const PeerWindow* gpu = nullptr;
@@ -171,50 +177,51 @@ std::vector<Cause> causes_of(int id, const std::deque<std::vector<PeerWindow>>& 
       if (!p.cgroup.empty()) cgroup = p.cgroup;
       if (!p.gpu_throttle.empty()) gpu = &p;
     }
-  apart(Cause::Kind::cgroup_throttle, 0.05, [](const PeerWindow& p) { return p.throttled; }, cgroup);
-  if (gpu) out.push_back(Cause{Cause::Kind::gpu_throttle, gpu->gpu_clock.value_or(0), gpu->gpu_throttle});
-  if (nodes) apart(Cause::Kind::steal, 0.05, [](const PeerWindow& p) { return p.steal; });
-  apart(Cause::Kind::cpu_wait, 0.10, [](const PeerWindow& p) { return std::optional<double>(p.run_delay); });
+  apart(SlowCause::Kind::cgroup_throttle, 0.05, [](const PeerWindow& p) { return p.throttled; }, cgroup);
+  if (gpu) out.push_back(SlowCause{SlowCause::Kind::gpu_throttle, gpu->gpu_clock.value_or(0), gpu->gpu_throttle, 0});
+  if (nodes) apart(SlowCause::Kind::steal, 0.05, [](const PeerWindow& p) { return p.steal; });
+  apart(SlowCause::Kind::cpu_wait, 0.10,
+        [](const PeerWindow& p) { return std::optional<double>(std::max(0.0, p.run_delay - p.throttled.value_or(0))); });
   if (nodes) {
-    apart(Cause::Kind::psi_memory, 0.10, [](const PeerWindow& p) { return p.psi_memory; });
-    apart(Cause::Kind::psi_io, 0.10, [](const PeerWindow& p) { return p.psi_io; });
-    apart(Cause::Kind::psi_cpu, 0.10, [](const PeerWindow& p) { return p.psi_cpu; });
+    apart(SlowCause::Kind::psi_memory, 0.10, [](const PeerWindow& p) { return p.psi_memory; });
+    apart(SlowCause::Kind::psi_io, 0.10, [](const PeerWindow& p) { return p.psi_io; });
+    apart(SlowCause::Kind::psi_cpu, 0.10, [](const PeerWindow& p) { return p.psi_cpu; });
   }
   return out;
 }
 
-std::string describe_causes(const std::vector<Cause>& causes, double seconds) {
-  const std::string last = fmt::format("the last {:.0f} s", seconds);
+std::string describe_causes(const std::vector<SlowCause>& causes) {
   if (causes.empty())
     return "no host cause found (no CPU throttling, GPU throttling, CPU wait, steal or pressure): it has more work "
            "or slower input than its peers";
   std::string out;
-  for (const Cause& c : causes) {
+  for (const SlowCause& c : causes) {
     if (!out.empty()) out += "; ";
+    const std::string last = fmt::format("the last {:.0f} s", c.seconds);
     switch (c.kind) {
-      case Cause::Kind::cgroup_throttle:
+      case SlowCause::Kind::cgroup_throttle:
         out += fmt::format("its cgroup{} was CPU-throttled for {} of {}", c.detail.empty() ? "" : " " + c.detail,
                            percent(c.share), last);
         break;
-      case Cause::Kind::gpu_throttle:
+      case SlowCause::Kind::gpu_throttle:
         out += fmt::format("its GPU is throttled ({})", c.detail);
         if (c.share > 0) out += fmt::format(": SM clock at {} of its maximum", percent(c.share));
         break;
-      case Cause::Kind::steal:
+      case SlowCause::Kind::steal:
         out += fmt::format("its host lost {} of its CPU time to steal (the hypervisor ran others) over {}",
                            percent(c.share), last);
         break;
-      case Cause::Kind::cpu_wait:
+      case SlowCause::Kind::cpu_wait:
         out += fmt::format("it waited for a CPU for {} of {} (other processes compete for its cores)",
                            percent(c.share), last);
         break;
-      case Cause::Kind::psi_memory:
+      case SlowCause::Kind::psi_memory:
         out += fmt::format("memory pressure stalled its tasks for {} of {}", percent(c.share), last);
         break;
-      case Cause::Kind::psi_io:
+      case SlowCause::Kind::psi_io:
         out += fmt::format("I/O pressure stalled its tasks for {} of {}", percent(c.share), last);
         break;
-      case Cause::Kind::psi_cpu:
+      case SlowCause::Kind::psi_cpu:
         out += fmt::format("CPU pressure stalled its tasks for {} of {}", percent(c.share), last);
         break;
     }
@@ -250,8 +257,6 @@ std::vector<StragglerVerdict> PeerJudge::window(const std::vector<PeerWindow>& p
     it = present.count(it->first) || named_.count(it->first) ? std::next(it) : streaks_.erase(it);
 
   std::vector<StragglerVerdict> out;
-  double span = 0;
-  for (double s : seconds_) span += s;
   for (int id : present) {
     Streak& s = streaks_[id];
     auto found = slow.find(id);
@@ -281,13 +286,12 @@ std::vector<StragglerVerdict> PeerJudge::window(const std::vector<PeerWindow>& p
     v.ratio = sum / static_cast<double>(s.ratios.size());
     v.value = p.value;
     v.peers = p.peers;
-    v.seconds = span;
     auto named = named_.find(id);
     if (named != named_.end()) {
       v.causes = named->second.causes;  // as it was named; the line is not said again
       named->second = v;
     } else if (s.slow >= kNameAfter) {
-      v.causes = causes_of(id, history_, nodes_);
+      v.causes = causes_of(id, history_, seconds_, nodes_);
       named_[id] = v;
       out.push_back(v);
     }

@@ -71,21 +71,25 @@ struct SlowPeer {
 std::vector<SlowPeer> slow_peers(const std::vector<PeerWindow>& window);
 
 // A host cause that explains a slow peer, read over the last windows.
-struct Cause {
+struct SlowCause {
   enum class Kind { cgroup_throttle, gpu_throttle, steal, cpu_wait, psi_memory, psi_io, psi_cpu };
   Kind kind = Kind::cgroup_throttle;
   double share = 0;    // of the time, 0..1; for the GPU its SM clock / its maximum
   std::string detail;  // the cgroup's path, or the GPU's throttle reasons
+  double seconds = 0;  // the span it was read over: the windows that had a reading
 };
-std::string_view cause_name(Cause::Kind k);  // "cgroup-throttle", "gpu-throttle", "steal", "cpu-wait", ...
+std::string_view cause_name(SlowCause::Kind k);  // "cgroup-throttle", "gpu-throttle", "steal", "cpu-wait", ...
 
-// The causes that set peer `id` apart in `history` (oldest window first),
-// strongest kind first: its own share above a floor and above the others'
-// median by as much. Host-wide causes (steal, pressure) only between nodes.
-std::vector<Cause> causes_of(int id, const std::deque<std::vector<PeerWindow>>& history, bool nodes);
+// The causes that set peer `id` apart in `history` (oldest window first,
+// each `seconds` long), strongest kind first: its own share above a floor
+// and above the others' median by as much. Host-wide causes (steal,
+// pressure) only between nodes. Time its cgroup throttled it is not also a
+// wait for a CPU (the kernel counts it as both).
+std::vector<SlowCause> causes_of(int id, const std::deque<std::vector<PeerWindow>>& history,
+                                 const std::deque<double>& seconds, bool nodes);
 // "its cgroup /sys/fs/cgroup/cpu/job was CPU-throttled for 48 % of the last
 // 30 s"; for none, that no host cause was found.
-std::string describe_causes(const std::vector<Cause>& causes, double seconds);
+std::string describe_causes(const std::vector<SlowCause>& causes);
 
 // A peer named or cleared, with what a user reads.
 struct StragglerVerdict {
@@ -94,8 +98,7 @@ struct StragglerVerdict {
   SlowSignal signal = SlowSignal::compute;
   double ratio = 1;       // mean over the windows that named it
   double value = 0, peers = 0;  // the last window's reading and the others' median
-  std::vector<Cause> causes;
-  double seconds = 0;     // the span the causes were read over
+  std::vector<SlowCause> causes;
 };
 
 // "computes 3.9x as long as the median rank between collectives",

@@ -119,32 +119,39 @@ TEST_CASE("the cause: what sets the straggler apart over the last windows", "[st
   }
   REQUIRE(named.size() == 1);
   REQUIRE(named[0].causes.size() == 1);
-  CHECK(named[0].causes[0].kind == Cause::Kind::cgroup_throttle);
-  CHECK(describe_causes(named[0].causes, named[0].seconds) ==
+  CHECK(named[0].causes[0].kind == SlowCause::Kind::cgroup_throttle);
+  CHECK(describe_causes(named[0].causes) ==
         "its cgroup /sys/fs/cgroup/cpu/slow was CPU-throttled for 48 % of the last 15 s");
   CHECK(describe_slowness(named[0], "rank") == "computes 3.7x as long as the median rank between collectives");
 }
 
 TEST_CASE("causes in words: a throttled GPU, steal between nodes, none found", "[straggler]") {
   std::deque<std::vector<PeerWindow>> history;
+  const std::deque<double> seconds(1, 30.0);
   auto w = four(2);
   w[2].gpu_clock = 0.45;
   w[2].gpu_throttle = "thermal";
   for (auto& p : w) p.steal = p.id == 2 ? 0.2 : 0.0;
   history.push_back(w);
-  auto ranks = causes_of(2, history, false);
+  auto ranks = causes_of(2, history, seconds, false);
   REQUIRE(ranks.size() == 1);  // steal is the host's, the same for every rank of it
-  CHECK(describe_causes(ranks, 5) == "its GPU is throttled (thermal): SM clock at 45 % of its maximum");
-  auto nodes = causes_of(2, history, true);
+  CHECK(describe_causes(ranks) == "its GPU is throttled (thermal): SM clock at 45 % of its maximum");
+  auto nodes = causes_of(2, history, seconds, true);
   REQUIRE(nodes.size() == 2);
-  CHECK(nodes[1].kind == Cause::Kind::steal);
-  CHECK(describe_causes({}, 30).rfind("no host cause found", 0) == 0);
+  CHECK(nodes[1].kind == SlowCause::Kind::steal);
+  CHECK(describe_causes({}).rfind("no host cause found", 0) == 0);
   w[3].run_delay = 0.4;
   history.assign(1, w);
-  auto wait = causes_of(3, history, false);
+  auto wait = causes_of(3, history, seconds, false);
   REQUIRE(wait.size() == 1);
-  CHECK(describe_causes(wait, 30) ==
+  CHECK(describe_causes(wait) ==
         "it waited for a CPU for 40 % of the last 30 s (other processes compete for its cores)");
+  // Time its cgroup throttled it is not a wait for a CPU besides.
+  w[3].throttled = 0.35;
+  history.assign(1, w);
+  auto both = causes_of(3, history, seconds, false);
+  REQUIRE(both.size() == 1);
+  CHECK(both[0].kind == SlowCause::Kind::cgroup_throttle);
 }
 
 TEST_CASE("how much slower, for each signal", "[straggler]") {
