@@ -289,6 +289,7 @@ TEST_CASE("event log: names are torchrun's where torchrun has one") {
   CHECK(event_name(AgentEvent::failed) == "torchelastic.worker.status.FAILED");
   CHECK(event_name(AgentEvent::phase) == "cxxrun.agent.PHASE");  // the timeline reads these (docs/restarts.md)
   CHECK(event_name(AgentEvent::goodput) == "cxxrun.agent.GOODPUT");
+  CHECK(event_name(AgentEvent::straggler) == "cxxrun.agent.STRAGGLER");
   Config local;
   const cxxrun::rendezvous::Assignment one_node;
   CHECK(event_context(local, one_node).rdzv_backend == "static");

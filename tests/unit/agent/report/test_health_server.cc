@@ -503,3 +503,20 @@ TEST_CASE("health report: seconds per goodput phase and the ratio in /metrics") 
   CHECK(metrics.find("cxxrun_phase_seconds{phase=\"lost\"} 0\n") != std::string::npos);
   CHECK(metrics.find("# TYPE cxxrun_goodput_ratio gauge\ncxxrun_goodput_ratio 0.75\n") != std::string::npos);
 }
+
+TEST_CASE("health report: each rank's straggler window and the node's verdict in /metrics") {
+  HealthSnapshot s = sample_snapshot();
+  std::string metrics = prometheus_text(s);
+  CHECK(metrics.find("cxxrun_rank_running_share{") == std::string::npos);  // nothing sampled
+  CHECK(metrics.find("\ncxxrun_node_straggler 0\n") != std::string::npos);
+  s.speeds.ranks = {{0, 4, 0.25, 1.5, false}, {1, 5, 0.95, std::nullopt, true}};
+  s.speeds.node_straggler = true;
+  metrics = prometheus_text(s);
+  CHECK(metrics.find("# TYPE cxxrun_rank_straggler gauge\n") != std::string::npos);
+  CHECK(metrics.find("cxxrun_rank_running_share{local_rank=\"1\",rank=\"5\"} 0.95\n") != std::string::npos);
+  CHECK(metrics.find("cxxrun_rank_step_seconds{local_rank=\"0\",rank=\"4\"} 1.5\n") != std::string::npos);
+  CHECK(metrics.find("cxxrun_rank_step_seconds{local_rank=\"1\"") == std::string::npos);  // no steps reported
+  CHECK(metrics.find("cxxrun_rank_straggler{local_rank=\"0\",rank=\"4\"} 0\n") != std::string::npos);
+  CHECK(metrics.find("cxxrun_rank_straggler{local_rank=\"1\",rank=\"5\"} 1\n") != std::string::npos);
+  CHECK(metrics.find("\ncxxrun_node_straggler 1\n") != std::string::npos);
+}
