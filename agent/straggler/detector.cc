@@ -260,9 +260,9 @@ std::vector<StragglerVerdict> PeerJudge::window(const std::vector<PeerWindow>& p
   for (int id : present) {
     Streak& s = streaks_[id];
     auto found = slow.find(id);
+    s.recent.push_back(found != slow.end());
+    while (s.recent.size() > static_cast<std::size_t>(kNameWithin)) s.recent.pop_front();
     if (found == slow.end()) {
-      s.slow = 0;
-      s.ratios.clear();
       ++s.normal;
       auto named = named_.find(id);
       if (named != named_.end() && s.normal >= kClearAfter) {
@@ -275,7 +275,6 @@ std::vector<StragglerVerdict> PeerJudge::window(const std::vector<PeerWindow>& p
     }
     const SlowPeer& p = found->second;
     s.normal = 0;
-    ++s.slow;
     s.ratios.push_back(p.ratio);
     while (s.ratios.size() > static_cast<std::size_t>(kNameAfter)) s.ratios.pop_front();
     StragglerVerdict v;
@@ -290,7 +289,7 @@ std::vector<StragglerVerdict> PeerJudge::window(const std::vector<PeerWindow>& p
     if (named != named_.end()) {
       v.causes = named->second.causes;  // as it was named; the line is not said again
       named->second = v;
-    } else if (s.slow >= kNameAfter) {
+    } else if (std::count(s.recent.begin(), s.recent.end(), true) >= kNameAfter) {
       v.causes = causes_of(id, history_, seconds_, nodes_);
       named_[id] = v;
       out.push_back(v);

@@ -18,8 +18,10 @@
 //            others' median (an idle GPU's clock is low for no fault: a
 //            reason is required).
 // A job that is uniformly slow has no straggler: every signal is relative.
-// Hysteresis: a peer is named after kNameAfter windows in a row slow, and
-// cleared after kClearAfter windows in a row not.
+// Hysteresis: a peer is named once kNameAfter of its last kNameWithin
+// windows were slow (one window lost to a burst of noise on a loaded host
+// delays the name by one window, not a whole streak), and cleared after
+// kClearAfter windows in a row not slow.
 #pragma once
 
 #include <cstddef>
@@ -52,7 +54,8 @@ struct PeerWindow {
 enum class SlowSignal { step, compute, gpu };
 std::string_view signal_name(SlowSignal s);  // "step", "compute", "gpu-clock"
 
-inline constexpr int kNameAfter = 3;   // windows in a row slow before a peer is named
+inline constexpr int kNameAfter = 3;   // slow windows before a peer is named,
+inline constexpr int kNameWithin = 4;  // among its last this many
 inline constexpr int kClearAfter = 6;  // windows in a row not slow before it is cleared
 inline constexpr std::size_t kCauseWindows = 6;  // how many windows the cause is read over (30 s of 5 s)
 
@@ -122,7 +125,8 @@ class PeerJudge {
 
  private:
   struct Streak {
-    int slow = 0, normal = 0;
+    std::deque<bool> recent;    // the last kNameWithin windows: slow or not
+    int normal = 0;             // windows in a row not slow
     std::deque<double> ratios;  // the last kNameAfter slow windows'
   };
   bool nodes_;

@@ -44,7 +44,7 @@ class HangWatchdog;
 class ProgressPattern;
 class Workers;
 
-// How long one window lasts: named within kNameAfter of them (15 s), and
+// How long one window lasts: named after kNameAfter slow ones (15 s at the least), and
 // the cause read over the last kCauseWindows (30 s).
 inline constexpr std::chrono::seconds kStragglerWindow{5};
 
