@@ -4,6 +4,8 @@
 # $PID_DIR/pid.<rank> (so that a test can throttle it) and prints "step N";
 # the job ends, everyone at the same step, once $PID_DIR/stop exists or
 # after MAX_SECONDS: rank 0's flag travels in the all-reduce itself.
+# SYNC=0: no collective in the loop (each rank steps at its own rate, and
+# stops on its own at the same signs).
 import os
 import time
 
@@ -30,15 +32,19 @@ products = torch.tensor([max(1, int(n * step_s / 0.2))])
 dist.all_reduce(products, op=dist.ReduceOp.MIN)
 products = int(products.item())
 
+sync = os.environ.get("SYNC", "1") != "0"
 step = 0
 while True:
     for _ in range(products):
         x @ x
-    stop = float(rank == 0 and (os.path.exists(os.path.join(pid_dir, "stop")) or time.monotonic() > limit))
+    stop = float((rank == 0 or not sync) and (os.path.exists(os.path.join(pid_dir, "stop")) or time.monotonic() > limit))
     flag = torch.tensor([stop])
-    dist.all_reduce(flag)
+    if sync:
+        dist.all_reduce(flag)
     print(f"step {step}", flush=True)
     step += 1
     if flag.item() > 0:
         break
+if not sync:
+    dist.barrier()
 dist.destroy_process_group()
