@@ -58,7 +58,7 @@ std::string help_text() {
   entry(out, "training_script_args", "Passed to the training program untouched.");
 
   for (Group group : {Group::general, Group::workers, Group::rendezvous, Group::launch,
-                      Group::logging, Group::static_rdzv, Group::extensions}) {
+                      Group::logging, Group::static_rdzv, Group::extensions, Group::hosts}) {
     out << "\n" << group_title(group) << ":\n";
     for (const OptionSpec& spec : option_table()) {
       if (spec.group != group) continue;

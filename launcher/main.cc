@@ -8,6 +8,8 @@
 
 #include "agent/agent.h"
 #include "agent/exit_codes.h"
+#include "launcher/fanout.h"
+#include "launcher/launcher_link.h"
 #include "launcher/options.h"
 
 namespace {
@@ -28,9 +30,16 @@ void setup_logging() {
   spdlog::set_default_logger(logger);
 }
 
-}  // namespace
+// An agent a launcher started ends with its code on stdout
+// (launcher/launcher_link.h), whatever ended it here.
+bool told_launcher = false;
 
-int main(int argc, char** argv) {
+int to_launcher(int code) {
+  if (told_launcher) cxxrun::launcher::say_exited(code);
+  return code;
+}
+
+int run(int argc, char** argv) {
   namespace launcher = cxxrun::launcher;
   try {
     setup_logging();
@@ -50,6 +59,13 @@ int main(int argc, char** argv) {
     spdlog::default_logger()->set_level(spdlog_level(parsed.log_level));
     for (const std::string& note : parsed.notes) spdlog::info("{}", note);
     for (const std::string& warning : parsed.warnings) spdlog::warn("{}", warning);
+    if (parsed.fanout) return launcher::run_fanout(*parsed.fanout);
+    if (parsed.from_launcher) {
+      launcher::LauncherLink link = launcher::take_launcher_stdin();
+      if (!link.token.empty()) parsed.config.rdzv.settings.token = link.token;
+      launcher::watch_launcher(std::move(link));
+      told_launcher = true;
+    }
     return cxxrun::agent::run(parsed.config);
   } catch (const launcher::UsageError& e) {
     std::cerr << "cxxrun: error: " << e.what() << std::endl;
@@ -62,3 +78,7 @@ int main(int argc, char** argv) {
     return cxxrun::agent::exit_code::internal_error;
   }
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return to_launcher(run(argc, argv)); }

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "agent/config.h"
+#include "launcher/fanout_plan.h"
 #include "launcher/static_text.h"
 #include "rendezvous/rendezvous.h"
 #include "store/wire.h"
@@ -188,6 +189,21 @@ constexpr OptionSpec kOptions[] = {
      "default: torch,torch.distributed where they import; with no start method, instead of what it "
      "learns; empty: none)."},
 
+    // One command for every host (docs/multi-host.md): launcher/fanout_plan.h.
+    {"--hostfile", "FILE", nullptr, value, hosts,
+     "Start one agent per host of FILE through --rsh and run the job across them: lines 'host', 'host "
+     "slots=N' (DeepSpeed) or 'host:N' (MPI), '#' comments; a host's slots are its --nproc-per-node unless "
+     "that is given. The first host holds the c10d rendezvous unless --rdzv-endpoint is given."},
+    {"--hosts", "HOST[:N],...", nullptr, value, hosts, "The same as --hostfile, the hosts given here: h1,h2:4,..."},
+    {"--rsh", "CMD", kDefaultRsh, value, hosts,
+     "How the launcher reaches a host (with --hostfile/--hosts): run as 'CMD HOST COMMAND...', CMD split as a "
+     "shell splits it (as rsync's --rsh)."},
+    {"--remote-cxxrun,--remote_cxxrun", "PATH", nullptr, value, hosts,
+     "The cxxrun the hosts run (with --hostfile/--hosts; default: this cxxrun's own path)."},
+    {"--from-launcher,--from_launcher", "", nullptr, none, hosts,
+     "Set by cxxrun --hostfile on the agents it starts: the first stdin line is the rendezvous token, later "
+     "lines the launcher's signals; stdin's end stops this node's workers and the agent."},
+
     {"--version", "", nullptr, none, general, "show cxxrun's version and exit"},
 };
 
@@ -238,6 +254,7 @@ std::string_view group_title(Group group) {
     case Group::logging: return "logging";
     case Group::static_rdzv: return "static rendezvous (caffe2-compatible)";
     case Group::extensions: return "cxxrun extensions";
+    case Group::hosts: return "one command for every host (cxxrun extensions)";
   }
   return "";
 }

@@ -9,7 +9,7 @@
 
 namespace cxxrun::launcher {
 
-enum class Group { general, workers, rendezvous, launch, logging, static_rdzv, extensions };
+enum class Group { general, workers, rendezvous, launch, logging, static_rdzv, extensions, hosts };
 
 enum class EnvFallback {
   none,   // plain argparse option in torchrun

@@ -5,14 +5,17 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 
 #include "cxxrun_commit.h"
 #include "launcher/abbreviations.h"
+#include "launcher/fanout_plan.h"
 #include "launcher/kubeflow.h"
 #include "launcher/option_table.h"
 #include "launcher/raw_options.h"
 #include "launcher/slurm.h"
+#include "launcher/values.h"
 
 namespace cxxrun::launcher {
 namespace {
@@ -162,6 +165,14 @@ RawOptions read_command_line(const std::vector<std::string>& args, const Env& en
   return raw;
 }
 
+// What the hosts run by default: this very binary's path (the same
+// installation everywhere, as an ssh loop of `cxxrun` assumes).
+std::string self_path() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("cxxrun") : self.string();
+}
+
 }  // namespace
 
 Parsed parse(const std::vector<std::string>& args, const Env& env) {
@@ -172,10 +183,19 @@ Parsed parse(const std::vector<std::string>& args, const Env& env, const NodeAdd
   Parsed early;
   RawOptions raw = read_command_line(args, env, early);
   if (early.help || early.version) return early;
+  if (wants_fanout(raw)) {
+    // No agent runs here: the hosts' agents derive nothing from this
+    // machine's scheduler.
+    early.fanout = plan_fanout(raw, self_path());
+    if (auto level = env.find("LOGLEVEL"); level != env.end())
+      early.log_level = parse_log_level({level->second, "LOGLEVEL"});
+    return early;
+  }
   std::optional<std::string> derived = apply_slurm(raw, env, slurm_node_address);
   if (!derived) derived = apply_master_env(raw, env);
   Parsed parsed = build_config(raw, env);
   if (derived) parsed.notes.insert(parsed.notes.begin(), *derived);
+  parsed.from_launcher = raw.flag("from_launcher");
   return parsed;
 }
 

@@ -4,10 +4,12 @@
 // build_config) can return it without the parse's header.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/config.h"
+#include "launcher/fanout_plan.h"
 
 namespace cxxrun::launcher {
 
@@ -24,6 +26,12 @@ struct Parsed {
   // cxxrun's own log level from LOGLEVEL: DEBUG, INFO (default), WARNING,
   // ERROR or CRITICAL.
   std::string log_level = "INFO";
+  // --hostfile / --hosts: no agent here; main runs this plan
+  // (launcher/fanout.h) and config is unset.
+  std::optional<FanoutPlan> fanout;
+  // --from-launcher: this agent was started by one (launcher/launcher_link.h);
+  // main reads the token from stdin before the agent runs.
+  bool from_launcher = false;
 };
 
 }  // namespace cxxrun::launcher

@@ -28,6 +28,9 @@ test_packages=(
   procps iproute2 util-linux
   elfutils  # eu-stack: a native worker's stack when it hangs (agent/hang/stack_dump.h)
   tmux  # a real terminal for the --tty test (tests/integration/test_tty.py)
+  # Real sshd and ssh between network namespaces: cxxrun --hostfile's test
+  # (tests/integration/test_hostfile_netns.py) and bench/hostfile_launch.py.
+  openssh-server openssh-client
   # bench/rdzv_scale.py --plot draws the recovery phases; munkres stands in
   # for fonttools' "scipy | munkres", whose scipy pulls pythran and with it
   # libboost1.74-dev, which conflicts with libboost1.81-dev.

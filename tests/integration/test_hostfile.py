@@ -1,0 +1,218 @@
+"""cxxrun --hostfile / --hosts with a stand-in for ssh that runs each host's
+command on this machine (as test_ssh_fanout.py's does): the remote command's
+quoting, the token on stdin and nowhere else, host prefixes on the output,
+the job's exit code from every agent's, an unreachable host, Ctrl-C, a
+dropped connection, and bad host lists. Real sshd between network
+namespaces: test_hostfile_netns.py."""
+import os
+import signal
+import subprocess
+import time
+
+from harness import CXXRUN, OrphanCheckTest, alive, clean_env, free_port, read_pids, wait_for
+
+HOSTS = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+
+# rsh HOST COMMAND...: logs the host and the command, keeps the token line
+# for the test, and runs the command here through a shell, as sshd would.
+# Its stdin comes through `cat`, the stand-in for the connection: killing
+# that cat is a dropped connection. FAKE_RSH_DOWN names a host it cannot
+# reach, as ssh says it.
+FAKE_RSH = """host=$1; shift
+if [[ $host == "$FAKE_RSH_DOWN" ]]; then
+  echo "ssh: connect to host $host port 22: Connection refused" >&2
+  exit 255
+fi
+printf '%s\\t%s\\n' "$host" "$*" >> {dir}/rsh.log
+IFS= read -r token
+printf '%s' "$token" > {dir}/token.$host
+exec 3< <(printf '%s\\n' "$token"; echo $BASHPID > {dir}/conn.$host; exec cat)
+sh -c "$*" <&3 3<&-
+rc=$?
+# As ssh does, end when the command ends, whatever its stdin.
+kill "$(cat {dir}/conn.$host)" 2>/dev/null
+exit $rc
+"""
+
+WEIRD = ["two words", "it's", "$HOME", "a;b", "`id`", '"q"', "", "*"]
+
+
+class Hostfile(OrphanCheckTest):
+    def setUp(self):
+        super().setUp()
+        self.rsh = self.script("fake_rsh", FAKE_RSH.format(dir=self.dir))
+        self.port = free_port()
+
+    def argv(self, *args, hosts=",".join(HOSTS)):
+        return [CXXRUN, f"--hosts={hosts}", f"--rsh={self.rsh}", f"--rdzv-endpoint=127.0.0.1:{self.port}",
+                "--rdzv-conf=join_timeout=30", *args]
+
+    def launch(self, *args, env=None, timeout=90, **kw):
+        p = subprocess.run(self.argv(*args, **kw), env=env or clean_env(), capture_output=True, text=True,
+                           timeout=timeout, stdin=subprocess.DEVNULL)
+        return p.returncode, p.stdout, p.stderr
+
+    def start(self, *args, env=None, **kw):
+        return subprocess.Popen(self.argv(*args, **kw), env=env or clean_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+    def sleeper(self):
+        # Each worker records its pid and its agent's, then sleeps.
+        return self.script("sleeper.sh", f"echo $$ > {self.dir}/pid.$RANK\necho $PPID > {self.dir}/agent.$RANK\n"
+                                         f"exec sleep 60{self.marker}\n")
+
+    def test_one_job_across_the_hosts(self):
+        worker = self.script("w.sh", f"""printf '%s\\0' "$@" > {self.dir}/args.$RANK
+readlink /proc/self/fd/0 > {self.dir}/stdin.$RANK
+tr '\\0' '\\n' < /proc/$PPID/cmdline > {self.dir}/cmdline.$RANK
+tr '\\0' '\\n' < /proc/$PPID/environ > {self.dir}/environ.$RANK
+echo "hello from rank $RANK"
+""")
+        rc, out, err = self.launch("--no-python", worker, *WEIRD,
+                                   hosts="127.0.0.1:2,127.0.0.2,127.0.0.3")
+        self.assertEqual(rc, 0, err)
+        ranks = sorted(int(n.split(".")[1]) for n in os.listdir(self.dir) if n.startswith("args."))
+        self.assertEqual(ranks, [0, 1, 2, 3])
+        for r in ranks:
+            with open(f"{self.dir}/args.{r}") as f:
+                self.assertEqual(f.read().split("\0")[:-1], WEIRD)
+            with open(f"{self.dir}/stdin.{r}") as f:
+                self.assertEqual(f.read().strip(), "/dev/null")  # never the launcher's pipe
+        # Each host's output with its prefix, never an unprefixed line.
+        for line in out.splitlines():
+            self.assertRegex(line, r"^\[127\.0\.0\.[123]\] ")
+        self.assertEqual(sum("hello from rank" in line for line in out.splitlines()), 4)
+        self.assertEqual(len([l for l in out.splitlines() if l.startswith("[127.0.0.1] ") and "hello" in l]), 2)
+        self.assertIn("[127.0.0.2] ", err)
+        self.assertNotIn("cxxrun-agent:", out + err)  # the launcher's own lines are not shown
+        # The token: 64 hex digits, the same for every host, on stdin only.
+        tokens = set()
+        for host in HOSTS:
+            with open(f"{self.dir}/token.{host}") as f:
+                tokens.add(f.read())
+        self.assertEqual(len(tokens), 1)
+        token = tokens.pop()
+        self.assertRegex(token, r"^[0-9a-f]{64}$")
+        for r in ranks:
+            for what in ("cmdline", "environ"):
+                with open(f"{self.dir}/{what}.{r}") as f:
+                    text = f.read()
+                self.assertNotIn(token, text)
+            with open(f"{self.dir}/cmdline.{r}") as f:
+                self.assertIn("--from-launcher", f.read().split("\n"))
+        with open(f"{self.dir}/rsh.log") as f:
+            calls = [line.split("\t", 1) for line in f.read().splitlines()]
+        self.assertEqual(sorted(h for h, _ in calls), HOSTS)
+        for host, command in calls:
+            self.assertEqual("--nproc-per-node=2" in command, host == "127.0.0.1")
+            self.assertIn("--nnodes=3", command)
+
+    def test_a_failing_rank_gives_the_job_its_code(self):
+        worker = self.script("fail.sh", '[ "$RANK" = 1 ] && exit 7\nexit 0\n')
+        rc, out, err = self.launch("--no-python", worker)
+        self.assertEqual(rc, 7, err)
+        self.assertIn("exiting with code 7", err)
+
+    def test_a_remote_usage_error_is_the_jobs(self):
+        rc, out, err = self.launch("--nproc-per-node=lots", "--no-python", "/bin/true", hosts="127.0.0.1,127.0.0.2")
+        self.assertEqual(rc, 2, err)
+        self.assertRegex(err, r"\[127\.0\.0\.2\] cxxrun: error: --nproc-per-node=lots")
+
+    def test_an_unreachable_host_is_one_line_and_stops_the_job(self):
+        sleeper = self.sleeper()
+        rc, out, err = self.launch("--no-python", sleeper, env=clean_env(FAKE_RSH_DOWN="127.0.0.3"))
+        self.assertEqual(rc, 1, err)
+        lines = [l for l in err.splitlines() if "127.0.0.3" in l]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn(f"cxxrun: host 127.0.0.3 unreachable: '{self.rsh} 127.0.0.3 {CXXRUN} ...' exited 255: "
+                      "ssh: connect to host 127.0.0.3 port 22: Connection refused", lines[0])
+        self.assertIn("fewer than --nnodes' minimum 3: stopping the job on every host", err)
+
+    def test_an_unreachable_host_above_the_minimum_leaves_the_job_going(self):
+        worker = self.script("w.sh", f"echo $RANK > {self.dir}/ran.$RANK\n")
+        rc, out, err = self.launch("--nnodes=2:3", "--rdzv-conf=join_timeout=30,last_call_timeout=1", "--no-python",
+                                   worker, env=clean_env(FAKE_RSH_DOWN="127.0.0.3"))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("the job goes on with the other 2 hosts", err)
+        self.assertEqual(sorted(n for n in os.listdir(self.dir) if n.startswith("ran.")), ["ran.0", "ran.1"])
+
+    def test_an_rsh_that_cannot_start(self):
+        rc, out, err = self.launch("--no-python", "/bin/true", hosts="127.0.0.1,127.0.0.2")
+        self.assertEqual(rc, 0, err)  # the control: this stand-in works
+        p = subprocess.run([CXXRUN, "--hosts=127.0.0.1", "--rsh=/nonexistent/ssh -x", "--no-python", "/bin/true"],
+                           env=clean_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("cxxrun: host 127.0.0.1 unreachable: '/nonexistent/ssh -x 127.0.0.1 ", p.stderr)
+
+    def test_ctrl_c_stops_every_host(self):
+        sleeper = self.sleeper()
+        p = self.start("--nproc-per-node=2", "--no-python", sleeper)
+        try:
+            wait_for(lambda: len(read_pids(self.dir, "pid.")) == 6, 60, "six workers")
+            workers = read_pids(self.dir, "pid.")
+            agents = set(read_pids(self.dir, "agent."))
+            self.assertEqual(len(agents), 3)
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn("received SIGINT: stopping the job on every host", err)
+        self.assertEqual(err.count("the launcher forwards SIGINT"), 3, err)
+        for pid in workers + list(agents):
+            self.assertFalse(alive(pid), f"pid {pid} outlived the job")
+
+    def test_a_dropped_connection_stops_that_hosts_workers(self):
+        sleeper = self.sleeper()
+        p = self.start("--no-python", sleeper)
+        try:
+            wait_for(lambda: len(read_pids(self.dir, "pid.")) == 3, 60, "three workers")
+            with open(f"{self.dir}/conn.127.0.0.2") as f:
+                conn = int(f.read())
+            agent_of = {}
+            for r in range(3):
+                with open(f"{self.dir}/agent.{r}") as f:
+                    agent_of[r] = int(f.read())
+            os.kill(conn, signal.SIGKILL)
+            out, err = p.communicate(timeout=90)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        self.assertIn("[127.0.0.2] ", err)
+        self.assertIn("the launcher's connection closed (stdin ended): stopping this node's workers", err)
+        self.assertNotEqual(p.returncode, 0, err)
+        for pid in read_pids(self.dir, "pid.") + list(agent_of.values()):
+            self.assertFalse(alive(pid), f"pid {pid} outlived the job")
+
+
+class BadHostLists(OrphanCheckTest):
+    def refused(self, *args):
+        p = subprocess.run([CXXRUN, *args, "--no-python", "/bin/true"], env=clean_env(), capture_output=True,
+                           text=True, timeout=30, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+        self.assertTrue(p.stderr.startswith("cxxrun: error: "), p.stderr)
+        return p.stderr
+
+    def hostfile(self, text):
+        path = os.path.join(self.dir, "hosts")
+        with open(path, "w") as f:
+            f.write(text)
+        return f"--hostfile={path}"
+
+    def test_bad_hostfiles_exit_2(self):
+        self.assertIn("no hosts", self.refused(self.hostfile("# only a comment\n\n")))
+        self.assertIn("line 3: host 'a' is named again", self.refused(self.hostfile("a\nb slots=2\na:2\n")))
+        self.assertIn("line 1: slots 'none' must be a whole number", self.refused(self.hostfile("a slots=none\n")))
+        self.assertIn("has the character ';'", self.refused(self.hostfile("a;touch x\n")))
+        self.assertIn("a leading '-'", self.refused(self.hostfile("-oProxyCommand=sh\n")))
+        self.assertIn("PET_HOSTS=a,a", self.refused_env(PET_HOSTS="a,a"))
+
+    def refused_env(self, **env):
+        p = subprocess.run([CXXRUN, "--no-python", "/bin/true"], env=clean_env(**env), capture_output=True,
+                           text=True, timeout=30, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        return p.stderr
