@@ -1,10 +1,7 @@
 // What `cxxrun --hostfile=FILE` / `--hosts=h1,h2` starts (docs/multi-host.md):
 // one agent per host through --rsh, each a cxxrun told everything on its
-// command line. This is where the launcher decides that command: the user's
-// options (their PET_* values written out as flags, since the remote login
-// has its own environment), --nnodes from the hosts, the c10d rendezvous on
-// the first host, a fresh run id, each host's slots, and the token that
-// travels on stdin. Plain values; the loop that runs it is launcher/fanout.h.
+// command line. Plain values, made by launcher/fanout_options.h and run by
+// launcher/fanout.h; below the parse's Parsed (launcher/parsed.h).
 #pragma once
 
 #include <string>
@@ -13,8 +10,6 @@
 #include "launcher/hostfile.h"
 
 namespace cxxrun::launcher {
-
-struct RawOptions;  // launcher/raw_options.h
 
 // The default --rsh, as rsync's: no password prompt can hang the launch.
 inline constexpr const char* kDefaultRsh = "ssh -o BatchMode=yes";
@@ -40,15 +35,6 @@ struct FanoutPlan {
   std::string endpoint;
   std::string run_id;
 };
-
-// Whether the command line asks for a one-command job (--hostfile, --hosts
-// or their PET_* variables).
-bool wants_fanout(const RawOptions& raw);
-
-// `self`: the path the remote hosts run unless --remote-cxxrun says. Throws
-// UsageError (exit 2) for a bad host list, --rsh, or options that cannot be
-// spread over hosts (--standalone, the static backend, --from-launcher).
-FanoutPlan plan_fanout(const RawOptions& raw, const std::string& self);
 
 // The rsh words for host `i`: CMD... HOST COMMAND..., each command word
 // quoted for the remote shell.

@@ -8,10 +8,25 @@
 #include <fmt/format.h>
 
 #include "launcher/errors.h"
-#include "launcher/values.h"
 
 namespace cxxrun::launcher {
 namespace {
+
+std::string_view trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  for (;;) {
+    const auto at = s.find(sep);
+    out.push_back(s.substr(0, at));
+    if (at == std::string_view::npos) return out;
+    s.remove_prefix(at + 1);
+  }
+}
 
 bool name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
@@ -38,10 +53,11 @@ std::optional<std::string> bad_name(std::string_view login) {
 }
 
 int parse_slots(std::string_view text, const std::string& where) {
-  std::optional<long long> n = integer_of(text);
-  if (!n || *n < 1 || *n > kMaxSlots || text.find_first_not_of("0123456789") != std::string_view::npos)
+  const bool digits = !text.empty() && text.size() <= 6 && text.find_first_not_of("0123456789") == std::string_view::npos;
+  const int n = digits ? std::stoi(std::string(text)) : 0;
+  if (n < 1 || n > kMaxSlots)
     throw UsageError(fmt::format("{}: slots '{}' must be a whole number from 1 to {}", where, text, kMaxSlots));
-  return static_cast<int>(*n);
+  return n;
 }
 
 Host make_host(std::string_view login, std::optional<int> slots, const std::string& where) {

@@ -10,7 +10,7 @@
 
 #include "cxxrun_commit.h"
 #include "launcher/abbreviations.h"
-#include "launcher/fanout_plan.h"
+#include "launcher/fanout_options.h"
 #include "launcher/kubeflow.h"
 #include "launcher/option_table.h"
 #include "launcher/raw_options.h"

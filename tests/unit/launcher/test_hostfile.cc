@@ -2,6 +2,7 @@
 // command the launcher builds, and the job's exit code from every agent's.
 #include <sys/wait.h>
 
+#include "launcher/fanout_options.h"
 #include "launcher/hostfile.h"
 #include "launcher/job_exit_code.h"
 #include "launcher/launcher_link.h"
