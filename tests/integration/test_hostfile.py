@@ -59,7 +59,7 @@ class Hostfile(OrphanCheckTest):
     def sleeper(self):
         # Each worker records its pid and its agent's, then sleeps.
         return self.script("sleeper.sh", f"echo $$ > {self.dir}/pid.$RANK\necho $PPID > {self.dir}/agent.$RANK\n"
-                                         f"exec sleep 60{self.marker}\n")
+                                         f"exec sleep 60 {self.marker}\n")
 
     def test_one_job_across_the_hosts(self):
         worker = self.script("w.sh", f"""printf '%s\\0' "$@" > {self.dir}/args.$RANK
