@@ -335,7 +335,14 @@ class Fanout {
     using Kind = HostOutcome::Kind;
     if (!a.start_error.empty()) return {Kind::unreachable, 0};
     if (a.exit_marker) return {Kind::exited, *a.exit_marker};
-    if (a.ready || a.killed_by_us) return {Kind::lost, 0};
+    if (a.killed_by_us) return {Kind::lost, 0};
+    if (a.ready) {
+      // No exit line: the agent ended without main's return (std::_Exit
+      // while re-joining), or was killed, or its connection dropped. ssh
+      // passes a command's own code through and says 255 for the rest.
+      if (WIFEXITED(a.status) && WEXITSTATUS(a.status) != 255) return {Kind::exited, WEXITSTATUS(a.status)};
+      return {Kind::lost, 0};
+    }
     // Never ready: ssh's own failure (255), a shell that found no cxxrun
     // (127) or could not run it (126), or a signal; any other code is the
     // remote cxxrun's own (a usage error before it read the token).
