@@ -16,7 +16,7 @@ import urllib.request
 import uuid
 
 from harness import (RDZV_SERVER, TempDirTest, clean_env, end, free_port, start, torch_importable, wait_for)
-from stragglers import LOCKSTEP, NAMED_WITHIN, Output, cannot_throttle, lockstep_env, settle_then_throttle
+from stragglers import LOCKSTEP, NAMED_IN_TESTS, Output, cannot_throttle, lockstep_env, settle_then_throttle
 
 FAKE_NVML = os.environ.get("FAKE_NVML_LIBRARY", os.path.join(os.path.dirname(__file__),
                                                              "../../build/tests/fake_nvml/libnvidia-ml.so.1"))
@@ -46,8 +46,8 @@ class Throttled(TempDirTest):
         p, err = self.agent(["--standalone", "--nproc-per-node=4", "--health-port=0", f"--event-log={events}",
                              LOCKSTEP])
         quota = settle_then_throttle(self, self.dir, [3])
-        wait_for(lambda: err.first("straggler: rank 3 on"), timeout=NAMED_WITHIN,
-                 what=f"rank 3 to be named within {NAMED_WITHIN} s of its quota")
+        wait_for(lambda: err.first("straggler: rank 3 on"), timeout=NAMED_IN_TESTS,
+                 what="rank 3 to be named after its quota")
         _, line = err.first("straggler: rank 3 on")
         self.assertIn(f"straggler: rank 3 on {socket.gethostname()} computes", line)
         self.assertIn("as long as the median rank between collectives", line)
@@ -79,8 +79,8 @@ class Throttled(TempDirTest):
         # Node rank 1 runs ranks 2 and 3.
         settle_then_throttle(self, self.dir, [2, 3])
         named = "straggler: node " + socket.gethostname() + " (node rank 1, ranks 2-3) computes"
-        wait_for(lambda: all(err.first(named) for _, err in agents), timeout=NAMED_WITHIN,
-                 what=f"node rank 1 to be named on both nodes within {NAMED_WITHIN} s of its quota")
+        wait_for(lambda: all(err.first(named) for _, err in agents), timeout=NAMED_IN_TESTS,
+                 what="node rank 1 to be named on both nodes after its quota")
         for _, err in agents:
             line = err.first(named)[1]
             self.assertIn("as long as the median node between collectives; its cgroup was CPU-throttled for", line)
@@ -105,7 +105,7 @@ class GpuThrottled(TempDirTest):
                   env=clean_env(CXXRUN_NVML_LIBRARY=FAKE_NVML, FAKE_NVML_STATE=state))
         self.addCleanup(end, p)
         err = Output(p)
-        wait_for(lambda: err.first("straggler: rank 1 on"), timeout=NAMED_WITHIN + 10,
+        wait_for(lambda: err.first("straggler: rank 1 on"), timeout=NAMED_IN_TESTS,
                  what="rank 1, whose GPU is throttled, to be named")
         line = err.first("straggler: rank 1 on")[1]
         self.assertIn("runs its GPU 2.0x slower than the median rank (SM clock at 50 % of its maximum against "
