@@ -79,11 +79,8 @@ class Reporter {
   // (nullptr: none), whose cause the AGENT FAILED event names.
   void exiting(int code, const Failure* root);
 
-  // What /healthz shows now; the job board's record is built from it too
-  // (agent/report/board_record.h). On the loop.
-  HealthSnapshot snapshot() const;
-
  private:
+  HealthSnapshot snapshot() const;
 
   Config c_;
   rendezvous::Assignment placement_;
