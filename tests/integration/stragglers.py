@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 
-from harness import TORCH_PYTHON, clean_env, remove_cgroup_tree, wait_for
+from harness import TORCH_PYTHON, TempDirTest, clean_env, remove_cgroup_tree, torch_importable, wait_for
 
 JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_jobs")
 LOCKSTEP = os.path.join(JOBS, "lockstep.py")
@@ -138,3 +138,16 @@ def settle_then_throttle(test, pid_dir, ranks, share=0.2, world=4):
     for r in ranks:
         quota.add(read_pid(pid_dir, r))
     return quota
+
+
+class ThrottleTest(TempDirTest):
+    """A test that slows a rank with the v1 cpu controller and runs a torch
+    job: skipped where either cannot be had."""
+
+    def setUp(self):
+        super().setUp()
+        why = cannot_throttle()
+        if why:
+            self.skipTest(why)
+        if not torch_importable():
+            self.skipTest("torch is not importable")

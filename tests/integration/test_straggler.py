@@ -15,22 +15,14 @@ import unittest
 import urllib.request
 import uuid
 
-from harness import (RDZV_SERVER, TempDirTest, clean_env, end, free_port, start, torch_importable, wait_for)
-from stragglers import LOCKSTEP, NAMED_IN_TESTS, Output, cannot_throttle, lockstep_env, settle_then_throttle
+from harness import RDZV_SERVER, TempDirTest, clean_env, end, free_port, start, wait_for
+from stragglers import LOCKSTEP, NAMED_IN_TESTS, Output, ThrottleTest, lockstep_env, settle_then_throttle
 
 FAKE_NVML = os.environ.get("FAKE_NVML_LIBRARY", os.path.join(os.path.dirname(__file__),
                                                              "../../build/tests/fake_nvml/libnvidia-ml.so.1"))
 
 
-class Throttled(TempDirTest):
-    def setUp(self):
-        super().setUp()
-        why = cannot_throttle()
-        if why:
-            self.skipTest(why)
-        if not torch_importable():
-            self.skipTest("torch is not importable")
-
+class Throttled(ThrottleTest):
     def agent(self, args, **env):
         p = start(args, env=lockstep_env(self.dir, **env))
         self.addCleanup(end, p)

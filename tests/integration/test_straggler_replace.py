@@ -11,20 +11,15 @@ import subprocess
 import unittest
 import uuid
 
-from harness import RDZV_SERVER, TempDirTest, end, free_port, start, torch_importable, wait_for
-from stragglers import LOCKSTEP, NAMED_WITHIN, Output, cannot_throttle, lockstep_env, settle_then_throttle
+from harness import RDZV_SERVER, end, free_port, start, wait_for
+from stragglers import LOCKSTEP, NAMED_WITHIN, Output, ThrottleTest, lockstep_env, settle_then_throttle
 
 UNHEALTHY = 243
 
 
-class Replace(TempDirTest):
+class Replace(ThrottleTest):
     def setUp(self):
         super().setUp()
-        why = cannot_throttle()
-        if why:
-            self.skipTest(why)
-        if not torch_importable():
-            self.skipTest("torch is not importable")
         self.port = free_port()
         server = subprocess.Popen([RDZV_SERVER, f"--port={self.port}"], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
