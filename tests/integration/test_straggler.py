@@ -58,7 +58,10 @@ class Throttled(ThrottleTest):
         self.assertEqual(named[0]["state"], "named")
         self.assertEqual((named[0]["scope"], named[0]["rank"], named[0]["signal"], named[0]["cause"]),
                          ("rank", 3, "compute", "cgroup-throttle"))
-        self.assertGreater(named[0]["ratio"], 1.5)
+        # The compute rule names a rank at 1.3x the others' running share
+        # (docs/stragglers.md); how far above that a 0.2-CPU quota lands
+        # depends on how busy the machine's other CPUs are (1.34 on one CI run).
+        self.assertGreaterEqual(named[0]["ratio"], 1.3)
 
     def test_a_node_whose_workers_are_all_throttled_is_named(self):
         port = free_port()
