@@ -16,10 +16,12 @@
 #include "agent/process/guardian.h"
 #include "agent/hang/watchdog.h"
 #include "agent/hostname.h"
+#include "agent/job_board.h"
 #include "agent/keep_alive.h"
 #include "agent/progress/progress_tracker.h"
 #include "agent/round_gate.h"
 #include "agent/rendezvous_link.h"
+#include "agent/report/board_record.h"
 #include "agent/report/reporter.h"
 #include "agent/restart_policy.h"
 #include "agent/store_outage.h"
@@ -44,6 +46,25 @@ using rendezvous::RoundEvent;
 // job's failures for the summary. judging: settling the restart verdict
 // with the other nodes (agent/verdict/job_history.h).
 enum class Phase { running, stopping, restarting, rendezvous, barrier, judging, reporting, done };
+
+// The board's words for a phase (docs/cxxrunctl.md).
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::running: return "running";
+    case Phase::stopping: return "stopping";
+    case Phase::restarting: return "restarting";
+    case Phase::rendezvous: return "rendezvous";
+    case Phase::barrier: return "barrier";
+    case Phase::judging: return "judging";
+    case Phase::reporting: return "reporting";
+    case Phase::done: break;
+  }
+  return "done";
+}
+
+long long wall_ms(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
 
 class Supervisor final : Workers::Listener {
  public:
@@ -77,7 +98,9 @@ class Supervisor final : Workers::Listener {
         stragglers_(io_, c_, *group_, watchdog_, [] { std::string no; return NvmlClocks::open(no); },
                     [this](auto call) { link_->call(std::move(call)); },
                     {[this] { return phase_ == Phase::running; }, [this](auto& n) { reporter_.straggler(n); },
-                     [this](auto& v) { reporter_.speeds(v); }, [this](auto& why) { gate_.leave_next(why); }}) {
+                     [this](auto& v) { reporter_.speeds(v); }, [this](auto& why) { gate_.leave_next(why); }}),
+        board_(io_, *link_, board_node_, [this] { return board_record_now(); },
+               [this](const rendezvous::board::StopRequest& r) { on_stop_request(r); }, wall_ms(start.wall)) {
     set_logger();
     reporter_.set_goodput([this] { return goodput_.totals(std::chrono::steady_clock::now(), progress_.record()); });
     if (progress_.watches_output())
@@ -102,6 +125,7 @@ class Supervisor final : Workers::Listener {
     goodput_.rendezvous_began(start_.join_began);
     goodput_.rendezvous_done(start_.joined);
     start_attempt();
+    if (rdzv_.elastic()) board_.start();
     io_.run();
     return exit_code_;
   }
@@ -111,9 +135,11 @@ class Supervisor final : Workers::Listener {
   void on_worker_started(const Worker& w) override {
     progress_.worker_started();
     reporter_.worker_started(w);
+    board_.changed();
   }
   void on_worker_exited(const Worker& w) override {
     watchdog_.forget(w.pid);
+    board_.changed();
     // Everyone ended on their own while the group waited for more failures.
     if (collecting_ && group_->running() == 0) asio::post(io_, [this] {
       if (collecting_) stop(cause_, SIGTERM);
@@ -260,6 +286,7 @@ class Supervisor final : Workers::Listener {
     watchdog_.set_judging(false);
     goodput_.stop_requested(std::chrono::steady_clock::now());
     group_->stop(sig, cause == Cause::failure || cause == Cause::remote_failure);
+    board_.changed();
   }
 
   Situation situation() const {
@@ -461,21 +488,48 @@ class Supervisor final : Workers::Listener {
       log_->info("forwarding {} to {} workers", signal_name(sig), group_->running());
       return group_->signal_all(sig);
     }
+    shut_down(sig, fmt::format("received {}", signal_name(sig)));
+  }
+
+  // cxxrunctl stop: the whole job stops as on SIGTERM (docs/cxxrunctl.md).
+  void on_stop_request(const rendezvous::board::StopRequest& r) {
+    if (phase_ == Phase::done) return;
+    shut_down(SIGTERM, fmt::format("cxxrunctl stop ({}) asks the job to stop: SIGTERM", r.why));
+  }
+
+  // The job ends on this node for signal `sig`; `what` says why.
+  void shut_down(int sig, const std::string& what) {
     if (phase_ == Phase::rendezvous) {
-      log_->warn("received {} during the rendezvous; exiting", signal_name(sig));
+      log_->warn("{} during the rendezvous; exiting", what);
       agent_signal_ = sig;
       return end(Cause::signal);
     }
     if (phase_ == Phase::stopping && cause_ == Cause::signal) {
-      log_->warn("received {} again; killing workers now", signal_name(sig));
+      log_->warn("{} again; killing workers now", what);
       return group_->escalate();
     }
-    log_->warn("received {}; forwarding it to workers and shutting down", signal_name(sig));
+    log_->warn("{}; forwarding it to workers and shutting down", what);
     agent_signal_ = sig;
     if (phase_ == Phase::running || phase_ == Phase::stopping) return stop(Cause::signal, sig);
     // No worker runs: the policy decides at once.
     cause_ = Cause::signal;
     act(decide(situation()));
+  }
+
+  std::string board_record_now() const {
+    BoardFacts f;
+    f.node = board_node_;
+    f.host = host_;
+    f.agent_pid = ::getpid();
+    f.round = round_;
+    f.phase = phase_name(phase_);
+    f.attempt = attempt_;
+    if (const AttemptRecord* r = progress_.record(); r != nullptr && r->highest) {
+      f.step = r->highest->step;
+      f.seconds_since_progress = std::chrono::duration<double>(std::chrono::steady_clock::now() - r->highest->at).count();
+    }
+    f.updated_ms = wall_ms(std::chrono::system_clock::now());
+    return board_record(f, reporter_.snapshot(), rendezvous::board::kMaxRecordBytes);
   }
 
   GroupState group_state() const {
@@ -516,6 +570,7 @@ class Supervisor final : Workers::Listener {
     boost::system::error_code ignored;
     signals_.cancel(ignored);
     keep_alive_.cancel();
+    board_.cancel();
     io_.stop();
   }
 
@@ -546,6 +601,8 @@ class Supervisor final : Workers::Listener {
   const AgentStart start_;
   Goodput goodput_;  // where this node's wall time went (agent/progress/goodput.h)
   StragglerWatch stragglers_;  // slower ranks and nodes (agent/straggler/straggler_watch.h)
+  const std::string board_node_ = JobBoard::node_id(host_, wall_ms(start_.wall));
+  JobBoard board_;  // this node's record for cxxrunctl (agent/job_board.h)
 
   Phase phase_ = Phase::running;
   Cause cause_ = Cause::success;

@@ -8,6 +8,13 @@
 #include "rendezvous/round_completion.h"
 
 namespace cxxrun::rendezvous {
+namespace {
+
+// The deadline of a board publish: short, since the link thread that makes
+// it also carries the keep-alives.
+constexpr std::chrono::milliseconds kBoardTimeout{2000};
+
+}  // namespace
 
 C10dBackend::C10dBackend(const RendezvousConfig& config, const WorkerStorePlan& workers, OpenStore open)
     : config_(config), plan_(workers), open_(std::move(open)) {}
@@ -303,6 +310,24 @@ void C10dBackend::inject(const StoreFault& fault) {
   }
   fault_.drop = fault_.drop || fault.drop;
   if (fault.delay.count() > 0) fault_.delay = fault.delay;
+}
+
+}  // namespace cxxrun::rendezvous
+
+namespace cxxrun::rendezvous {
+
+std::optional<board::StopRequest> C10dBackend::publish_board(const std::string& node, const std::string& record) {
+  if (!store_ || fault_.drop) return std::nullopt;
+  try {
+    if (!board_) board_ = store_->connect_another(kBoardTimeout);
+    board::publish(*board_, config_.settings.run_id, node, record, !board_indexed_);
+    board_indexed_ = true;
+    return board::stop_requested(*board_, config_.settings.run_id);
+  } catch (const std::exception& e) {
+    board_.reset();
+    spdlog::debug("could not publish this node's board record: {}", e.what());
+  }
+  return std::nullopt;
 }
 
 }  // namespace cxxrun::rendezvous

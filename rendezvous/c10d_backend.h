@@ -50,6 +50,7 @@ class C10dBackend : public Rendezvous {
   void step_out() override;
   void decline(const std::string& why) override;
   void inject(const StoreFault& fault) override;
+  std::optional<board::StopRequest> publish_board(const std::string& node, const std::string& record) override;
 
  private:
   Assignment joined(const Assignment& a);
@@ -74,6 +75,10 @@ class C10dBackend : public Rendezvous {
   int dead_seen_ = 0;
   StoreFault fault_;
   std::unique_ptr<SpeedBoard> speeds_;  // the current round's straggler summaries
+  // The board's connection (kBoardTimeout), made at the first publish and
+  // again after a failed one; whether this node's id is in the index yet.
+  std::unique_ptr<store::StoreClient> board_;
+  bool board_indexed_ = false;
   // Last: destroyed first, so it never delivers from a half-destroyed object.
   std::unique_ptr<RoundWatcher> watcher_;
 };

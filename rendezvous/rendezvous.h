@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "rendezvous/etcd_endpoints.h"
+#include "rendezvous/job_board.h"
 
 namespace cxxrun::rendezvous {
 
@@ -297,6 +298,18 @@ class Rendezvous {
   // told. Logs, never throws. Backends that cannot re-form have nothing to
   // tell.
   virtual void decline(const std::string& why) { (void)why; }
+
+  // The job board (rendezvous/job_board.h), what cxxrunctl reads: stores
+  // this node's record, `node` its id for the agent's life, and returns the
+  // job's stop request when one stands. Bounded by a short deadline of its
+  // own; a store that does not answer is logged at debug level and returns
+  // none (the board is a view, never a reason to fail). Backends with no
+  // shared store (local, static) keep nothing and return none.
+  virtual std::optional<board::StopRequest> publish_board(const std::string& node, const std::string& record) {
+    (void)node;
+    (void)record;
+    return std::nullopt;
+  }
 
   virtual void inject(const StoreFault& fault) = 0;
 };

@@ -79,8 +79,11 @@ class Reporter {
   // (nullptr: none), whose cause the AGENT FAILED event names.
   void exiting(int code, const Failure* root);
 
- private:
+  // What /healthz shows now; the job board's record is built from it too
+  // (agent/report/board_record.h). On the loop.
   HealthSnapshot snapshot() const;
+
+ private:
 
   Config c_;
   rendezvous::Assignment placement_;

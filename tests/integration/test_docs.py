@@ -121,7 +121,7 @@ class Completion(unittest.TestCase):
 
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PRODUCT = ["launcher", "agent", "rendezvous", "store", "net", "etcd", "worker_runtime", "common"]
+PRODUCT = ["launcher", "ctl", "agent", "rendezvous", "store", "net", "etcd", "worker_runtime", "common"]
 
 
 def include_circles(root, folders):

@@ -86,7 +86,7 @@ class InstalledPackage(unittest.TestCase):
         self.assertRegex(installed, r"^cxxrun 0\.1\.0 \(commit ([0-9a-f]+(-dirty)?|unknown)\)$")
         self.assertEqual(installed, built, "the packages in build/ are from another commit: run scripts/package.sh")
         self.assertTrue(self.run_installed([self.rdzv, "--version"]).stdout.startswith("cxxrun-rdzv 0.1.0 (commit "))
-        for path in ("usr/bin/cxxrun", "usr/bin/cxxrun-rdzv", "etc/default/cxxrun-rdzv",
+        for path in ("usr/bin/cxxrun", "usr/bin/cxxrun-rdzv", "usr/bin/cxxrunctl", "etc/default/cxxrun-rdzv",
                      "lib/systemd/system/cxxrun-rdzv.service", "usr/include/cxxrun/worker_runtime/communicator.h",
                      "usr/share/man/man1/cxxrun.1", "usr/share/man/man1/cxxrun-rdzv.1",
                      "usr/share/bash-completion/completions/cxxrun", "usr/share/zsh/vendor-completions/_cxxrun-rdzv"):

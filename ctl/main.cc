@@ -1,0 +1,208 @@
+// cxxrunctl: attaches to a running cxxrun job through its rendezvous store
+// and shows or stops it (docs/cxxrunctl.md). It reads the job board the
+// agents keep (rendezvous/job_board.h) and writes the job's stop request
+// there; the store's token guards both.
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "ctl/board_view.h"
+#include "ctl/options.h"
+#include "rendezvous/attach.h"
+#include "rendezvous/job_board.h"
+
+namespace {
+
+using namespace cxxrun;
+using std::chrono::milliseconds;
+
+// cxxrunctl's exit codes (docs/cxxrunctl.md).
+namespace code {
+constexpr int ok = 0, usage = 2, unreachable = 3, refused = 4, no_job = 5, not_stopped = 6;
+}
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_interrupt(int) { g_interrupted = 1; }
+
+long long now_ms() {
+  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// One line, the code its cause has.
+struct Failed {
+  int code;
+  std::string line;
+};
+
+std::unique_ptr<store::StoreClient> attach(const ctl::Options& o) {
+  try {
+    return rendezvous::attach(o.rdzv, o.timeout);
+  } catch (const rendezvous::AttachRefused& e) {
+    throw Failed{code::refused, e.what()};
+  } catch (const rendezvous::RendezvousError& e) {
+    throw Failed{code::unreachable, e.what()};
+  }
+}
+
+std::vector<ctl::NodeRow> read_board(store::StoreClient& client, const ctl::Options& o) {
+  std::vector<std::pair<std::string, std::string>> records;
+  try {
+    records = rendezvous::board::read(client, o.rdzv.settings.run_id);
+  } catch (const store::StoreRefused& e) {
+    throw Failed{code::refused, "the rendezvous store of job=" + o.rdzv.settings.run_id + " refused this client: " +
+                                    e.what()};
+  } catch (const store::StoreError& e) {
+    throw Failed{code::unreachable, "cannot read the job board of job=" + o.rdzv.settings.run_id + " at " +
+                                        o.rdzv.settings.endpoint + ": " + e.what()};
+  }
+  if (records.empty())
+    throw Failed{code::no_job, "no agent of job=" + o.rdzv.settings.run_id + " is on the board at " +
+                                   o.rdzv.settings.endpoint + " (is the job running, with that --rdzv-id?)"};
+  return ctl::rows_of(records);
+}
+
+int status(const ctl::Options& o) {
+  auto client = attach(o);
+  const auto rows = read_board(*client, o);
+  std::cout << (o.json ? ctl::status_json(o.rdzv.settings.run_id, rows, now_ms())
+                       : ctl::status_text(o.rdzv.settings.run_id, rows, now_ms()))
+            << std::flush;
+  return code::ok;
+}
+
+// The terminal in non-canonical mode while top runs, so q needs no Enter;
+// restored on every way out.
+class RawInput {
+ public:
+  RawInput() {
+    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved_) != 0) return;
+    termios raw = saved_;
+    raw.c_lflag &= ~(ICANON | ECHO);
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    active_ = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+  }
+  ~RawInput() {
+    if (active_) tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+  }
+  // Waits up to `limit` for a key; whether it was q.
+  bool quit_within(milliseconds limit) const {
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    if (!active_) {
+      std::this_thread::sleep_for(limit);
+      return false;
+    }
+    if (::poll(&p, 1, static_cast<int>(limit.count())) <= 0) return false;
+    char c = 0;
+    return ::read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q');
+  }
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+};
+
+int top(const ctl::Options& o) {
+  auto client = attach(o);
+  const bool tty = isatty(STDOUT_FILENO);
+  RawInput input;
+  for (int frame = 0; !g_interrupted && (!o.iterations || frame < *o.iterations); ++frame) {
+    if (frame > 0 && input.quit_within(o.interval)) break;
+    if (g_interrupted) break;
+    const auto rows = read_board(*client, o);
+    size_t lines = 1000000;
+    winsize ws{};
+    if (tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 4) lines = ws.ws_row - 3;
+    const std::string text = ctl::top_frame(o.rdzv.settings.run_id, rows, now_ms(), lines);
+    // In place on a terminal: home, the frame, clear what the last one left below.
+    std::cout << (tty ? "\x1b[H" + text + "\x1b[J" : text + "\n") << std::flush;
+  }
+  return code::ok;
+}
+
+int stop(const ctl::Options& o) {
+  auto client = attach(o);
+  const auto before = read_board(*client, o);
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  const long long at = now_ms();
+  try {
+    rendezvous::board::request_stop(*client, o.rdzv.settings.run_id,
+                                    {at, std::string("cxxrunctl on ") + host + ", pid " + std::to_string(getpid())});
+  } catch (const store::StoreError& e) {
+    throw Failed{code::unreachable, std::string("cannot write the stop request: ") + e.what()};
+  }
+  std::cout << "asked the " << before.size() << " nodes of job " << o.rdzv.settings.run_id
+            << " to stop; waiting up to " << o.timeout.count() / 1000.0 << " s for each to begin" << std::endl;
+  // Each agent reads the request at its next board publish (~2 s) and shows
+  // a phase other than running in the record after it.
+  const auto deadline = std::chrono::steady_clock::now() + std::max(o.timeout, milliseconds(5000));
+  std::set<std::string> waiting;
+  for (const auto& n : before) waiting.insert(n.node);
+  while (!waiting.empty() && std::chrono::steady_clock::now() < deadline && !g_interrupted) {
+    std::this_thread::sleep_for(milliseconds(250));
+    std::vector<std::pair<std::string, std::string>> records;
+    try {
+      records = rendezvous::board::read(*client, o.rdzv.settings.run_id);
+    } catch (const store::StoreError&) {
+      waiting.clear();  // the store went away with the job: every agent left
+      break;
+    }
+    for (const auto& n : ctl::rows_of(records))
+      if (n.updated_ms >= at && n.phase != "running") waiting.erase(n.node);
+  }
+  if (!waiting.empty()) {
+    std::string names;
+    for (const auto& n : waiting) names += (names.empty() ? "" : ", ") + n;
+    throw Failed{code::not_stopped, "these nodes did not show a stop in time: " + names +
+                                        " (the request stands; they act on it when they next reach the store)"};
+  }
+  std::cout << "every node is stopping" << std::endl;
+  return code::ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  ctl::Options o;
+  try {
+    o = ctl::parse(args);
+  } catch (const ctl::UsageError& e) {
+    std::cerr << "cxxrunctl: " << e.what() << std::endl;
+    return code::usage;
+  }
+  if (o.command == ctl::Command::help) {
+    std::cout << ctl::usage();
+    return code::ok;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  try {
+    switch (o.command) {
+      case ctl::Command::status: return status(o);
+      case ctl::Command::top: return top(o);
+      case ctl::Command::stop: return stop(o);
+      case ctl::Command::help: break;
+    }
+  } catch (const Failed& f) {
+    std::cerr << "cxxrunctl: " << f.line << std::endl;
+    return f.code;
+  } catch (const std::exception& e) {
+    std::cerr << "cxxrunctl: " << e.what() << std::endl;
+    return code::unreachable;
+  }
+  return code::ok;
+}

@@ -1,0 +1,247 @@
+"""cxxrunctl (docs/cxxrunctl.md) against real jobs: two agents meeting over a
+loopback c10d store with a token, and the board they publish there.
+
+Every wait here has a deadline, and each test kills only the processes it started.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+import uuid
+
+from harness import CXXRUN, TempDirTest, alive, clean_env, finish_all, free_port, read_pids, start, wait_for
+
+CXXRUNCTL = os.environ.get("CXXRUNCTL", os.path.join(os.path.dirname(CXXRUN), "cxxrunctl"))
+
+# Each rank writes its pid, then prints a line every 0.2 s for at most 120 s.
+WORKER = r"""
+import os, sys, time
+with open(os.path.join(sys.argv[1], "pid." + os.environ["RANK"]), "w") as f:
+    f.write(str(os.getpid()))
+def train_loop():
+    for step in range(600):
+        print("rank", os.environ["RANK"], "step", step, flush=True)
+        time.sleep(0.2)
+train_loop()
+"""
+
+
+def ctl(*args, env=None, timeout=60):
+    p = subprocess.run([CXXRUNCTL] + list(args), env=env or clean_env(), capture_output=True, text=True,
+                       timeout=timeout, stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Job:
+    """Two agents of 2 ranks each on one loopback c10d endpoint, with a token."""
+
+    def __init__(self, test_dir, token_path, nproc=2):
+        self.dir = test_dir
+        self.port, self.run_id = free_port(), "ctl" + uuid.uuid4().hex[:8]
+        self.token = token_path
+        worker = os.path.join(test_dir, "worker.py")
+        with open(worker, "w") as f:
+            f.write(WORKER)
+        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{self.port}", f"--rdzv-id={self.run_id}",
+                "--nnodes=2", f"--nproc-per-node={nproc}", "--max-restarts=1", f"--rdzv-conf=token_file={token_path}",
+                sys.executable, worker, test_dir]
+        self.procs = [start(args) for _ in range(2)]
+        self.nranks = 2 * nproc
+
+    def where(self):
+        return [f"--rdzv-endpoint=127.0.0.1:{self.port}", f"--rdzv-id={self.run_id}"]
+
+    def worker_pids(self):
+        return read_pids(self.dir, "pid.")
+
+    def kill(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate(timeout=30)
+        for pid in self.worker_pids():
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def token_file(directory, name, content):
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        f.write(content)
+    os.chmod(path, 0o600)
+    return path
+
+
+class RunningJobTest(TempDirTest):
+    """status, top and the token against one job that runs through the class."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls._dir = TempDirTest()
+        cls._dir.setUp()
+        cls.tmp = cls._dir.dir
+        cls.token = token_file(cls.tmp, "token", "the-job's-secret\n")
+        cls.job = Job(cls.tmp, cls.token)
+        # Every rank started, and every node's record shows it.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            rc, out, _ = ctl("status", "--json", "--token-file", cls.token, *cls.job.where(), timeout=30)
+            if rc == 0:
+                doc = json.loads(out)
+                states = [r["state"] for n in doc["nodes"] for r in n["ranks"]]
+                if states.count("running") == cls.job.nranks and len(cls.job.worker_pids()) == cls.job.nranks:
+                    return
+            time.sleep(0.2)
+        cls.job.kill()
+        cls._dir.tearDown()
+        raise AssertionError("the job's board never showed every rank running")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.job.kill()
+        cls._dir.tearDown()
+
+    def test_status_lists_every_node_and_rank(self):
+        rc, out, err = ctl("status", "--token-file", self.token, *self.job.where())
+        self.assertEqual(rc, 0, err)
+        self.assertIn(f"job {self.job.run_id}: 2 nodes, 4 ranks", out)
+        pids = {p for p in self.job.worker_pids()}
+        for rank in range(4):
+            line = [l for l in out.splitlines() if l.strip().startswith(f"rank {rank} ")]
+            self.assertEqual(len(line), 1, out)
+            self.assertIn("running", line[0])
+            pid = int(line[0].split("pid=")[1].split()[0])
+            self.assertIn(pid, pids, out)
+        nodes = [l for l in out.splitlines() if l.startswith("node ")]
+        self.assertEqual(len(nodes), 2, out)
+        agents = {p.pid for p in self.job.procs}
+        for line in nodes:
+            self.assertIn("running HEALTHY", line)
+            self.assertIn("restarts=0/1", line)
+            self.assertIn(int(line.split("agent=")[1].split()[0]), agents, line)
+
+    def test_status_json_has_every_rank_with_its_state(self):
+        rc, out, err = ctl("status", "--json", "--token-file", self.token, *self.job.where())
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual(doc["run_id"], self.job.run_id)
+        self.assertEqual(sorted(n["group_rank"] for n in doc["nodes"]), [0, 1])
+        ranks = {r["rank"]: r for n in doc["nodes"] for r in n["ranks"]}
+        self.assertEqual(sorted(ranks), [0, 1, 2, 3])
+        self.assertEqual({r["state"] for r in ranks.values()}, {"running"})
+        self.assertEqual(sorted(r["pid"] for r in ranks.values()), sorted(self.job.worker_pids()))
+        for n in doc["nodes"]:
+            self.assertEqual(n["phase"], "running")
+            self.assertEqual((n["attempt"], n["restarts"], n["max_restarts"]), (0, 0, 1))
+            self.assertLess(n["updated_age_s"], 30)
+
+    def test_environment_fallbacks_name_the_job(self):
+        env = clean_env(PET_RDZV_ENDPOINT=f"127.0.0.1:{self.job.port}", PET_RDZV_ID=self.job.run_id,
+                        PET_RDZV_CONF=f"token_file={self.token}")
+        rc, out, err = ctl("status", env=env)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("2 nodes, 4 ranks", out)
+
+    def test_top_prints_one_frame_per_interval_when_not_a_terminal(self):
+        rc, out, err = ctl("top", "-n", "2", "--interval", "0.2", "--token-file", self.token, *self.job.where())
+        self.assertEqual(rc, 0, err)
+        frames = [f for f in out.split("cxxrunctl top: ") if f]
+        self.assertEqual(len(frames), 2, out)
+        for frame in frames:
+            rows = [l.split() for l in frame.splitlines()[2:] if l.strip() and not l.startswith("(")]
+            self.assertEqual(sorted(int(r[0]) for r in rows), [0, 1, 2, 3], frame)
+        self.assertNotIn("\x1b[", out)  # no escapes into a pipe
+
+    def test_without_the_token_the_store_refuses_in_one_line(self):
+        rc, out, err = ctl("status", *self.job.where())
+        self.assertEqual(rc, 4, err)
+        self.assertEqual(out, "")
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("refused this client", err)
+        self.assertIn("--token-file", err)
+
+    def test_a_wrong_token_is_refused_and_learns_nothing(self):
+        wrong = token_file(self.tmp, "wrong", "a-guess\n")
+        for command in (["status"], ["status", "--json"], ["top", "-n", "1"], ["stop"]):
+            rc, out, err = ctl(*command, "--token-file", wrong, *self.job.where())
+            self.assertEqual(rc, 4, err)
+            self.assertEqual(out, "", command)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn("the store refused this client's token", err)
+        # The refused stop stopped nothing.
+        rc, out, err = ctl("status", "--json", "--token-file", self.token, *self.job.where())
+        self.assertEqual(rc, 0, err)
+        self.assertEqual({n["phase"] for n in json.loads(out)["nodes"]}, {"running"})
+        self.assertTrue(all(p.poll() is None for p in self.job.procs))
+
+    def test_another_run_id_is_not_on_the_board(self):
+        rc, out, err = ctl("status", "--token-file", self.token, f"--rdzv-endpoint=127.0.0.1:{self.job.port}",
+                           "--rdzv-id=not-this-job")
+        self.assertEqual(rc, 5, err)
+        self.assertIn("no agent of job=not-this-job is on the board", err)
+        self.assertEqual(out, "")
+
+
+class StopTest(TempDirTest):
+    def tearDown(self):
+        if getattr(self, "job", None):
+            self.job.kill()
+        super().tearDown()
+
+    def test_stop_ends_the_job_with_143_and_leaves_no_process(self):
+        token = token_file(self.dir, "token", "s3cret\n")
+        job = self.job = Job(self.dir, token)
+        wait_for(lambda: len(job.worker_pids()) == 4, timeout=60, what="every rank started")
+        wait_for(lambda: ctl("status", "--token-file", token, *job.where(), timeout=30)[0] == 0, timeout=30,
+                 what="the board")
+        rc, out, err = ctl("stop", "--token-file", token, *job.where())
+        self.assertEqual(rc, 0, err)
+        self.assertIn("every node is stopping", out)
+        for rc, _, err in finish_all(self, job.procs, 60):
+            self.assertEqual(rc, 143, err)
+            self.assertIn("cxxrunctl stop (cxxrunctl on", err)
+        for pid in job.worker_pids():
+            wait_for(lambda: not alive(pid), timeout=10, what=f"worker {pid} gone")
+
+
+class BadInputTest(unittest.TestCase):
+    def test_each_bad_value_is_one_line_and_exit_2(self):
+        cases = [
+            ([], "no command given"),
+            (["status"], "no job named: give --rdzv-endpoint"),
+            (["frobnicate", "--rdzv-endpoint=127.0.0.1:1"], "'frobnicate': unknown command"),
+            (["status", "--rdzv-endpoint=127.0.0.1:99999"], "--rdzv-endpoint=127.0.0.1:99999"),
+            (["status", "--rdzv-endpoint=h", "--rdzv-backend=zookeeper"], "--rdzv-backend=zookeeper: unknown"),
+            (["status", "--rdzv-endpoint=h", "--rdzv-backend=static"], "has no rendezvous store to attach to"),
+            (["status", "--rdzv-endpoint=h", "--rdzv-conf=bogus=1"], "--rdzv-conf bogus=1: unknown key"),
+            (["status", "--rdzv-endpoint=h", "--rdzv-conf=token_file"], "is not KEY=VALUE"),
+            (["status", "--rdzv-endpoint=h", "--token-file=/nonexistent/token"], "/nonexistent/token"),
+            (["status", "--rdzv-endpoint=h", "--timeout=-1"], "--timeout=-1: must be a positive number"),
+            (["top", "--rdzv-endpoint=h", "-n", "0"], "-n=0: must be a positive number of frames"),
+            (["stop", "--json", "--rdzv-endpoint=h"], "--json: only status takes it"),
+            (["status", "--rdzv-endpoint=h", "--frobs"], "--frobs: unknown option"),
+        ]
+        for args, words in cases:
+            rc, out, err = ctl(*args)
+            self.assertEqual(rc, 2, (args, err))
+            self.assertEqual(len(err.strip().splitlines()), 1, (args, err))
+            self.assertIn(words, err, args)
+            self.assertEqual(out, "")
+        env = clean_env(PET_RDZV_BACKEND="consul")
+        rc, _, err = ctl("status", "--rdzv-endpoint=h", env=env)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("PET_RDZV_BACKEND=consul", err)
+
+    def test_no_store_at_the_endpoint_is_one_line_and_exit_3(self):
+        rc, out, err = ctl("status", f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--timeout=2", timeout=60)
+        self.assertEqual(rc, 3, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("cannot reach the rendezvous store", err)
+        self.assertEqual(out, "")
+
+
+if __name__ == "__main__":
+    unittest.main()
