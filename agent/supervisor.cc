@@ -12,6 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/ctl_answers.h"
 #include "agent/fault_injector.h"
 #include "agent/process/guardian.h"
 #include "agent/hang/watchdog.h"
@@ -103,14 +104,24 @@ class Supervisor final : Workers::Listener {
                [this](const rendezvous::board::StopRequest& r) { on_stop_request(r); }, wall_ms(start.wall)) {
     set_logger();
     reporter_.set_goodput([this] { return goodput_.totals(std::chrono::steady_clock::now(), progress_.record()); });
-    if (progress_.watches_output())
-      group_->observe_lines([this](int lr, std::string_view line) { progress_.line(line); stragglers_.line(lr, line); });
+    // Every line: the ranks' output cxxrunctl logs reads, and the progress
+    // pattern's (and the straggler watch's steps) when one is set.
+    group_->observe_lines([this](int local_rank, std::string_view line) {
+      if (progress_.watches_output()) {
+        progress_.line(line);
+        stragglers_.line(local_rank, line);
+      }
+      answers_.line(placement_.base_rank + local_rank, line);
+    });
   }
 
   ~Supervisor() {
     group_->observe_lines({});  // the group outlives the tracker, and may drain a pipe yet
     link_.reset();  // joins its thread: nothing else calls the rendezvous now
-    if (rdzv_.elastic()) rdzv_.watch({});
+    if (rdzv_.elastic()) {
+      rdzv_.watch({});
+      rdzv_.watch_requests({});
+    }
   }
 
   int run() {
@@ -125,7 +136,10 @@ class Supervisor final : Workers::Listener {
     goodput_.rendezvous_began(start_.join_began);
     goodput_.rendezvous_done(start_.joined);
     start_attempt();
-    if (rdzv_.elastic()) board_.start();
+    if (rdzv_.elastic()) {
+      board_.start();
+      answers_.start();
+    }
     io_.run();
     return exit_code_;
   }
@@ -603,6 +617,7 @@ class Supervisor final : Workers::Listener {
   StragglerWatch stragglers_;  // slower ranks and nodes (agent/straggler/straggler_watch.h)
   const std::string board_node_ = JobBoard::node_id(host_, wall_ms(start_.wall));
   JobBoard board_;  // this node's record for cxxrunctl (agent/job_board.h)
+  CtlAnswers answers_{io_, *link_, board_node_, host_};  // cxxrunctl's requests (agent/ctl_answers.h)
 
   Phase phase_ = Phase::running;
   Cause cause_ = Cause::success;

@@ -12,12 +12,15 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "ctl/board_view.h"
+#include "ctl/log_view.h"
 #include "ctl/options.h"
 #include "rendezvous/attach.h"
+#include "rendezvous/ctl_requests.h"
 #include "rendezvous/job_board.h"
 
 namespace {
@@ -27,7 +30,7 @@ using std::chrono::milliseconds;
 
 // cxxrunctl's exit codes (docs/cxxrunctl.md).
 namespace code {
-constexpr int ok = 0, usage = 2, unreachable = 3, refused = 4, no_job = 5, not_stopped = 6;
+constexpr int ok = 0, usage = 2, unreachable = 3, refused = 4, no_job = 5, not_answered = 6, not_stopped = 6;
 }
 
 volatile std::sig_atomic_t g_interrupted = 0;
@@ -129,6 +132,68 @@ int top(const ctl::Options& o) {
   return code::ok;
 }
 
+// The nodes a request goes to: those whose record is fresh (an agent that
+// stopped publishing would only make the caller wait out its deadline).
+std::vector<std::string> live_nodes(const std::vector<ctl::NodeRow>& rows) {
+  std::vector<std::string> nodes;
+  const long long now = now_ms();
+  for (const auto& n : rows)
+    if (n.readable && now - n.updated_ms <= static_cast<long long>(ctl::kStaleSeconds * 1000)) nodes.push_back(n.node);
+  return nodes;
+}
+
+// One round of `logs`: asks every live node, prints what came, names those
+// that did not answer. Returns whether every node answered.
+bool logs_round(store::StoreClient& client, const ctl::Options& o, std::map<int, long long>& from) {
+  const auto rows = read_board(client, o);
+  const std::vector<std::string> nodes = live_nodes(rows);
+  nlohmann::json request = {{"op", "logs"}, {"rank", o.rank.value_or(-1)}};
+  nlohmann::json offsets = nlohmann::json::object();
+  for (const auto& [rank, offset] : from) offsets[std::to_string(rank)] = offset;
+  request["from"] = offsets;
+  const std::string& run_id = o.rdzv.settings.run_id;
+  const long long n = rendezvous::requests::post(client, run_id, request.dump());
+  const auto answers =
+      rendezvous::requests::gather(client, run_id, n, nodes, std::chrono::steady_clock::now() + o.timeout);
+  const ctl::LogBatch batch = ctl::merge_logs(answers, o.rank.value_or(-1));
+  std::cout << batch.lines << std::flush;
+  for (const auto& [rank, next] : batch.next) from[rank] = next;
+  for (const auto& note : batch.notes) std::cerr << "cxxrunctl: " << note << std::endl;
+  std::string silent;
+  for (const auto& node : nodes)
+    if (!answers.count(node)) silent += (silent.empty() ? "" : ", ") + node;
+  if (!silent.empty())
+    std::cerr << "cxxrunctl: no answer within " << o.timeout.count() / 1000.0 << " s from: " << silent << std::endl;
+  return silent.empty();
+}
+
+int logs(const ctl::Options& o) {
+  auto client = attach(o);
+  std::map<int, long long> from;
+  bool all = false;
+  try {
+    all = logs_round(*client, o, from);
+    while (o.follow && !g_interrupted) {
+      // About a second between rounds, cut short by Ctrl-C.
+      for (int i = 0; i < 10 && !g_interrupted; ++i) std::this_thread::sleep_for(milliseconds(100));
+      if (g_interrupted) break;
+      all = logs_round(*client, o, from);
+    }
+  } catch (const store::StoreRefused& e) {
+    throw Failed{code::refused, std::string("the job's store refused this client: ") + e.what()};
+  } catch (const store::StoreError& e) {
+    if (!o.follow) throw Failed{code::unreachable, std::string("cannot ask the job's agents: ") + e.what()};
+    std::cerr << "cxxrunctl: the job's store is gone (" << e.what() << "): the job ended" << std::endl;
+    return code::ok;
+  } catch (const Failed& f) {
+    // Following a job whose agents all left the board: it ended.
+    if (!o.follow || f.code == code::refused) throw;
+    std::cerr << "cxxrunctl: " << f.line << std::endl;
+    return code::ok;
+  }
+  return all ? code::ok : code::not_answered;
+}
+
 int stop(const ctl::Options& o) {
   auto client = attach(o);
   const auto before = read_board(*client, o);
@@ -194,6 +259,7 @@ int main(int argc, char** argv) {
     switch (o.command) {
       case ctl::Command::status: return status(o);
       case ctl::Command::top: return top(o);
+      case ctl::Command::logs: return logs(o);
       case ctl::Command::stop: return stop(o);
       case ctl::Command::help: break;
     }

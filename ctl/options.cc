@@ -81,6 +81,7 @@ std::string usage() {
          "commands:\n"
          "  status [--json]            every node and rank: host, pid, state, attempt, restarts, ages, causes\n"
          "  top [--interval S] [-n N]  status as a live view, one line a rank, the stalest first (q quits)\n"
+         "  logs [--rank R] [--follow] every rank's latest output across nodes, merged by time, rank-prefixed\n"
          "  stop                       a graceful stop of the whole job, as SIGTERM on every agent (exit 143)\n"
          "\n"
          "options (and their environment fallbacks, as cxxrun reads them):\n"
@@ -93,7 +94,7 @@ std::string usage() {
          "  --timeout S                   the deadline of the connect and of each request (default 10)\n"
          "\n"
          "exit codes: 0 done, 2 bad input, 3 the job cannot be reached, 4 the job's store refused this client\n"
-         "(its token), 5 no agent of that job is on the board, 6 stop: not every node stopped in time\n";
+         "(its token), 5 no agent of that job is on the board, 6 some nodes did not answer or stop in time\n";
 }
 
 Options parse(const std::vector<std::string>& args, const Getenv& env) {
@@ -102,7 +103,8 @@ Options parse(const std::vector<std::string>& args, const Getenv& env) {
   std::optional<Given> command;
   auto needs_value = [&](const std::string& name) {
     static const std::vector<std::string> valued{"--rdzv-endpoint", "--rdzv-id", "--rdzv-backend", "--rdzv-conf",
-                                                 "--token-file",    "--timeout", "--interval",     "-n"};
+                                                 "--token-file",    "--timeout", "--interval",     "-n",
+                                                 "--rank"};
     return std::find(valued.begin(), valued.end(), name) != valued.end();
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -114,9 +116,9 @@ Options parse(const std::vector<std::string>& args, const Getenv& env) {
     if (a.size() > 1 && a[0] == '-') {
       const size_t eq = a.find('=');
       std::string name = canonical(a.substr(0, eq));
-      if (name == "--json") {
-        if (eq != std::string::npos) throw UsageError(a + ": --json takes no value");
-        o.json = true;
+      if (name == "--json" || name == "--follow" || name == "-f") {
+        if (eq != std::string::npos) throw UsageError(a + ": takes no value");
+        (name == "--json" ? o.json : o.follow) = true;
         continue;
       }
       if (!needs_value(name)) throw UsageError(a + ": unknown option (cxxrunctl --help lists them)");
@@ -133,12 +135,27 @@ Options parse(const std::vector<std::string>& args, const Getenv& env) {
     if (command) throw UsageError("'" + a + "': one command at a time (already given: " + command->text + ")");
     command = Given{a, "command"};
   }
-  if (!command) throw UsageError("no command given (status, top or stop; cxxrunctl --help)");
+  if (!command) throw UsageError("no command given (status, top, logs or stop; cxxrunctl --help)");
   if (command->text == "status") o.command = Command::status;
   else if (command->text == "top") o.command = Command::top;
   else if (command->text == "stop") o.command = Command::stop;
+  else if (command->text == "logs") o.command = Command::logs;
   else
-    throw UsageError("'" + command->text + "': unknown command (choose from status, top, stop)");
+    throw UsageError("'" + command->text + "': unknown command (choose from status, top, logs, stop)");
+  if (o.follow && o.command != Command::logs) throw UsageError("--follow: only logs takes it");
+  if (given.count("--rank")) {
+    const Given& r = given["--rank"];
+    if (o.command != Command::logs) throw UsageError(r.shown() + ": only logs takes it");
+    size_t used = 0;
+    int v = -1;
+    try {
+      v = std::stoi(r.text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != r.text.size() || v < 0) throw UsageError(r.shown() + ": must be a rank, 0 or more");
+    o.rank = v;
+  }
   if (o.json && o.command != Command::status) throw UsageError("--json: only status takes it");
   if ((given.count("--interval") || given.count("-n")) && o.command != Command::top)
     throw UsageError((given.count("-n") ? given["-n"] : given["--interval"]).shown() + ": only top takes it");

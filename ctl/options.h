@@ -20,7 +20,7 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Command { help, status, top, stop };
+enum class Command { help, status, top, logs, stop };
 
 struct Options {
   Command command = Command::help;
@@ -32,6 +32,8 @@ struct Options {
   bool json = false;                                // status --json
   std::chrono::milliseconds interval{1000};         // top --interval
   std::optional<int> iterations;                    // top -n: frames, then exit
+  std::optional<int> rank;                          // logs --rank
+  bool follow = false;                              // logs --follow
 };
 
 // The environment as the parse reads it (tests pass their own).

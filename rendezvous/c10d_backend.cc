@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "rendezvous/ctl_requests.h"
 #include "rendezvous/round_completion.h"
 
 namespace cxxrun::rendezvous {
@@ -328,6 +329,28 @@ std::optional<board::StopRequest> C10dBackend::publish_board(const std::string& 
     spdlog::debug("could not publish this node's board record: {}", e.what());
   }
   return std::nullopt;
+}
+
+void C10dBackend::watch_requests(OnRequest on_request) {
+  requests_.reset();
+  if (!on_request || !store_) return;
+  try {
+    requests_ = std::make_unique<RequestWatcher>(store_->connect_another(config_.settings.read_timeout),
+                                                 config_.settings.run_id, std::move(on_request));
+  } catch (const std::exception& e) {
+    spdlog::warn("cxxrunctl's requests will not reach this node: {}", e.what());
+  }
+}
+
+void C10dBackend::answer_request(long long n, const std::string& node, const std::string& answer) {
+  if (!store_ || fault_.drop) return;
+  try {
+    if (!board_) board_ = store_->connect_another(kBoardTimeout);
+    requests::answer(*board_, config_.settings.run_id, n, node, answer);
+  } catch (const std::exception& e) {
+    board_.reset();
+    spdlog::debug("could not answer cxxrunctl's request {}: {}", n, e.what());
+  }
 }
 
 }  // namespace cxxrun::rendezvous

@@ -11,6 +11,7 @@
 
 #include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/request_watcher.h"
 #include "rendezvous/round_watcher.h"
 #include "rendezvous/speed_board.h"
 #include "rendezvous/state_store.h"
@@ -51,6 +52,8 @@ class C10dBackend : public Rendezvous {
   void decline(const std::string& why) override;
   void inject(const StoreFault& fault) override;
   std::optional<board::StopRequest> publish_board(const std::string& node, const std::string& record) override;
+  void watch_requests(OnRequest on_request) override;
+  void answer_request(long long n, const std::string& node, const std::string& answer) override;
 
  private:
   Assignment joined(const Assignment& a);
@@ -79,8 +82,9 @@ class C10dBackend : public Rendezvous {
   // again after a failed one; whether this node's id is in the index yet.
   std::unique_ptr<store::StoreClient> board_;
   bool board_indexed_ = false;
-  // Last: destroyed first, so it never delivers from a half-destroyed object.
+  // Last: destroyed first, so they never deliver from a half-destroyed object.
   std::unique_ptr<RoundWatcher> watcher_;
+  std::unique_ptr<RequestWatcher> requests_;
 };
 
 }  // namespace cxxrun::rendezvous

@@ -311,6 +311,21 @@ class Rendezvous {
     return std::nullopt;
   }
 
+  // cxxrunctl's requests (rendezvous/ctl_requests.h): delivers each one
+  // made after this call, in order, from a thread of the backend's own,
+  // with its number; the callee must only hand it to its loop. An empty
+  // `on_request` stops watching: no call comes after it returns. Backends
+  // with no shared store deliver none.
+  using OnRequest = std::function<void(long long n, const std::string& request)>;
+  virtual void watch_requests(OnRequest on_request) { (void)on_request; }
+  // This node's answer to request `n` (at most requests::kMaxAnswerBytes),
+  // under the board's short deadline. Logs, never throws.
+  virtual void answer_request(long long n, const std::string& node, const std::string& answer) {
+    (void)n;
+    (void)node;
+    (void)answer;
+  }
+
   virtual void inject(const StoreFault& fault) = 0;
 };
 

@@ -5,6 +5,7 @@ Every wait here has a deadline, and each test kills only the processes it starte
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import time
 import unittest
 import uuid
 
-from harness import CXXRUN, TempDirTest, alive, clean_env, finish_all, free_port, read_pids, start, wait_for
+from harness import CXXRUN, TempDirTest, alive, clean_env, free_port, read_pids, wait_for
 
 CXXRUNCTL = os.environ.get("CXXRUNCTL", os.path.join(os.path.dirname(CXXRUN), "cxxrunctl"))
 
@@ -48,7 +49,14 @@ class Job:
         args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{self.port}", f"--rdzv-id={self.run_id}",
                 "--nnodes=2", f"--nproc-per-node={nproc}", "--max-restarts=1", f"--rdzv-conf=token_file={token_path}",
                 sys.executable, worker, test_dir]
-        self.procs = [start(args) for _ in range(2)]
+        # Each agent's output to a file: a pipe nobody reads would fill and
+        # hold the agent's loop (the workers print for as long as the tests run).
+        self.logs = [os.path.join(test_dir, f"agent{i}.log") for i in range(2)]
+        self.procs = []
+        for path in self.logs:
+            with open(path, "w") as out:
+                self.procs.append(subprocess.Popen([CXXRUN] + args, env=clean_env(), stdout=out,
+                                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         self.nranks = 2 * nproc
 
     def where(self):
@@ -57,11 +65,25 @@ class Job:
     def worker_pids(self):
         return read_pids(self.dir, "pid.")
 
+    def output(self, i):
+        with open(self.logs[i]) as f:
+            return f.read()
+
+    def wait(self, test, timeout):
+        """Each agent's exit code, once all exited within `timeout`."""
+        deadline = time.monotonic() + timeout
+        for i, p in enumerate(self.procs):
+            try:
+                p.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                test.fail(f"agent {i} still running after {timeout}s:\n" + self.output(i))
+        return [p.returncode for p in self.procs]
+
     def kill(self):
         for p in self.procs:
             if p.poll() is None:
                 p.kill()
-            p.communicate(timeout=30)
+            p.wait(timeout=30)
         for pid in self.worker_pids():
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
@@ -155,6 +177,51 @@ class RunningJobTest(TempDirTest):
             self.assertEqual(sorted(int(r[0]) for r in rows), [0, 1, 2, 3], frame)
         self.assertNotIn("\x1b[", out)  # no escapes into a pipe
 
+    def step_lines(self, out):
+        """{rank: [steps]} of the worker's lines in `out`, as `logs` prints them."""
+        found = {}
+        for line in out.splitlines():
+            m = re.fullmatch(r"\[rank(\d+)\]: rank (\d+) step (\d+)", line)
+            self.assertIsNotNone(m, line)
+            self.assertEqual(m.group(1), m.group(2), line)  # the prefix names the rank that wrote it
+            found.setdefault(int(m.group(1)), []).append(int(m.group(3)))
+        return found
+
+    def test_logs_merge_every_ranks_lines_across_nodes(self):
+        rc, out, err = ctl("logs", "--token-file", self.token, *self.job.where())
+        self.assertEqual(rc, 0, err)
+        steps = self.step_lines(out)
+        self.assertEqual(sorted(steps), [0, 1, 2, 3], out)
+        for rank, seen in steps.items():
+            self.assertEqual(seen, sorted(seen), f"rank {rank}'s lines out of order")
+
+    def test_logs_of_one_rank(self):
+        rc, out, err = ctl("logs", "--rank", "2", "--token-file", self.token, *self.job.where())
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(self.step_lines(out)), [2], out)
+
+    def test_logs_follow_sees_new_lines(self):
+        p = subprocess.Popen([CXXRUNCTL, "logs", "--follow", "--rank", "1", "--token-file", self.token,
+                              *self.job.where()], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=clean_env())
+        try:
+            first = None
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                line = p.stdout.readline()
+                if not line:
+                    self.fail("logs --follow ended: " + p.stderr.read())
+                step = self.step_lines(line)[1][0]
+                first = step if first is None else first
+                if step >= first + 15:  # three seconds of the worker's lines after the first batch
+                    break
+            else:
+                self.fail("logs --follow saw no new lines")
+        finally:
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+
     def test_without_the_token_the_store_refuses_in_one_line(self):
         rc, out, err = ctl("status", *self.job.where())
         self.assertEqual(rc, 4, err)
@@ -165,7 +232,7 @@ class RunningJobTest(TempDirTest):
 
     def test_a_wrong_token_is_refused_and_learns_nothing(self):
         wrong = token_file(self.tmp, "wrong", "a-guess\n")
-        for command in (["status"], ["status", "--json"], ["top", "-n", "1"], ["stop"]):
+        for command in (["status"], ["status", "--json"], ["top", "-n", "1"], ["logs"], ["stop"]):
             rc, out, err = ctl(*command, "--token-file", wrong, *self.job.where())
             self.assertEqual(rc, 4, err)
             self.assertEqual(out, "", command)
@@ -200,9 +267,9 @@ class StopTest(TempDirTest):
         rc, out, err = ctl("stop", "--token-file", token, *job.where())
         self.assertEqual(rc, 0, err)
         self.assertIn("every node is stopping", out)
-        for rc, _, err in finish_all(self, job.procs, 60):
-            self.assertEqual(rc, 143, err)
-            self.assertIn("cxxrunctl stop (cxxrunctl on", err)
+        for i, rc in enumerate(job.wait(self, 60)):
+            self.assertEqual(rc, 143, job.output(i))
+            self.assertIn("cxxrunctl stop (cxxrunctl on", job.output(i))
         for pid in job.worker_pids():
             wait_for(lambda: not alive(pid), timeout=10, what=f"worker {pid} gone")
 
@@ -222,6 +289,8 @@ class BadInputTest(unittest.TestCase):
             (["status", "--rdzv-endpoint=h", "--timeout=-1"], "--timeout=-1: must be a positive number"),
             (["top", "--rdzv-endpoint=h", "-n", "0"], "-n=0: must be a positive number of frames"),
             (["stop", "--json", "--rdzv-endpoint=h"], "--json: only status takes it"),
+            (["logs", "--rank=-1", "--rdzv-endpoint=h"], "--rank=-1: must be a rank"),
+            (["status", "--follow", "--rdzv-endpoint=h"], "--follow: only logs takes it"),
             (["status", "--rdzv-endpoint=h", "--frobs"], "--frobs: unknown option"),
         ]
         for args, words in cases:
