@@ -13,7 +13,7 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B "$out" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
   -DBUILD_TESTING=OFF >/dev/null
-cmake --build "$out" -j"${JOBS:-2}" --target cxxrun cxxrun-rdzv cxxrun_worker cxxrun_worker_shared docs
+cmake --build "$out" -j"${JOBS:-2}" --target cxxrun cxxrun-rdzv cxxrunctl cxxrun_worker cxxrun_worker_shared docs
 (cd "$out" && cpack -G DEB >/dev/null)
 mkdir -p build
 for deb in "$out"/cxxrun*_"$(dpkg --print-architecture)".deb; do
