@@ -30,6 +30,13 @@ std::optional<T> maybe(const json& j, const char* name) {
 
 std::string age(const std::optional<double>& s) { return s ? fmt::format("{:.1f}s", *s) : "-"; }
 
+// " straggler=no (running 93%)", " straggler=YES (...)", "" when not sampled.
+std::string straggler_word(const RankRow& r) {
+  if (!r.straggler) return "";
+  return fmt::format(" straggler={}{}", *r.straggler ? "YES" : "no",
+                     r.running_share ? fmt::format(" (running {:.0f}%)", *r.running_share * 100) : "");
+}
+
 double record_age(const NodeRow& n, long long now_ms) {
   return n.updated_ms > 0 ? std::max(0.0, static_cast<double>(now_ms - n.updated_ms) / 1000.0) : 0.0;
 }
@@ -63,6 +70,7 @@ std::vector<NodeRow> rows_of(const std::vector<std::pair<std::string, std::strin
     n.restarts = field<int>(j, "restarts", 0);
     n.max_restarts = field<int>(j, "max_restarts", 0);
     n.node_healthy = field<bool>(j, "node_healthy", true);
+    n.straggler = field<bool>(j, "straggler", false);
     n.health = field<std::string>(j, "health", "");
     n.hang = field<std::string>(j, "hang", "");
     n.step = maybe<long long>(j, "step");
@@ -79,6 +87,8 @@ std::vector<NodeRow> rows_of(const std::vector<std::pair<std::string, std::strin
         row.state = field<std::string>(w, "state", "");
         row.heartbeat_age_s = maybe<double>(w, "heartbeat_age_s");
         row.cause = field<std::string>(w, "cause", "");
+        if (auto s = w.find("straggler"); s != w.end() && s->is_boolean()) row.straggler = s->get<bool>();
+        row.running_share = maybe<double>(w, "running_share");
         n.ranks.push_back(std::move(row));
       }
     out.push_back(std::move(n));
@@ -99,15 +109,16 @@ std::string status_text(const std::string& run_id, const std::vector<NodeRow>& n
       continue;
     }
     out += fmt::format(
-        "node {} host={} agent={} {} {} round={} attempt={} restarts={}/{} step={} progress={} health={}{} "
+        "node {} host={} agent={} {} {} round={} attempt={} restarts={}/{} step={} progress={} health={}{}{} "
         "updated={:.1f}s ago\n",
         n.group_rank, n.host, n.pid, n.phase, node_state(n, now_ms), n.round, n.attempt, n.restarts, n.max_restarts,
         n.step ? std::to_string(*n.step) : "-", age(n.progress_age_s),
         n.node_healthy ? (n.health.empty() ? "ok" : "failed: " + n.health) : "unkillable worker",
-        n.hang.empty() ? "" : " hang=\"" + n.hang + "\"", record_age(n, now_ms));
+        n.hang.empty() ? "" : " hang=\"" + n.hang + "\"", n.straggler ? " STRAGGLER" : "", record_age(n, now_ms));
     for (const RankRow& r : n.ranks)
-      out += fmt::format("  rank {} local={} pid={} {} heartbeat={}{}\n", r.rank, r.local_rank, r.pid, r.state,
-                         age(r.heartbeat_age_s), r.cause.empty() ? "" : " cause=\"" + r.cause + "\"");
+      out += fmt::format("  rank {} local={} pid={} {} heartbeat={}{}{}\n", r.rank, r.local_rank, r.pid, r.state,
+                         age(r.heartbeat_age_s), straggler_word(r),
+                         r.cause.empty() ? "" : " cause=\"" + r.cause + "\"");
     if (n.ranks_left_out > 0) out += fmt::format("  ({} more ranks left out of the record)\n", n.ranks_left_out);
   }
   return out;
@@ -149,14 +160,16 @@ std::string top_frame(const std::string& run_id, const std::vector<NodeRow>& nod
   std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.stale > b.stale; });
   std::string out = fmt::format("cxxrunctl top: job {}, {} nodes, {} ranks, {} running\n", run_id, nodes.size(),
                                 lines.size(), running);
-  out += fmt::format("{:>6} {:>5} {:<20} {:>8} {:<10} {:>7} {:>8} {:>9} {:>9} {:>7} {}\n", "RANK", "NODE", "HOST",
-                     "PID", "STATE", "ATTEMPT", "RESTARTS", "HEARTBEAT", "PROGRESS", "STALE", "CAUSE");
+  out += fmt::format("{:>6} {:>5} {:<20} {:>8} {:<10} {:>7} {:>8} {:>9} {:>9} {:>7} {:>9} {}\n", "RANK", "NODE",
+                     "HOST", "PID", "STATE", "ATTEMPT", "RESTARTS", "HEARTBEAT", "PROGRESS", "STALE", "STRAGGLER",
+                     "CAUSE");
   for (size_t i = 0; i < lines.size() && i < max_lines; ++i) {
     const Line& l = lines[i];
-    out += fmt::format("{:>6} {:>5} {:<20} {:>8} {:<10} {:>7} {:>8} {:>9} {:>9} {:>6.1f}s {}\n", l.rank->rank,
+    out += fmt::format("{:>6} {:>5} {:<20} {:>8} {:<10} {:>7} {:>8} {:>9} {:>9} {:>6.1f}s {:>9} {}\n", l.rank->rank,
                        l.node->group_rank, l.node->host.substr(0, 20), l.rank->pid, l.rank->state, l.node->attempt,
                        fmt::format("{}/{}", l.node->restarts, l.node->max_restarts), age(l.rank->heartbeat_age_s),
                        age(l.node->progress_age_s), l.stale,
+                       !l.rank->straggler ? "-" : *l.rank->straggler ? "YES" : "no",
                        record_age(*l.node, now_ms) > kStaleSeconds ? "node not updating" : l.rank->cause);
   }
   if (lines.size() > max_lines) out += fmt::format("({} more ranks)\n", lines.size() - max_lines);

@@ -22,6 +22,8 @@ struct RankRow {
   std::string state;
   std::optional<double> heartbeat_age_s;
   std::string cause;
+  std::optional<bool> straggler;  // the straggler watch's verdict; nullopt: not sampled
+  std::optional<double> running_share;
 };
 
 struct NodeRow {
@@ -38,6 +40,7 @@ struct NodeRow {
   int restarts = 0;
   int max_restarts = 0;
   bool node_healthy = true;
+  bool straggler = false;  // the job names this node a straggler
   std::string health;  // a failed check, or ""
   std::string hang;    // the last hang verdict's words, or ""
   std::optional<long long> step;

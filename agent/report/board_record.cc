@@ -17,13 +17,20 @@ std::string cut(const std::string& text) {
 
 json optional_number(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
-json rank_of(const WorkerHealth& w) {
+json rank_of(const WorkerHealth& w, const SpeedView& speeds) {
   json r = {{"rank", w.rank},
             {"local_rank", w.local_rank},
             {"pid", w.pid},
             {"state", std::string(worker_run_state_name(w.state))},
             {"heartbeat_age_s", optional_number(w.seconds_since_heartbeat)}};
   if (!w.cause.empty()) r["cause"] = cut(w.cause + (w.cause_detail.empty() ? "" : ": " + w.cause_detail));
+  // The straggler watch's last window of this rank (agent/straggler/), when sampled.
+  for (const RankSpeed& s : speeds.ranks)
+    if (s.rank == w.rank) {
+      r["straggler"] = s.straggler;
+      r["running_share"] = s.running_share;
+      if (s.step_seconds) r["step_s"] = *s.step_seconds;
+    }
   return r;
 }
 
@@ -43,6 +50,7 @@ std::string board_record(const BoardFacts& f, const HealthSnapshot& s, size_t li
               {"restarts", s.restart_count},
               {"max_restarts", s.max_restarts},
               {"node_healthy", s.node_healthy},
+              {"straggler", s.speeds.node_straggler},
               {"step", f.step ? json(*f.step) : json(nullptr)},
               {"progress_age_s", optional_number(f.seconds_since_progress)},
               {"updated_ms", f.updated_ms}};
@@ -53,7 +61,7 @@ std::string board_record(const BoardFacts& f, const HealthSnapshot& s, size_t li
     }
   if (s.last_hang) doc["hang"] = cut(s.last_hang->what);
   json ranks = json::array();
-  for (const WorkerHealth& w : s.workers) ranks.push_back(rank_of(w));
+  for (const WorkerHealth& w : s.workers) ranks.push_back(rank_of(w, s.speeds));
   doc["ranks"] = ranks;
   std::string out = doc.dump();
   // Ranks go from the end until it fits; each try drops a share of what is

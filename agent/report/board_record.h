@@ -1,6 +1,7 @@
 // This node's record on the job board (rendezvous/job_board.h), what
 // `cxxrunctl status` and `top` show: one line of JSON, built from the same
-// snapshot /healthz shows, plus where the supervisor stands. Its fields are
+// snapshot /healthz shows (the straggler verdicts included), plus where the
+// supervisor stands. Its fields are
 // documented in docs/cxxrunctl.md ("The board record"); cxxrunctl reads them
 // by name, so a field is added, never renamed.
 //

@@ -159,6 +159,7 @@ class RunningJobTest(TempDirTest):
             self.assertEqual(n["phase"], "running")
             self.assertEqual((n["attempt"], n["restarts"], n["max_restarts"]), (0, 0, 1))
             self.assertLess(n["updated_age_s"], 30)
+            self.assertIs(n["straggler"], False)  # the straggler watch's verdict on the node
 
     def test_environment_fallbacks_name_the_job(self):
         env = clean_env(PET_RDZV_ENDPOINT=f"127.0.0.1:{self.job.port}", PET_RDZV_ID=self.job.run_id,

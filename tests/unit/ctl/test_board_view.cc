@@ -37,6 +37,19 @@ TEST_CASE("board view: rows by group rank, an unreadable record kept and named")
   CHECK(text.find("  rank 2 local=0 pid=7 running heartbeat=0.5s") != std::string::npos);
 }
 
+TEST_CASE("board view: the straggler verdicts, where the agent sampled them") {
+  const auto rows = rows_of({{"a", R"({"v":1,"group_rank":0,"state":"HEALTHY","phase":"running","straggler":true,)"
+                                   R"("updated_ms":1700000010000,"ranks":[{"rank":0,"pid":1,"state":"running",)"
+                                   R"("straggler":true,"running_share":0.4},{"rank":1,"pid":2,"state":"running"}]})"}});
+  const std::string text = status_text("j", rows, kNow);
+  CHECK(text.find(" STRAGGLER updated=") != std::string::npos);
+  CHECK(text.find("  rank 0 local=-1 pid=1 running heartbeat=- straggler=YES (running 40%)\n") != std::string::npos);
+  CHECK(text.find("  rank 1 local=-1 pid=2 running heartbeat=-\n") != std::string::npos);
+  const std::string frame = top_frame("j", rows, kNow, 10);
+  CHECK(frame.find("STRAGGLER") != std::string::npos);
+  CHECK(frame.find("      YES") != std::string::npos);
+}
+
 TEST_CASE("board view: a node that stopped updating shows as stale") {
   const auto rows = rows_of({{"a", record(0, kNow - 60000, "[]")}});
   CHECK(status_text("j", rows, kNow).find("STALE (no update for 60s)") != std::string::npos);

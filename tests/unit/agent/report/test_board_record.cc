@@ -52,6 +52,8 @@ TEST_CASE("board record: the node, the supervisor's state and every rank") {
   s.workers[1].cause = "oom-killed";
   s.workers[1].cause_detail = "the memory cgroup's limit";
   s.checks.push_back({"disk", false, "/ is 99% full", 0.1});
+  s.speeds.node_straggler = true;
+  s.speeds.ranks.push_back({1, 101, 0.25, 1.5, true});
   const std::string text = board_record(facts(), s, cxxrun::rendezvous::board::kMaxRecordBytes);
   CHECK(text.find('\n') == std::string::npos);
   const json j = json::parse(text);
@@ -78,6 +80,11 @@ TEST_CASE("board record: the node, the supervisor's state and every rank") {
   CHECK(j["ranks"][0].count("cause") == 0);
   CHECK(j["ranks"][1]["state"] == "failed");
   CHECK(j["ranks"][1]["cause"] == "oom-killed: the memory cgroup's limit");
+  CHECK(j["straggler"] == true);
+  CHECK(j["ranks"][0].count("straggler") == 0);  // not sampled
+  CHECK(j["ranks"][1]["straggler"] == true);
+  CHECK(j["ranks"][1]["running_share"] == 0.25);
+  CHECK(j["ranks"][1]["step_s"] == 1.5);
   CHECK(j.count("ranks_left_out") == 0);
 }
 
