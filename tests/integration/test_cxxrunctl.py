@@ -13,6 +13,7 @@ import time
 import unittest
 import uuid
 
+import etcd_cluster
 from harness import CXXRUN, TempDirTest, alive, clean_env, free_port, read_pids, wait_for
 
 CXXRUNCTL = os.environ.get("CXXRUNCTL", os.path.join(os.path.dirname(CXXRUN), "cxxrunctl"))
@@ -39,16 +40,16 @@ def ctl(*args, env=None, timeout=60):
 class Job:
     """Two agents of 2 ranks each on one loopback c10d endpoint, with a token."""
 
-    def __init__(self, test_dir, token_path, nproc=2):
+    def __init__(self, test_dir, token_path, nproc=2, etcd=None):
         self.dir = test_dir
         self.port, self.run_id = free_port(), "ctl" + uuid.uuid4().hex[:8]
         self.token = token_path
+        self.etcd = etcd
         worker = os.path.join(test_dir, "worker.py")
         with open(worker, "w") as f:
             f.write(WORKER)
-        args = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{self.port}", f"--rdzv-id={self.run_id}",
-                "--nnodes=2", f"--nproc-per-node={nproc}", "--max-restarts=1", f"--rdzv-conf=token_file={token_path}",
-                sys.executable, worker, test_dir]
+        args = [*self.where(), "--nnodes=2", f"--nproc-per-node={nproc}", "--max-restarts=1",
+                *([f"--rdzv-conf=token_file={token_path}"] if token_path else []), sys.executable, worker, test_dir]
         # Each agent's output to a file: a pipe nobody reads would fill and
         # hold the agent's loop (the workers print for as long as the tests run).
         self.logs = [os.path.join(test_dir, f"agent{i}.log") for i in range(2)]
@@ -60,7 +61,9 @@ class Job:
         self.nranks = 2 * nproc
 
     def where(self):
-        return [f"--rdzv-endpoint=127.0.0.1:{self.port}", f"--rdzv-id={self.run_id}"]
+        if self.etcd:
+            return ["--rdzv-backend=etcd-v3", f"--rdzv-endpoint={self.etcd.endpoints()}", f"--rdzv-id={self.run_id}"]
+        return ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{self.port}", f"--rdzv-id={self.run_id}"]
 
     def worker_pids(self):
         return read_pids(self.dir, "pid.")
@@ -271,6 +274,44 @@ class StopTest(TempDirTest):
         for i, rc in enumerate(job.wait(self, 60)):
             self.assertEqual(rc, 143, job.output(i))
             self.assertIn("cxxrunctl stop (cxxrunctl on", job.output(i))
+        for pid in job.worker_pids():
+            wait_for(lambda: not alive(pid), timeout=10, what=f"worker {pid} gone")
+
+
+@unittest.skipIf(etcd_cluster.unavailable(), etcd_cluster.unavailable())
+class EtcdJobTest(TempDirTest):
+    """The same commands against a job whose rendezvous is a 3-member etcd cluster."""
+
+    def setUp(self):
+        super().setUp()
+        self.job = None
+        self.cluster = etcd_cluster.EtcdCluster(3)
+        self.cluster.start()
+
+    def tearDown(self):
+        if self.job:
+            self.job.kill()
+        self.cluster.stop()
+        super().tearDown()
+
+    def test_status_logs_and_stop_over_etcd(self):
+        job = self.job = Job(self.dir, None, etcd=self.cluster)
+        wait_for(lambda: len(job.worker_pids()) == 4, timeout=60, what="every rank started")
+
+        def all_running():
+            rc, out, _ = ctl("status", "--json", *job.where(), timeout=30)
+            return rc == 0 and [r["state"] for n in json.loads(out)["nodes"] for r in n["ranks"]] == ["running"] * 4
+        wait_for(all_running, timeout=30, what="every rank running on the board")
+        rc, out, err = ctl("status", "--json", *job.where())
+        self.assertEqual(rc, 0, err)
+        ranks = {r["rank"]: r["pid"] for n in json.loads(out)["nodes"] for r in n["ranks"]}
+        self.assertEqual(sorted(ranks.values()), sorted(job.worker_pids()))
+        wait_for(lambda: {int(l.split("]")[0][5:]) for l in ctl("logs", *job.where())[1].splitlines()
+                          if l.startswith("[rank")} == {0, 1, 2, 3}, timeout=30, what="every rank's lines")
+        rc, out, err = ctl("stop", *job.where())
+        self.assertEqual(rc, 0, err)
+        for i, rc in enumerate(job.wait(self, 60)):
+            self.assertEqual(rc, 143, job.output(i))
         for pid in job.worker_pids():
             wait_for(lambda: not alive(pid), timeout=10, what=f"worker {pid} gone")
 
