@@ -16,7 +16,13 @@ constexpr std::chrono::milliseconds kWaitSlice{500};
 
 RequestWatcher::RequestWatcher(std::unique_ptr<store::StoreClient> client, std::string run_id, OnRequest deliver)
     : client_(std::move(client)), run_id_(std::move(run_id)), deliver_(std::move(deliver)),
-      thread_([this] { loop(); }) {}
+      thread_() {
+  // Every call the watcher makes ends within a slice, reconnects included:
+  // with the client's own deadline (the store's read_timeout), a store that
+  // died and came back held the agent's exit for minutes in the join below.
+  client_->set_timeout(kWaitSlice);
+  thread_ = std::thread([this] { loop(); });
+}
 
 RequestWatcher::~RequestWatcher() {
   {

@@ -27,7 +27,7 @@ class RequestWatcher {
   // Called on the watcher's thread: it must only hand the request on.
   using OnRequest = std::function<void(long long n, const std::string& request)>;
   RequestWatcher(std::unique_ptr<store::StoreClient> client, std::string run_id, OnRequest deliver);
-  ~RequestWatcher();  // stops within one wait slice
+  ~RequestWatcher();  // stops within one wait slice, even with the store gone
   RequestWatcher(const RequestWatcher&) = delete;
   RequestWatcher& operator=(const RequestWatcher&) = delete;
 
