@@ -34,7 +34,7 @@ const std::vector<KindRule>& kind_rules() {
   return rules;
 }
 
-UsageError bad(const RawValue& value, const std::string& rule) {
+UsageError bad_fault(const RawValue& value, const std::string& rule) {
   return UsageError(fmt::format("{}: {}", value.shown(), rule));
 }
 
@@ -47,7 +47,7 @@ long long non_negative(const RawValue& value, std::string_view key, std::string_
                        long long max = std::numeric_limits<int>::max()) {
   auto n = integer_of(text);
   if (!n || *n < 0 || *n > max)
-    throw bad(value, fmt::format("{}={} must be an integer >= 0", key, trim(text)));
+    throw bad_fault(value, fmt::format("{}={} must be an integer >= 0", key, trim(text)));
   return *n;
 }
 
@@ -55,7 +55,7 @@ long long non_negative(const RawValue& value, std::string_view key, std::string_
 
 agent::FaultSpec parse_fault_spec(const RawValue& value) {
   std::string_view text = trim(value.text);
-  if (text.empty()) throw bad(value, "empty fault spec (e.g. kill:rank=0,after=1000)");
+  if (text.empty()) throw bad_fault(value, "empty fault spec (e.g. kill:rank=0,after=1000)");
   auto colon = text.find(':');
   std::string_view kind_name = trim(text.substr(0, colon));
   std::string_view rest = colon == std::string_view::npos ? "" : text.substr(colon + 1);
@@ -64,7 +64,7 @@ agent::FaultSpec parse_fault_spec(const RawValue& value) {
   auto rule = std::find_if(rules.begin(), rules.end(),
                            [&](const KindRule& r) { return r.name == kind_name; });
   if (rule == rules.end())
-    throw bad(value, fmt::format("unknown fault kind '{}' (kill, stop, drop_store, delay_store; "
+    throw bad_fault(value, fmt::format("unknown fault kind '{}' (kill, stop, drop_store, delay_store; "
                                  "e.g. kill:rank=0,after=1000)",
                                  kind_name));
 
@@ -74,20 +74,20 @@ agent::FaultSpec parse_fault_spec(const RawValue& value) {
       auto eq = item.find('=');
       std::string_view key = trim(item.substr(0, eq));
       if (eq == std::string_view::npos || key.empty())
-        throw bad(value, fmt::format("'{}' is not KEY=VALUE", trim(item)));
+        throw bad_fault(value, fmt::format("'{}' is not KEY=VALUE", trim(item)));
       if (!contains(rule->required, key) && !contains(rule->optional, key)) {
         std::vector<std::string_view> all = rule->required;
         all.insert(all.end(), rule->optional.begin(), rule->optional.end());
-        throw bad(value, fmt::format("unknown key '{}' for a {} fault (keys: {})", key,
+        throw bad_fault(value, fmt::format("unknown key '{}' for a {} fault (keys: {})", key,
                                      rule->name, fmt::join(all, ", ")));
       }
       if (!keys.emplace(key, item.substr(eq + 1)).second)
-        throw bad(value, fmt::format("key '{}' given twice", key));
+        throw bad_fault(value, fmt::format("key '{}' given twice", key));
     }
   }
   for (std::string_view key : rule->required)
     if (!keys.contains(key))
-      throw bad(value, fmt::format("a {} fault needs {}=", rule->name, key));
+      throw bad_fault(value, fmt::format("a {} fault needs {}=", rule->name, key));
 
   agent::FaultSpec fault;
   fault.kind = rule->kind;
@@ -102,7 +102,7 @@ agent::FaultSpec parse_fault_spec(const RawValue& value) {
     if (key == "signal") {
       fault.signal = signal_of(text_value);
       if (fault.signal == 0)
-        throw bad(value, fmt::format("signal={} is not a signal name or number", trim(text_value)));
+        throw bad_fault(value, fmt::format("signal={} is not a signal name or number", trim(text_value)));
     }
   }
   return fault;
@@ -151,18 +151,18 @@ void check_fault_targets(const RawOptions& raw, const Env& env, const JobBounds&
     using Kind = agent::FaultSpec::Kind;
     const bool worker_fault = f.kind == Kind::kill || f.kind == Kind::stop;
     if (worker_fault && f.rank >= world)
-      throw bad(value, fmt::format("rank={} is out of range: the job has at most {} ({} per node x "
+      throw bad_fault(value, fmt::format("rank={} is out of range: the job has at most {} ({} per node x "
                                    "{}), ranks 0..{}",
                                    f.rank, plural(world, "worker"), job.nproc_per_node,
                                    plural(job.max_nodes, "node"), world - 1));
     if (!worker_fault && f.node >= job.max_nodes)
-      throw bad(value, fmt::format("node={} is out of range: the job has at most {}, node ranks "
+      throw bad_fault(value, fmt::format("node={} is out of range: the job has at most {}, node ranks "
                                    "0..{}",
                                    f.node, plural(job.max_nodes, "node"), job.max_nodes - 1));
     // Attempts count restarts (TORCHELASTIC_RESTART_COUNT); a membership
     // change does not use one, so the last attempt is --max-restarts.
     if (worker_fault && f.attempt > job.max_restarts)
-      throw bad(value, fmt::format("attempt={} never comes: {} allows attempts 0..{}", f.attempt,
+      throw bad_fault(value, fmt::format("attempt={} never comes: {} allows attempts 0..{}", f.attempt,
                                    job.max_restarts_value, job.max_restarts));
   }
 }

@@ -20,7 +20,7 @@ namespace {
 
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
-void write_all(int fd, std::string_view text) {
+void write_all_to(int fd, std::string_view text) {
   while (!text.empty()) {
     const ssize_t n = ::write(fd, text.data(), text.size());
     if (n < 0 && errno == EINTR) continue;
@@ -108,7 +108,7 @@ LauncherLink take_launcher_stdin(std::chrono::milliseconds deadline) {
   if (link.fd < 0 || null < 0) throw std::runtime_error(std::string("--from-launcher: ") + std::strerror(errno));
   ::dup2(null, STDIN_FILENO);  // dup2 clears close-on-exec on 0
   ::close(null);
-  write_all(STDOUT_FILENO, fmt::format("{}{}\n", kReady, ::getpid()));
+  write_all_to(STDOUT_FILENO, fmt::format("{}{}\n", kReady, ::getpid()));
   return link;
 }
 
@@ -121,6 +121,6 @@ void watch_launcher(LauncherLink link) {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-void say_exited(int code) { write_all(STDOUT_FILENO, fmt::format("{}{}\n", kExited, code)); }
+void say_exited(int code) { write_all_to(STDOUT_FILENO, fmt::format("{}{}\n", kExited, code)); }
 
 }  // namespace cxxrun::launcher

@@ -27,7 +27,7 @@ struct FileInfo {
   std::string shebang;
 };
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
 FileInfo inspect(const std::string& path) {
   FileInfo info;
@@ -78,7 +78,7 @@ std::string python(const Env& env) {
     if (!is_executable_file(exe))
       throw UsageError("PYTHON_EXEC=" + exe + ": not an executable file");
   } else if (!find_on_path(exe, search_path(env))) {
-    throw UsageError("python interpreter " + quoted(exe) +
+    throw UsageError("python interpreter " + in_quotes(exe) +
                      " not found on PATH (set PYTHON_EXEC to choose one)");
   }
   return exe;
@@ -87,10 +87,10 @@ std::string python(const Env& env) {
 void require_python_script(const std::string& script) {
   FileInfo info = inspect(script);
   if (info.kind == FileKind::missing)
-    throw UsageError("training script " + quoted(script) + " not found");
-  if (!info.readable) throw UsageError("training script " + quoted(script) + " is not readable");
+    throw UsageError("training script " + in_quotes(script) + " not found");
+  if (!info.readable) throw UsageError("training script " + in_quotes(script) + " is not readable");
   if (info.kind == FileKind::other)
-    throw UsageError("training script " + quoted(script) + " is not a regular file");
+    throw UsageError("training script " + in_quotes(script) + " is not a regular file");
 }
 
 // --no-python: execvp semantics. A name without '/' is looked up on PATH only.
@@ -100,13 +100,13 @@ void require_executable(const std::string& program, const Env& env) {
     std::string hint = is_executable_file(program)
                            ? " (write ./" + program + " for the file in this directory)"
                            : "";
-    throw UsageError("program " + quoted(program) + " not found on PATH" + hint);
+    throw UsageError("program " + in_quotes(program) + " not found on PATH" + hint);
   }
   FileInfo info = inspect(program);
-  if (info.kind == FileKind::missing) throw UsageError("program " + quoted(program) + " not found");
+  if (info.kind == FileKind::missing) throw UsageError("program " + in_quotes(program) + " not found");
   if (info.kind == FileKind::directory || info.kind == FileKind::other)
-    throw UsageError("program " + quoted(program) + " is not a regular file");
-  if (!info.executable) throw UsageError("program " + quoted(program) + " is not executable");
+    throw UsageError("program " + in_quotes(program) + " is not a regular file");
+  if (!info.executable) throw UsageError("program " + in_quotes(program) + " is not executable");
 }
 
 // Every mode's command ends with the program's name (script, module or
@@ -138,13 +138,13 @@ Program auto_mode(const ProgramRequest& request, const Env& env) {
     // `cxxrun hostname`: a program on PATH rather than a script here.
     if (bare && find_on_path(program, search_path(env)))
       return with_args({program}, request, program);
-    throw UsageError("training script " + quoted(program) + " not found");
+    throw UsageError("training script " + in_quotes(program) + " not found");
   }
   if (info.kind == FileKind::elf || info.kind == FileKind::native_script) {
     if (!info.executable) {
       std::string what =
           info.kind == FileKind::elf ? "an ELF binary" : "a script for " + info.shebang.substr(2);
-      throw UsageError(quoted(program) + " is " + what + " but is not executable (chmod +x it)");
+      throw UsageError(in_quotes(program) + " is " + what + " but is not executable (chmod +x it)");
     }
     // execvp would search PATH for a bare name; the user meant this file.
     std::string exe = bare ? "./" + program : program;

@@ -45,7 +45,7 @@ bool parse_number(std::string_view s, T& out) {
   return true;
 }
 
-UsageError bad(const RawValue& value, std::string_view rule) {
+UsageError bad_value(const RawValue& value, std::string_view rule) {
   return UsageError(fmt::format("{}: {}", value.shown(), rule));
 }
 
@@ -94,13 +94,13 @@ int signal_of(std::string_view text) {
 
 int parse_int(const RawValue& value) {
   int out = 0;
-  if (!parse_number(value.text, out)) throw bad(value, "not an integer");
+  if (!parse_number(value.text, out)) throw bad_value(value, "not an integer");
   return out;
 }
 
 double parse_float(const RawValue& value) {
   double out = 0;
-  if (!parse_number(value.text, out) || !std::isfinite(out)) throw bad(value, "not a number");
+  if (!parse_number(value.text, out) || !std::isfinite(out)) throw bad_value(value, "not a number");
   return out;
 }
 
@@ -108,28 +108,28 @@ std::pair<int, int> parse_nnodes(const RawValue& value) {
   auto parts = split(value.text, ':');
   int lo = 0, hi = 0;
   bool ok = parts.size() <= 2 && parse_number(parts.front(), lo) && parse_number(parts.back(), hi);
-  if (!ok) throw bad(value, "not in \"N\" or \"MIN:MAX\" format");
-  if (!(0 < lo && lo <= hi)) throw bad(value, "node counts must satisfy 0 < MIN <= MAX");
+  if (!ok) throw bad_value(value, "not in \"N\" or \"MIN:MAX\" format");
+  if (!(0 < lo && lo <= hi)) throw bad_value(value, "node counts must satisfy 0 < MIN <= MAX");
   return {lo, hi};
 }
 
 int parse_max_restarts(const RawValue& value) {
   int n = 0;
-  if (!parse_number(value.text, n) || n < 0) throw bad(value, "must be an integer >= 0");
+  if (!parse_number(value.text, n) || n < 0) throw bad_value(value, "must be an integer >= 0");
   return n;
 }
 
 int parse_port(const RawValue& value) {
   int port = 0;
   if (!parse_number(value.text, port) || port < 1 || port > 65535)
-    throw bad(value, "must be a port number in 1..65535");
+    throw bad_value(value, "must be a port number in 1..65535");
   return port;
 }
 
 double parse_positive_seconds(const RawValue& value) {
   double seconds = 0;
   if (!parse_number(value.text, seconds) || !std::isfinite(seconds) || seconds <= 0)
-    throw bad(value, "must be a number of seconds > 0");
+    throw bad_value(value, "must be a number of seconds > 0");
   return seconds;
 }
 
@@ -146,7 +146,7 @@ agent::StdSpec parse_std_spec(const RawValue& value) {
     // Local ranks are one digit, as in torch's regex: ranks >= 10 cannot be named.
     bool ok = item.size() == 3 && std::isdigit(static_cast<unsigned char>(item[0])) &&
               item[1] == ':' && is_std(item[2]);
-    if (!ok) throw bad(value, R"(does not match <^[0123]$> or <^(\d:[0123],)*(\d:[0123])$>)");
+    if (!ok) throw bad_value(value, R"(does not match <^[0123]$> or <^(\d:[0123],)*(\d:[0123])$>)");
     spec.per_rank[item[0] - '0'] = std_of(item[2]);
   }
   spec.per_rank_given = true;
@@ -159,10 +159,10 @@ std::set<int> parse_local_ranks_filter(const RawValue& value) {
   for (std::string_view item : split(value.text, ',')) {
     int rank = 0;
     if (!parse_number(item, rank))
-      throw bad(value,
+      throw bad_value(value,
                 "--local_ranks_filter must be a comma-separated list of integers e.g. "
                 "--local_ranks_filter=0,1,2");
-    if (rank < 0) throw bad(value, "local ranks cannot be negative");
+    if (rank < 0) throw bad_value(value, "local ranks cannot be negative");
     ranks.insert(rank);
   }
   return ranks;
@@ -175,12 +175,12 @@ std::map<std::string, std::string> parse_rdzv_conf(const RawValue& value) {
     auto eq = item.find('=');
     std::string_view key = trim(item.substr(0, eq));
     if (key.empty())
-      throw bad(
+      throw bad_value(
           value,
           "the rendezvous configuration must be in format <key1>=<value1>,...,<keyN>=<valueN>");
     std::string_view val = eq == std::string_view::npos ? "" : trim(item.substr(eq + 1));
     if (val.empty())
-      throw bad(value,
+      throw bad_value(value,
                 fmt::format("the rendezvous configuration option '{}' must have a value", key));
     conf[std::string(key)] = std::string(val);
   }
@@ -192,11 +192,11 @@ std::vector<int> parse_signals(const RawValue& value) {
   for (std::string_view item : split(value.text, ',')) {
     std::string_view name = trim(item);
     int sig = signal_number(name);
-    if (sig == 0) throw bad(value, fmt::format("'{}' is not a signal name", name));
+    if (sig == 0) throw bad_value(value, fmt::format("'{}' is not a signal name", name));
     if (sig == SIGKILL || sig == SIGSTOP)
-      throw bad(value, fmt::format("{} cannot be caught, so it cannot be handled", upper(name)));
+      throw bad_value(value, fmt::format("{} cannot be caught, so it cannot be handled", upper(name)));
     // The agent watches its workers through SIGCHLD; forwarding it makes no sense.
-    if (sig == SIGCHLD) throw bad(value, "SIGCHLD cannot be forwarded: the agent needs it");
+    if (sig == SIGCHLD) throw bad_value(value, "SIGCHLD cannot be forwarded: the agent needs it");
     if (std::find(signals.begin(), signals.end(), sig) == signals.end()) signals.push_back(sig);
   }
   return signals;
@@ -213,15 +213,15 @@ std::string parse_log_level(const RawValue& value) {
     if (value.text == name) return std::string(level);
   for (auto [name, level] : levels)
     if (upper(value.text) == name)
-      throw bad(value, fmt::format("not a log level; names are upper case, as in Python's "
+      throw bad_value(value, fmt::format("not a log level; names are upper case, as in Python's "
                                    "logging: LOGLEVEL={}",
                                    name));
-  throw bad(value, "not a log level (DEBUG, INFO, WARNING, WARN, ERROR, CRITICAL, FATAL or NOTSET)");
+  throw bad_value(value, "not a log level (DEBUG, INFO, WARNING, WARN, ERROR, CRITICAL, FATAL or NOTSET)");
 }
 
 void check_choice(const RawValue& value, const std::vector<std::string>& choices) {
   if (std::find(choices.begin(), choices.end(), value.text) != choices.end()) return;
-  throw bad(value, fmt::format("invalid choice (choose from {})", fmt::join(choices, ", ")));
+  throw bad_value(value, fmt::format("invalid choice (choose from {})", fmt::join(choices, ", ")));
 }
 
 }  // namespace cxxrun::launcher

@@ -24,12 +24,12 @@ namespace {
 // must not eat the whole deadline; the caller's retry loop comes back to it.
 constexpr auto kPerAddressLimit = std::chrono::seconds(3);
 
-struct AddrInfoDeleter {
+struct AddrInfoFree {
   void operator()(addrinfo* ai) const {
     if (ai != nullptr) freeaddrinfo(ai);
   }
 };
-using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+using AddrInfoList = std::unique_ptr<addrinfo, AddrInfoFree>;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -62,19 +62,19 @@ struct Resolution {
   std::condition_variable done_cv;
   bool done = false;
   int rc = 0;
-  AddrInfoPtr list;
+  AddrInfoList list;
 };
 
 // getaddrinfo cannot be given a deadline, and a hostname lookup may stall on
 // DNS; it runs on a detached thread we stop waiting for at the deadline.
 // Numeric addresses, the common case, resolve in place.
-AddrInfoPtr resolve(const std::string& host, int port, Deadline deadline) {
+AddrInfoList resolve_by(const std::string& host, int port, Deadline deadline) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV | AI_NUMERICHOST;
   std::string service = std::to_string(port);
   addrinfo* out = nullptr;
-  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &out) == 0) return AddrInfoPtr(out);
+  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &out) == 0) return AddrInfoList(out);
 
   auto state = std::make_shared<Resolution>();
   hints.ai_flags = AI_NUMERICSERV;
@@ -132,7 +132,7 @@ Socket& Socket::operator=(Socket&& other) noexcept {
 
 Socket connect_tcp(const std::string& host, int port, Deadline deadline) {
   std::string where = format_endpoint({host, port});
-  AddrInfoPtr list = resolve(host, port, deadline);
+  AddrInfoList list = resolve_by(host, port, deadline);
   int last_error = EADDRNOTAVAIL;
   for (addrinfo* ai = list.get(); ai != nullptr; ai = ai->ai_next) {
     Deadline limit =

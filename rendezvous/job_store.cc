@@ -18,7 +18,7 @@ constexpr milliseconds kLeaveCallTimeout{5000};
 // How long a candidate host tries to connect before trying to host again.
 constexpr milliseconds kRehostInterval{500};
 
-milliseconds remaining(Clock::time_point deadline) {
+milliseconds time_left(Clock::time_point deadline) {
   return std::max(milliseconds(1), duration_cast<milliseconds>(deadline - Clock::now()));
 }
 
@@ -75,7 +75,7 @@ void JobStore::connect(bool may_host) {
   auto next_progress = Clock::now() + s.progress_interval;
   store::StoreClient::Options o = options();
   for (;;) {
-    o.timeout = std::min({remaining(deadline), s.progress_interval, may_host ? kRehostInterval : s.progress_interval});
+    o.timeout = std::min({time_left(deadline), s.progress_interval, may_host ? kRehostInterval : s.progress_interval});
     try {
       client_ = store::StoreClient::connect(o);
       break;
@@ -136,7 +136,7 @@ void JobStore::leave(bool succeeded, int members, const std::function<void()>& f
       // The counter key exists already, so wait on the key the last node
       // creates instead of polling the count.
       try {
-        client_->wait({done + "/all"}, std::min(remaining(deadline), s.progress_interval));
+        client_->wait({done + "/all"}, std::min(time_left(deadline), s.progress_interval));
       } catch (const store::StoreTimeout&) {
       }
       finished = client_->add(done, 0);

@@ -9,7 +9,7 @@ namespace {
 
 // Bounds how long stopping the watcher takes; a write to the key still wakes
 // the WAIT at once.
-constexpr std::chrono::milliseconds kWaitSlice{500};
+constexpr std::chrono::milliseconds kRoundWaitSlice{500};
 
 }  // namespace
 
@@ -47,8 +47,8 @@ void RoundWatcher::loop() {
       round = round_;
     }
     try {
-      client_->wait({key}, kWaitSlice);
-      const std::string event = client_->get(key, kWaitSlice);
+      client_->wait({key}, kRoundWaitSlice);
+      const std::string event = client_->get(key, kRoundWaitSlice);
       {
         std::lock_guard l(mu_);
         if (key_ == key) key_.clear();  // delivered; wait for the next round's key
@@ -62,7 +62,7 @@ void RoundWatcher::loop() {
       if (!failing) spdlog::warn("cannot watch the rendezvous store for events: {}", e.what());
       failing = true;
       std::unique_lock l(mu_);
-      cv_.wait_for(l, kWaitSlice, [&] { return stop_; });
+      cv_.wait_for(l, kRoundWaitSlice, [&] { return stop_; });
     }
   }
 }

@@ -10,7 +10,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-milliseconds remaining(Clock::time_point deadline) {
+milliseconds time_left_until(Clock::time_point deadline) {
   return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
 }
 
@@ -28,7 +28,7 @@ Assignment StaticBackend::join() {
   for (int i = 0; i < r.nnodes; ++i) keys.push_back(prefix + std::to_string(i));
   for (;;) {
     try {
-      client.wait(keys, std::min(remaining(deadline), r.settings.progress_interval));
+      client.wait(keys, std::min(time_left_until(deadline), r.settings.progress_interval));
       break;
     } catch (const store::StoreTimeout&) {
       int joined = 0;

@@ -16,8 +16,14 @@ case "${1:-}" in
   "") ;;
   *) echo "build: unknown argument '$1' (known: --example)" >&2; exit 2 ;;
 esac
+# A unity build (CMake's batches of 8 sources per translation unit) compiles
+# each library's Asio, Beast and JSON templates once per batch instead of once
+# per file: the first build takes about half the CPU time (bench/RESULTS.md,
+# "The first build and the test command"). A tree of your own can leave it
+# off (-DCMAKE_UNITY_BUILD=OFF) for quicker rebuilds of one file.
 if [ ! -f build/CMakeCache.txt ]; then
-  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type" -DBUILD_TESTING="$testing"
+  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type" -DBUILD_TESTING="$testing" \
+    -DCMAKE_UNITY_BUILD=ON
 elif [ "$testing" = ON ] && grep -q '^BUILD_TESTING:BOOL=OFF' build/CMakeCache.txt; then
   # The tree was first built for the example alone.
   cmake -S . -B build -DBUILD_TESTING=ON

@@ -186,7 +186,7 @@ bool read_fields(Reader& r, const Layout& layout, const RequestLimits& limits, S
   return true;
 }
 
-RequestParse need(size_t bytes, OpTable table) {
+RequestParse need_more(size_t bytes, OpTable table) {
   RequestParse result;
   result.status = RequestParse::Status::need_more;
   result.table = table;
@@ -239,10 +239,10 @@ const char* store_command_name(StoreCommand command) {
 }
 
 RequestParse parse_request(std::string_view in, OpTable table, const RequestLimits& limits) {
-  if (in.empty()) return need(1, table);
+  if (in.empty()) return need_more(1, table);
   if (table == OpTable::unknown) {
     table = detect(in);
-    if (table == OpTable::unknown) return need(kValidatePrefix.size(), table);
+    if (table == OpTable::unknown) return need_more(kValidatePrefix.size(), table);
   }
 
   uint8_t opcode = static_cast<uint8_t>(in[0]);
@@ -258,7 +258,7 @@ RequestParse parse_request(std::string_view in, OpTable table, const RequestLimi
   if (!read_fields(measure, *layout, limits, nullptr)) {
     if (!measure.error().empty())
       return fail(fmt::format("{}: {}", store_command_name(layout->command), measure.error()), table);
-    return need(measure.needed(), table);
+    return need_more(measure.needed(), table);
   }
 
   RequestParse result;

@@ -100,7 +100,7 @@ std::string crashed_thread_text(const Failure& f) {
   if (!tb || !tb->fatal) return "";
   const PythonFrame* frame = innermost_user_frame(*tb);
   if (!frame) return "; faulthandler: the thread that crashed ran no Python code";
-  std::string out = library_file(frame->file) ? "; faulthandler: the thread that crashed was at "
+  std::string out = python_library_file(frame->file) ? "; faulthandler: the thread that crashed was at "
                                               : "; faulthandler: the thread that crashed was in its own code at ";
   out += frame->file + ":" + std::to_string(frame->line);
   if (!frame->function.empty()) out += " in " + frame->function;

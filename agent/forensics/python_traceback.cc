@@ -25,7 +25,7 @@ std::vector<std::string_view> split_lines(std::string_view text) {
   return out;
 }
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_blanks(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
@@ -33,7 +33,7 @@ std::string_view trim(std::string_view s) {
 
 // Python 3.11's position markers under a source line: "    ^^^^~~~~".
 bool marker_line(std::string_view line) {
-  line = trim(line);
+  line = trim_blanks(line);
   return !line.empty() && line.find_first_not_of("^~") == std::string_view::npos;
 }
 
@@ -54,8 +54,8 @@ std::optional<PythonFrame> frame_line(std::string_view line) {
   f.line = std::stoi(std::string(line.substr(0, digits)));
   line.remove_prefix(digits);
   if (line.starts_with(",")) line.remove_prefix(1);
-  line = trim(line);
-  if (line.starts_with("in ")) f.function = std::string(trim(line.substr(3)));
+  line = trim_blanks(line);
+  if (line.starts_with("in ")) f.function = std::string(trim_blanks(line.substr(3)));
   return f;
 }
 
@@ -66,7 +66,7 @@ std::string shortened(std::string_view s) {
 
 }  // namespace
 
-bool library_file(std::string_view file) {
+bool python_library_file(std::string_view file) {
   if (file.starts_with("<frozen ")) return true;
   if (file.find("/site-packages/") != std::string_view::npos || file.find("/dist-packages/") != std::string_view::npos)
     return true;
@@ -92,7 +92,7 @@ std::optional<PythonTraceback> parse_traceback(std::string_view text) {
   PythonTraceback tb;
   if (lines[start].starts_with(kFatalHeader)) {
     tb.fatal = true;
-    tb.exception = std::string(trim(lines[start]));
+    tb.exception = std::string(trim_blanks(lines[start]));
     bool current = false;
     for (size_t i = start + 1; i < lines.size(); ++i) {
       const std::string_view l = lines[i];
@@ -119,10 +119,10 @@ std::optional<PythonTraceback> parse_traceback(std::string_view text) {
       // The frame's source line (the first indented line under it), Python
       // 3.11's markers, "[Previous line repeated N more times]".
       if (!tb.frames.empty() && tb.frames.back().source.empty() && !marker_line(l) &&
-          !trim(l).starts_with("[Previous line"))
-        tb.frames.back().source = std::string(trim(l));
+          !trim_blanks(l).starts_with("[Previous line"))
+        tb.frames.back().source = std::string(trim_blanks(l));
     } else {
-      tb.exception = shortened(trim(l));
+      tb.exception = shortened(trim_blanks(l));
       break;
     }
   }
@@ -131,14 +131,14 @@ std::optional<PythonTraceback> parse_traceback(std::string_view text) {
 
 const PythonFrame* innermost_user_frame(const PythonTraceback& tb) {
   for (auto it = tb.frames.rbegin(); it != tb.frames.rend(); ++it)
-    if (!library_file(it->file)) return &*it;
+    if (!python_library_file(it->file)) return &*it;
   return tb.frames.empty() ? nullptr : &tb.frames.back();
 }
 
 std::string describe_traceback(const PythonTraceback& tb) {
   std::string out = tb.exception;
   if (const PythonFrame* f = innermost_user_frame(tb)) {
-    out += library_file(f->file) ? "; innermost frame at " : "; in its own code at ";
+    out += python_library_file(f->file) ? "; innermost frame at " : "; in its own code at ";
     out += f->file + ":" + std::to_string(f->line);
     if (!f->function.empty()) out += " in " + f->function;
     if (!f->source.empty()) out += ": " + shortened(f->source);

@@ -22,7 +22,7 @@ using heartbeat::atomic;
 using Page = cxxrun_heartbeat_page;
 using std::chrono::nanoseconds;
 
-std::string seconds(nanoseconds ns) { return fmt::format("{:.1f} s", ns.count() / 1e9); }
+std::string seconds_text(nanoseconds ns) { return fmt::format("{:.1f} s", ns.count() / 1e9); }
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
   throw std::runtime_error("heartbeat: cannot " + what + " " + path + ": " + strerror(errno));
@@ -36,7 +36,7 @@ bool writable_dir(const char* path) {
 // tmpfs first: the pages are written at every beat and never need a disk.
 // Where no other user can move the directory aside and put pages of their
 // own at the names the workers open (agent/process/private_files.h).
-std::string make_private_dir() {
+std::string make_heartbeat_dir() {
   const char* tmpdir = std::getenv("TMPDIR");
   std::string base = writable_dir("/dev/shm") && replaceable_by_others("/dev/shm").empty() ? "/dev/shm" : safe_temp_base();
   if (base.empty()) base = writable_dir(tmpdir) ? tmpdir : "/tmp";
@@ -67,10 +67,10 @@ nanoseconds monotonic_now() { return nanoseconds(static_cast<int64_t>(heartbeat:
 std::string describe(const HeartbeatViolation& v) {
   const nanoseconds open_for = v.limit + v.overdue;
   if (v.kind == HeartbeatViolation::Kind::heartbeat)
-    return fmt::format("local rank {}: no heartbeat for {} (timeout {})", v.local_rank, seconds(open_for),
-                       seconds(v.limit));
-  return fmt::format("local rank {}: section '{}' open for {} ({} {})", v.local_rank, v.what, seconds(open_for),
-                     v.from_flag ? "--section-timeout" : "timeout", seconds(v.limit));
+    return fmt::format("local rank {}: no heartbeat for {} (timeout {})", v.local_rank, seconds_text(open_for),
+                       seconds_text(v.limit));
+  return fmt::format("local rank {}: section '{}' open for {} ({} {})", v.local_rank, v.what, seconds_text(open_for),
+                     v.from_flag ? "--section-timeout" : "timeout", seconds_text(v.limit));
 }
 
 HeartbeatMonitor::HeartbeatMonitor(nanoseconds heartbeat_timeout, const std::string& dir,
@@ -78,7 +78,7 @@ HeartbeatMonitor::HeartbeatMonitor(nanoseconds heartbeat_timeout, const std::str
     : heartbeat_timeout_(heartbeat_timeout),
       section_limits_(std::move(section_limits)),
       judged_(judged),
-      dir_(dir.empty() ? make_private_dir() : private_dir(dir)),
+      dir_(dir.empty() ? make_heartbeat_dir() : private_dir(dir)),
       own_dir_(dir.empty()) {}
 
 HeartbeatMonitor::~HeartbeatMonitor() {

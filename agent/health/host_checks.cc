@@ -50,7 +50,7 @@ std::string status_text(int status) {
   return "ended";
 }
 
-void close_fd(int& fd) {
+void close_check_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
 }
@@ -76,7 +76,7 @@ CheckStop::CheckStop() {
   if (pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
 }
 
-CheckStop::~CheckStop() { close_fd(pipe_[0]), close_fd(pipe_[1]); }
+CheckStop::~CheckStop() { close_check_fd(pipe_[0]), close_check_fd(pipe_[1]); }
 
 void CheckStop::stop() {
   if (stopped_.exchange(true)) return;
@@ -141,7 +141,7 @@ CheckResult check_command(const std::string& command, milliseconds timeout, cons
       if (*outputs[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       char buf[4096];
       const ssize_t got = ::read(*outputs[i], buf, sizeof buf);
-      if (got <= 0) close_fd(*outputs[i]);
+      if (got <= 0) close_check_fd(*outputs[i]);
       else if (text[i].size() < kMaxOutput) text[i].append(buf, static_cast<size_t>(got));
     }
   }

@@ -9,11 +9,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
+double as_seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
 
 // Short jobs in seconds, long ones in the unit a person reads them in.
 std::string amount(std::chrono::nanoseconds d) {
-  const double s = seconds(d);
+  const double s = as_seconds(d);
   if (s < 600) return fmt::format("{:.1f} s", s);
   if (s < 36000) return fmt::format("{:.1f} min", s / 60);
   return fmt::format("{:.1f} h", s / 3600);

@@ -9,7 +9,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string cut(std::string_view text) {
+std::string cut_line(std::string_view text) {
   if (text.size() <= kRankOutputLine) return std::string(text);
   size_t n = kRankOutputLine;
   while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
@@ -20,7 +20,7 @@ std::string cut(std::string_view text) {
 
 void RankOutput::add(int rank, std::string_view line, long long wall_ms) {
   Stream& s = ranks_[rank];
-  Line l{s.end, wall_ms, cut(line)};
+  Line l{s.end, wall_ms, cut_line(line)};
   s.end += static_cast<long long>(line.size()) + 1;
   s.held += l.text.size();
   s.lines.push_back(std::move(l));

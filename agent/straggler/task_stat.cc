@@ -17,7 +17,7 @@ std::string_view next_field(std::string_view& text) {
   return field;
 }
 
-bool number(std::string_view field, unsigned long long& out) {
+bool parse_number(std::string_view field, unsigned long long& out) {
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), out);
   return !field.empty() && ec == std::errc() && end == field.data() + field.size();
 }
@@ -44,7 +44,7 @@ std::optional<TaskStat> parse_task_stat(std::string_view text) {
     if (f.empty()) return std::nullopt;
     unsigned long long value = 0;
     if (field == 14 || field == 15 || field == 22) {
-      if (!number(f, value)) return std::nullopt;
+      if (!parse_number(f, value)) return std::nullopt;
       (field == 14 ? utime : field == 15 ? stime : s.start_ticks) = value;
     }
   }
@@ -54,7 +54,7 @@ std::optional<TaskStat> parse_task_stat(std::string_view text) {
 
 std::optional<SchedStat> parse_schedstat(std::string_view text) {
   SchedStat s;
-  if (!number(next_field(text), s.run_ns) || !number(next_field(text), s.run_delay_ns)) return std::nullopt;
+  if (!parse_number(next_field(text), s.run_ns) || !parse_number(next_field(text), s.run_delay_ns)) return std::nullopt;
   return s;
 }
 

@@ -33,14 +33,14 @@ std::string decide_for(Cause cause, bool elastic, int attempt, int max_restarts,
   return show(decide({.cause = cause, .job = job, .elastic = elastic, .attempt = attempt, .max_restarts = max_restarts}));
 }
 
-Failure exited(int code, bool stopped = false) {
+Failure exited_with(int code, bool stopped = false) {
   Failure f;
   set_status(f, W_EXITCODE(code, 0));
   f.stopped = stopped;
   return f;
 }
 
-Failure killed(int sig, bool stopped = false) {
+Failure killed_by(int sig, bool stopped = false) {
   Failure f;
   set_status(f, W_EXITCODE(0, sig));
   f.stopped = stopped;
@@ -61,21 +61,21 @@ TEST_CASE("restart policy: every worker exited 0 exits 0") {
 TEST_CASE("restart policy: a failed worker with no restarts left exits with its own code") {
   CHECK(decide_for(Cause::failure, false, 0, 0) == "fail");
   CHECK(decide_for(Cause::failure, true, 0, 0) == "fail");
-  CHECK(failure_exit_code({exited(3)}) == 3);
-  CHECK(failure_exit_code({exited(1)}) == 1);
-  CHECK(failure_exit_code({killed(SIGSEGV)}) == 139);
-  CHECK(failure_exit_code({killed(SIGABRT)}) == 134);
+  CHECK(failure_exit_code({exited_with(3)}) == 3);
+  CHECK(failure_exit_code({exited_with(1)}) == 1);
+  CHECK(failure_exit_code({killed_by(SIGSEGV)}) == 139);
+  CHECK(failure_exit_code({killed_by(SIGABRT)}) == 134);
 }
 
 TEST_CASE("restart policy: a worker that could not be executed exits 127") {
   CHECK(exit_code::not_executable == 127);
   CHECK(decide_for(Cause::failure, false, 0, 0) == "fail");
-  CHECK(failure_exit_code({exited(exit_code::not_executable)}) == 127);
+  CHECK(failure_exit_code({exited_with(exit_code::not_executable)}) == 127);
 }
 
 TEST_CASE("restart policy: a hung worker SIGKILLed with no restarts left exits 137") {
   CHECK(decide_for(Cause::failure, false, 2, 2) == "fail");
-  CHECK(failure_exit_code({killed(SIGKILL)}) == 137);
+  CHECK(failure_exit_code({killed_by(SIGKILL)}) == 137);
 }
 
 TEST_CASE("restart policy: the agent's SIGINT, SIGTERM, SIGHUP, SIGQUIT exit 128 + signal") {
@@ -98,54 +98,54 @@ TEST_CASE("restart policy: too few nodes or a lost store exits 244") {
 // --- the cause of the root failure picks the code (agent/forensics/death.h) ------------
 
 TEST_CASE("restart policy: a user's own failure passes through; infrastructure causes get their own codes") {
-  Failure oom = killed(SIGKILL);
+  Failure oom = killed_by(SIGKILL);
   oom.pid = 42;
   oom.memory.oom_killed = true;
   CHECK(failure_exit_code({oom}) == exit_code::oom);
   CHECK(exit_code::oom == 241);
 
-  Failure hang = killed(SIGKILL);
+  Failure hang = killed_by(SIGKILL);
   hang.pid = 42;
   hang.killed_by = Killer::hang;
   CHECK(failure_exit_code({hang}) == exit_code::hang);
   CHECK(exit_code::hang == 240);
   // A file-timer request may name any signal, and the worker may handle it.
-  Failure timer = exited(1);
+  Failure timer = exited_with(1);
   timer.pid = 42;
   timer.killed_by = Killer::file_timer;
   CHECK(failure_exit_code({timer}) == exit_code::hang);
 
   // An admin's kill -9 and a fault injection are not infrastructure: 137.
-  Failure admin = killed(SIGKILL);
+  Failure admin = killed_by(SIGKILL);
   admin.pid = 42;
   CHECK(failure_exit_code({admin}) == 137);
-  Failure injected = killed(SIGKILL);
+  Failure injected = killed_by(SIGKILL);
   injected.pid = 42;
   injected.killed_by = Killer::fault_injection;
   CHECK(failure_exit_code({injected}) == 137);
 
   // The root cause decides: a user's exit 3 first, its OOM-killed victim after.
-  Failure user = exited(3);
+  Failure user = exited_with(3);
   user.pid = 41;
   CHECK(failure_exit_code({user, oom}) == 3);
   CHECK(failure_exit_code({oom, user}) == exit_code::oom);
 
   // A program's own 240-245 would read as an infrastructure cause: 1.
   for (int code : {240, 241, 242, 243, 244, 245}) {
-    Failure own = exited(code);
+    Failure own = exited_with(code);
     own.pid = 41;
     CHECK(failure_exit_code({own}) == exit_code::unknown_failure);
   }
-  Failure near = exited(239);
+  Failure near = exited_with(239);
   near.pid = 41;
   CHECK(failure_exit_code({near}) == 239);
-  CHECK(failure_exit_code({exited(246)}) == 246);
+  CHECK(failure_exit_code({exited_with(246)}) == 246);
 }
 
 TEST_CASE("restart policy: an unkillable worker wins over every other failure, and is never restarted") {
-  Failure user = exited(3);
+  Failure user = exited_with(3);
   user.pid = 41;
-  Failure stuck = killed(SIGKILL);
+  Failure stuck = killed_by(SIGKILL);
   stuck.pid = 42;
   stuck.unkillable = true;
   CHECK(failure_exit_code({user, stuck}) == exit_code::unkillable);
@@ -168,8 +168,8 @@ TEST_CASE("restart policy: a failed rendezvous, a released spare and a printed s
   // the supervisor and the agent chose themselves.
   CHECK(decide_for(Cause::rendezvous_failed, true, 0, 3) == "exit 1");
   CHECK(decide_for(Cause::released, true, 0, 0) == "exit 0");
-  CHECK(show(decide({.cause = Cause::reported, .summary = {exited(3)}})) == "exit 3");
-  CHECK(show(decide({.cause = Cause::reported, .summary = {killed(SIGTERM, true), killed(SIGSEGV)}})) == "exit 139");
+  CHECK(show(decide({.cause = Cause::reported, .summary = {exited_with(3)}})) == "exit 3");
+  CHECK(show(decide({.cause = Cause::reported, .summary = {killed_by(SIGTERM, true), killed_by(SIGSEGV)}})) == "exit 139");
   // A failure on another node whose record could not be read.
   CHECK(show(decide({.cause = Cause::reported})) == "exit 1");
   CHECK(exit_code::signalled(SIGKILL) == 137);
@@ -266,17 +266,17 @@ TEST_CASE("restart policy: a lost store wins over a pending restart") {
 // --- failure_exit_code -----------------------------------------------------------
 
 TEST_CASE("restart policy: the first failure in order gives the exit code") {
-  CHECK(failure_exit_code({exited(3), exited(5)}) == 3);
-  CHECK(failure_exit_code({exited(5), exited(3)}) == 5);
-  CHECK(failure_exit_code({killed(SIGSEGV), exited(3)}) == 139);
-  CHECK(failure_exit_code({exited(3), killed(SIGSEGV)}) == 3);
+  CHECK(failure_exit_code({exited_with(3), exited_with(5)}) == 3);
+  CHECK(failure_exit_code({exited_with(5), exited_with(3)}) == 5);
+  CHECK(failure_exit_code({killed_by(SIGSEGV), exited_with(3)}) == 139);
+  CHECK(failure_exit_code({exited_with(3), killed_by(SIGSEGV)}) == 3);
 }
 
 TEST_CASE("restart policy: failures the agent stopped are skipped") {
-  CHECK(failure_exit_code({killed(SIGTERM, true), exited(7)}) == 7);
-  CHECK(failure_exit_code({killed(SIGTERM, true), killed(SIGKILL, true), killed(SIGBUS)}) == 128 + SIGBUS);
-  CHECK(failure_exit_code({killed(SIGTERM, true)}) == 1);
-  CHECK(failure_exit_code({killed(SIGTERM, true), exited(9, true)}) == 1);
+  CHECK(failure_exit_code({killed_by(SIGTERM, true), exited_with(7)}) == 7);
+  CHECK(failure_exit_code({killed_by(SIGTERM, true), killed_by(SIGKILL, true), killed_by(SIGBUS)}) == 128 + SIGBUS);
+  CHECK(failure_exit_code({killed_by(SIGTERM, true)}) == 1);
+  CHECK(failure_exit_code({killed_by(SIGTERM, true), exited_with(9, true)}) == 1);
   CHECK(failure_exit_code({}) == 1);
 }
 
@@ -293,10 +293,10 @@ TEST_CASE("restart policy: a verdict that failures repeat ends the job early wit
 
   // The summary is out: 245, not the failure's own code.
   Situation reported{.cause = Cause::reported, .attempt = 2, .max_restarts = 5};
-  reported.summary = {exited(1)};
+  reported.summary = {exited_with(1)};
   reported.repeats_without_progress = true;
   CHECK(show(decide(reported)) == "exit 245");
-  Failure oom = killed(SIGKILL);
+  Failure oom = killed_by(SIGKILL);
   oom.pid = 42;
   oom.memory.oom_killed = true;
   reported.summary = {oom};
@@ -312,7 +312,7 @@ TEST_CASE("restart policy: a verdict that failures repeat ends the job early wit
   reported.repeats_across_runs = false;
   // A worker that outlived SIGKILL still wins.
   reported.attempt = 2;
-  Failure stuck = exited(1);
+  Failure stuck = exited_with(1);
   stuck.unkillable = true;
   reported.summary = {stuck};
   CHECK(show(decide(reported)) == "exit 242");

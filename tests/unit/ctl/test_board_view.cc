@@ -11,7 +11,7 @@ namespace {
 
 const long long kNow = 1700000010000;
 
-std::string record(int group_rank, long long updated_ms, const std::string& ranks) {
+std::string board_record_of(int group_rank, long long updated_ms, const std::string& ranks) {
   return R"({"v":1,"node":"n)" + std::to_string(group_rank) + R"(","host":"h)" + std::to_string(group_rank) +
          R"(","pid":)" + std::to_string(100 + group_rank) + R"(,"group_rank":)" + std::to_string(group_rank) +
          R"(,"round":0,"phase":"running","state":"HEALTHY","attempt":0,"restarts":0,"max_restarts":2,)"
@@ -22,9 +22,9 @@ std::string record(int group_rank, long long updated_ms, const std::string& rank
 }  // namespace
 
 TEST_CASE("board view: rows by group rank, an unreadable record kept and named") {
-  const auto rows = rows_of({{"b", record(1, kNow, R"([{"rank":2,"local_rank":0,"pid":7,"state":"running",
+  const auto rows = rows_of({{"b", board_record_of(1, kNow, R"([{"rank":2,"local_rank":0,"pid":7,"state":"running",
                                                        "heartbeat_age_s":0.5}])")},
-                             {"a", record(0, kNow, "[]")},
+                             {"a", board_record_of(0, kNow, "[]")},
                              {"junk", "not json"}});
   REQUIRE(rows.size() == 3);
   CHECK_FALSE(rows[0].readable);  // group rank -1 sorts first
@@ -51,7 +51,7 @@ TEST_CASE("board view: the straggler verdicts, where the agent sampled them") {
 }
 
 TEST_CASE("board view: a node that stopped updating shows as stale") {
-  const auto rows = rows_of({{"a", record(0, kNow - 60000, "[]")}});
+  const auto rows = rows_of({{"a", board_record_of(0, kNow - 60000, "[]")}});
   CHECK(status_text("j", rows, kNow).find("STALE (no update for 60s)") != std::string::npos);
   const auto j = nlohmann::json::parse(status_json("j", rows, kNow));
   CHECK(j["nodes"][0]["updated_age_s"] == 60.0);
@@ -60,9 +60,9 @@ TEST_CASE("board view: a node that stopped updating shows as stale") {
 
 TEST_CASE("board view: top puts the stalest rank first and fits the terminal") {
   const auto rows = rows_of(
-      {{"a", record(0, kNow, R"([{"rank":0,"pid":1,"state":"running","heartbeat_age_s":0.1},
+      {{"a", board_record_of(0, kNow, R"([{"rank":0,"pid":1,"state":"running","heartbeat_age_s":0.1},
                                  {"rank":1,"pid":2,"state":"running","heartbeat_age_s":9.0}])")},
-       {"b", record(1, kNow, R"([{"rank":2,"pid":3,"state":"running","heartbeat_age_s":3.0}])")}});
+       {"b", board_record_of(1, kNow, R"([{"rank":2,"pid":3,"state":"running","heartbeat_age_s":3.0}])")}});
   const std::string frame = top_frame("j", rows, kNow, 2);
   const auto first = frame.find("\n", frame.find("RANK")) + 1;
   CHECK(frame.substr(first, 7) == "     1 ");

@@ -13,7 +13,7 @@
 
 using namespace cxxrun::etcd;
 using namespace std::chrono_literals;
-using Member = FakeEtcdMember;
+using EtcdMember = FakeEtcdMember;
 
 namespace {
 
@@ -21,13 +21,13 @@ const std::string kHeader = R"("header":{"cluster_id":"1","member_id":"222","rev
 const std::string kRange = "{" + kHeader + R"(,"kvs":[{"key":"aw==","value":"dg==","mod_revision":"5"}],"count":"1"})";
 const std::string kPut = "{" + kHeader + "}";
 
-std::string refusal(int status, int code, const std::string& message) {
-  return Member::answer(status, R"({"error":")" + message + R"(","message":")" + message +
+std::string transport_refusal(int status, int code, const std::string& message) {
+  return EtcdMember::answer(status, R"({"error":")" + message + R"(","message":")" + message +
                                     R"(","code":)" + std::to_string(code) + "}");
 }
 
-Client client_of(const std::vector<const Member*>& members, std::chrono::milliseconds timeout = 5s) {
-  Options o;
+Client client_of(const std::vector<const EtcdMember*>& members, std::chrono::milliseconds timeout = 5s) {
+  cxxrun::etcd::Options o;
   std::vector<std::string> texts;
   for (auto* m : members) texts.push_back(m->endpoint());
   o.endpoints = parse_endpoints(texts, Protocol::http);
@@ -36,18 +36,18 @@ Client client_of(const std::vector<const Member*>& members, std::chrono::millise
 }
 
 // Answers a put or a range; anything else is a test bug.
-std::string serves(const Member::Request& r) {
-  if (r.target == "/v3/kv/range") return Member::ok(kRange);
-  if (r.target == "/v3/kv/put") return Member::ok(kPut);
-  if (r.target == "/v3/maintenance/status") return Member::ok("{" + kHeader + R"(,"leader":"222"})");
-  return Member::answer(404, "Not Found");
+std::string serves(const EtcdMember::Request& r) {
+  if (r.target == "/v3/kv/range") return EtcdMember::ok(kRange);
+  if (r.target == "/v3/kv/put") return EtcdMember::ok(kPut);
+  if (r.target == "/v3/maintenance/status") return EtcdMember::ok("{" + kHeader + R"(,"leader":"222"})");
+  return EtcdMember::answer(404, "Not Found");
 }
 
 }  // namespace
 
 TEST_CASE("etcd transport: a read whose answer was lost is read again from the next member") {
-  Member a([](const Member::Request&) { return std::string(); });
-  Member b(serves);
+  EtcdMember a([](const EtcdMember::Request&) { return std::string(); });
+  EtcdMember b(serves);
   auto c = client_of({&a, &b});
   auto r = c.range("k");
   REQUIRE(r.kv);
@@ -60,11 +60,11 @@ TEST_CASE("etcd transport: a member that takes requests and never answers is lef
   // A member up but stalled (restarting, overloaded): the call that met it
   // runs out, and the next goes elsewhere instead of waiting on it again,
   // or a node's lease beats would fail for as long as it stays silent.
-  Member a([](const Member::Request&) {
+  EtcdMember a([](const EtcdMember::Request&) {
     std::this_thread::sleep_for(300ms);
     return std::string();
   });
-  Member b(serves);
+  EtcdMember b(serves);
   auto c = client_of({&a, &b}, 200ms);
   CHECK_THROWS_AS(c.range("k"), EtcdTimeout);
   auto r = c.range("k");
@@ -74,8 +74,8 @@ TEST_CASE("etcd transport: a member that takes requests and never answers is lef
 }
 
 TEST_CASE("etcd transport: a write whose answer was lost is indeterminate, never sent twice") {
-  Member a([](const Member::Request&) { return std::string(); });
-  Member b(serves);
+  EtcdMember a([](const EtcdMember::Request&) { return std::string(); });
+  EtcdMember b(serves);
   auto c = client_of({&a, &b});
   CHECK_THROWS_AS(c.put("k", "v"), EtcdIndeterminate);
   CHECK_THROWS_WITH(c.txn({}, {Op::put("k", "v")}), Catch::Contains("may or may not have been applied"));
@@ -83,8 +83,8 @@ TEST_CASE("etcd transport: a write whose answer was lost is indeterminate, never
 }
 
 TEST_CASE("etcd transport: 'no leader' was not applied: a write moves on") {
-  Member a([](const Member::Request&) { return refusal(503, 14, "etcdserver: no leader"); });
-  Member b(serves);
+  EtcdMember a([](const EtcdMember::Request&) { return transport_refusal(503, 14, "etcdserver: no leader"); });
+  EtcdMember b(serves);
   auto c = client_of({&a, &b});
   CHECK(c.put("k", "v") == 5);
   CHECK(a.count("/v3/kv/put") == 1);
@@ -92,8 +92,8 @@ TEST_CASE("etcd transport: 'no leader' was not applied: a write moves on") {
 }
 
 TEST_CASE("etcd transport: 'request timed out' may have applied: reads retry, writes do not") {
-  Member a([](const Member::Request&) { return refusal(503, 14, "etcdserver: request timed out"); });
-  Member b(serves);
+  EtcdMember a([](const EtcdMember::Request&) { return transport_refusal(503, 14, "etcdserver: request timed out"); });
+  EtcdMember b(serves);
   auto c = client_of({&a, &b});
   CHECK_THROWS_AS(c.put("k", "v"), EtcdIndeterminate);
   CHECK(b.requests().empty());
@@ -101,8 +101,8 @@ TEST_CASE("etcd transport: 'request timed out' may have applied: reads retry, wr
 }
 
 TEST_CASE("etcd transport: a refusal is final and names the member") {
-  Member a([](const Member::Request&) { return refusal(400, 3, "etcdserver: key is not provided"); });
-  Member b(serves);
+  EtcdMember a([](const EtcdMember::Request&) { return transport_refusal(400, 3, "etcdserver: key is not provided"); });
+  EtcdMember b(serves);
   auto c = client_of({&a, &b});
   try {
     c.put("", "v");
@@ -115,7 +115,7 @@ TEST_CASE("etcd transport: a refusal is final and names the member") {
 }
 
 TEST_CASE("etcd transport: the deadline bounds retries against a member without a leader") {
-  Member a([](const Member::Request&) { return refusal(503, 14, "etcdserver: no leader"); });
+  EtcdMember a([](const EtcdMember::Request&) { return transport_refusal(503, 14, "etcdserver: no leader"); });
   auto c = client_of({&a}, 300ms);
   auto start = std::chrono::steady_clock::now();
   CHECK_THROWS_AS(c.range("k"), EtcdTimeout);
@@ -128,9 +128,9 @@ TEST_CASE("etcd transport: the deadline bounds retries against a member without 
 
 TEST_CASE("etcd transport: kept-alive connections, and one the member closed while idle") {
   std::atomic<int> n{0};
-  Member a([&](const Member::Request& r) {
+  EtcdMember a([&](const EtcdMember::Request& r) {
     // The second answer closes the connection, as a member going away.
-    return ++n == 2 ? Member::kCloseAfter + serves(r) : serves(r);
+    return ++n == 2 ? EtcdMember::kCloseAfter + serves(r) : serves(r);
   });
   auto c = client_of({&a});
   c.range("k");
@@ -144,13 +144,13 @@ TEST_CASE("etcd transport: kept-alive connections, and one the member closed whi
 
 TEST_CASE("etcd transport: an expired token is replaced once") {
   std::atomic<int> tokens{0};
-  Member a([&](const Member::Request& r) {
+  EtcdMember a([&](const EtcdMember::Request& r) {
     if (r.target == "/v3/auth/authenticate")
-      return Member::ok("{" + kHeader + R"(,"token":"t)" + std::to_string(++tokens) + R"("})");
-    if (r.authorization != "t2") return refusal(401, 16, "etcdserver: invalid auth token");
+      return EtcdMember::ok("{" + kHeader + R"(,"token":"t)" + std::to_string(++tokens) + R"("})");
+    if (r.authorization != "t2") return transport_refusal(401, 16, "etcdserver: invalid auth token");
     return serves(r);
   });
-  Options o;
+  cxxrun::etcd::Options o;
   o.endpoints = parse_endpoints({a.endpoint()}, Protocol::http);
   o.username = "u";
   o.password = "p";
@@ -160,9 +160,9 @@ TEST_CASE("etcd transport: an expired token is replaced once") {
   CHECK(c.put("k", "v") == 5);
   CHECK(tokens == 2);
   // A member that refuses every token: one new token, then the error.
-  Member b([&](const Member::Request& r) {
-    if (r.target == "/v3/auth/authenticate") return Member::ok("{" + kHeader + R"(,"token":"x"})");
-    return refusal(401, 16, "etcdserver: invalid auth token");
+  EtcdMember b([&](const EtcdMember::Request& r) {
+    if (r.target == "/v3/auth/authenticate") return EtcdMember::ok("{" + kHeader + R"(,"token":"x"})");
+    return transport_refusal(401, 16, "etcdserver: invalid auth token");
   });
   o.endpoints = parse_endpoints({b.endpoint()}, Protocol::http);
   Client d(o);
@@ -171,13 +171,13 @@ TEST_CASE("etcd transport: an expired token is replaced once") {
 }
 
 TEST_CASE("etcd transport: after losing a member, wait until the next follows another leader") {
-  auto a = std::make_unique<Member>([](const Member::Request&) {
-    return Member::ok(R"({"header":{"cluster_id":"1","member_id":"111","revision":"4"}})");
+  auto a = std::make_unique<EtcdMember>([](const EtcdMember::Request&) {
+    return EtcdMember::ok(R"({"header":{"cluster_id":"1","member_id":"111","revision":"4"}})");
   });
   std::atomic<int> polls{0};
-  Member b([&](const Member::Request& r) {
+  EtcdMember b([&](const EtcdMember::Request& r) {
     if (r.target == "/v3/maintenance/status")
-      return Member::ok("{" + kHeader + R"(,"leader":")" + (++polls < 4 ? "111" : "222") + R"("})");
+      return EtcdMember::ok("{" + kHeader + R"(,"leader":")" + (++polls < 4 ? "111" : "222") + R"("})");
     return serves(r);
   });
   auto c = client_of({a.get(), &b});
@@ -193,14 +193,14 @@ TEST_CASE("etcd transport: a lost leader elected again after its restart ends th
   // and won the election its absence started: the wait for "a leader other
   // than the lost one" lasted the whole call (60 s in CI), and the agents'
   // event watch with it.
-  auto a = std::make_unique<Member>([](const Member::Request&) {
-    return Member::ok(R"({"header":{"cluster_id":"1","member_id":"111","revision":"4","raft_term":"2"}})");
+  auto a = std::make_unique<EtcdMember>([](const EtcdMember::Request&) {
+    return EtcdMember::ok(R"({"header":{"cluster_id":"1","member_id":"111","revision":"4","raft_term":"2"}})");
   });
   std::atomic<int> polls{0};
-  Member b([&](const Member::Request& r) {
+  EtcdMember b([&](const EtcdMember::Request& r) {
     if (r.target == "/v3/maintenance/status") {
       ++polls;
-      return Member::ok(R"({"header":{"cluster_id":"1","member_id":"222","revision":"5","raft_term":"3"},)"
+      return EtcdMember::ok(R"({"header":{"cluster_id":"1","member_id":"222","revision":"5","raft_term":"3"},)"
                         R"("leader":"111"})");
     }
     return serves(r);
@@ -215,12 +215,12 @@ TEST_CASE("etcd transport: a lost leader elected again after its restart ends th
 TEST_CASE("etcd transport: a lost member that still leads holds a call no longer than an election takes") {
   // A member lost to a broken connection, not a death: no election comes,
   // and only the call's deadline ended the wait.
-  auto a = std::make_unique<Member>([](const Member::Request&) {
-    return Member::ok(R"({"header":{"cluster_id":"1","member_id":"111","revision":"4","raft_term":"2"}})");
+  auto a = std::make_unique<EtcdMember>([](const EtcdMember::Request&) {
+    return EtcdMember::ok(R"({"header":{"cluster_id":"1","member_id":"111","revision":"4","raft_term":"2"}})");
   });
-  Member b([&](const Member::Request& r) {
+  EtcdMember b([&](const EtcdMember::Request& r) {
     if (r.target == "/v3/maintenance/status")
-      return Member::ok(R"({"header":{"cluster_id":"1","member_id":"222","revision":"5","raft_term":"2"},)"
+      return EtcdMember::ok(R"({"header":{"cluster_id":"1","member_id":"222","revision":"5","raft_term":"2"},)"
                         R"("leader":"111"})");
     return serves(r);
   });
@@ -235,10 +235,10 @@ TEST_CASE("etcd transport: a lost member that still leads holds a call no longer
 TEST_CASE("etcd transport: no member reachable, each named") {
   int port;
   {
-    Member gone(serves);
+    EtcdMember gone(serves);
     port = std::stoi(gone.endpoint().substr(10));
   }
-  Options o;
+  cxxrun::etcd::Options o;
   o.endpoints = parse_endpoints({"127.0.0.1:" + std::to_string(port)}, Protocol::http);
   o.timeout = 200ms;
   Client c(o);
@@ -261,7 +261,7 @@ TEST_CASE("etcd watch: a deadline that ends its connect is a timeout, not an unr
     connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     fillers.push_back(fd);
   }
-  Options o;
+  cxxrun::etcd::Options o;
   o.endpoints = parse_endpoints({"127.0.0.1:" + std::to_string(full.port)}, Protocol::http);
   o.timeout = 100ms;  // a wait's last slice
   const auto start = std::chrono::steady_clock::now();

@@ -4,7 +4,7 @@
 #include "options_fixture.h"
 
 using std::chrono::milliseconds;
-using Kind = cxxrun::agent::FaultSpec::Kind;
+using FaultKind = cxxrun::agent::FaultSpec::Kind;
 
 namespace {
 
@@ -182,7 +182,7 @@ TEST_CASE("fault specs") {
     return faults[0];
   };
   auto kill = one("kill:rank=1,after=500");
-  CHECK(kill.kind == Kind::kill);
+  CHECK(kill.kind == FaultKind::kill);
   CHECK(kill.rank == 1);
   CHECK(kill.after == milliseconds(500));
   CHECK(kill.signal == SIGKILL);
@@ -192,12 +192,12 @@ TEST_CASE("fault specs") {
   CHECK(one("kill: rank = 3 , after = 1 , signal = SIGUSR1").signal == SIGUSR1);
   CHECK(one("kill:rank=3,after=1,signal=15").signal == SIGTERM);
   auto stop = one("stop:rank=2,after=100,attempt=1");
-  CHECK((stop.kind == Kind::stop && stop.rank == 2 && stop.attempt == 1));
+  CHECK((stop.kind == FaultKind::stop && stop.rank == 2 && stop.attempt == 1));
   CHECK(stop.after == milliseconds(100));
   auto drop = one("drop_store:node=1,after=2000");
-  CHECK((drop.kind == Kind::drop_store && drop.node == 1 && drop.after == milliseconds(2000)));
+  CHECK((drop.kind == FaultKind::drop_store && drop.node == 1 && drop.after == milliseconds(2000)));
   auto delay = one("delay_store:node=0,ms=50");
-  CHECK((delay.kind == Kind::delay_store && delay.node == 0 && delay.delay == milliseconds(50)));
+  CHECK((delay.kind == FaultKind::delay_store && delay.node == 0 && delay.delay == milliseconds(50)));
 }
 
 TEST_CASE("faults add up from the command line and CXXRUN_INJECT_FAULTS") {
@@ -207,11 +207,11 @@ TEST_CASE("faults add up from the command line and CXXRUN_INJECT_FAULTS") {
                           env)
                     .faults;
   REQUIRE(faults.size() == 5);
-  CHECK((faults[0].kind == Kind::kill && faults[0].rank == 1));
-  CHECK(faults[1].kind == Kind::drop_store);
-  CHECK((faults[2].kind == Kind::kill && faults[2].rank == 2));
-  CHECK(faults[3].kind == Kind::stop);
-  CHECK(faults[4].kind == Kind::delay_store);
+  CHECK((faults[0].kind == FaultKind::kill && faults[0].rank == 1));
+  CHECK(faults[1].kind == FaultKind::drop_store);
+  CHECK((faults[2].kind == FaultKind::kill && faults[2].rank == 2));
+  CHECK(faults[3].kind == FaultKind::stop);
+  CHECK(faults[4].kind == FaultKind::delay_store);
   CHECK(config_of({}, with("CXXRUN_INJECT_FAULTS", "")).faults.empty());
   // There is no PET_ fallback for --inject-fault.
   CHECK(config_of({}, with("PET_INJECT_FAULT", "explode")).faults.empty());

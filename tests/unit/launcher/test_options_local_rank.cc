@@ -5,7 +5,7 @@
 
 namespace {
 
-using Args = std::vector<std::string>;
+using LocalRankArgs = std::vector<std::string>;
 
 struct Python {
   TempDir dir;
@@ -14,11 +14,11 @@ struct Python {
   std::string script = dir.file("train.py", "print('hi')\n", 0644);
   Python() { env["PYTHON_EXEC"] = python; }
   // The worker command for `args` + the script, no arguments of its own.
-  Args command(Args args) {
+  LocalRankArgs command(LocalRankArgs args) {
     args.push_back(script);
     return run(args, env).config.command;
   }
-  Args with(const std::string& local_rank) { return {python, "-u", script, local_rank}; }
+  LocalRankArgs with(const std::string& local_rank) { return {python, "-u", script, local_rank}; }
 };
 
 const std::string kDash = "--local-rank=${local_rank}";
@@ -29,44 +29,44 @@ const std::string kUnderscore = "--local_rank=${local_rank}";
 TEST_CASE("local rank argument: dash by default, underscore on request, after the program") {
   Python py;
   CHECK(run({"--append-local-rank", py.script, "--lr", "0.1"}, py.env).config.command ==
-        Args{py.python, "-u", py.script, kDash, "--lr", "0.1"});
+        LocalRankArgs{py.python, "-u", py.script, kDash, "--lr", "0.1"});
   CHECK(run({"--append-local-rank=dash", py.script}, py.env).config.command ==
-        Args{py.python, "-u", py.script, kDash});
+        LocalRankArgs{py.python, "-u", py.script, kDash});
   CHECK(run({"--append_local_rank=underscore", py.script, "a"}, py.env).config.command ==
-        Args{py.python, "-u", py.script, kUnderscore, "a"});
+        LocalRankArgs{py.python, "-u", py.script, kUnderscore, "a"});
   // Not given: nothing added, as torchrun (use_env) does.
-  CHECK(run({py.script, "a"}, py.env).config.command == Args{py.python, "-u", py.script, "a"});
+  CHECK(run({py.script, "a"}, py.env).config.command == LocalRankArgs{py.python, "-u", py.script, "a"});
 }
 
 TEST_CASE("local rank argument: every program mode puts it right after the program's name") {
   Python py;
   CHECK(run({"--append-local-rank", "-m", "pkg.train", "a"}, py.env).config.command ==
-        Args{py.python, "-u", "-m", "pkg.train", kDash, "a"});
+        LocalRankArgs{py.python, "-u", "-m", "pkg.train", kDash, "a"});
   CHECK(run({"--append-local-rank", "--no-python", kProg, "a"}, py.env).config.command ==
-        Args{kProg, kDash, "a"});
-  CHECK(run({"--append-local-rank", kProg}, py.env).config.command == Args{kProg, kDash});
+        LocalRankArgs{kProg, kDash, "a"});
+  CHECK(run({"--append-local-rank", kProg}, py.env).config.command == LocalRankArgs{kProg, kDash});
   // python -u -c <runpy code> script ...
-  Args run_path = run({"--append-local-rank", "--run-path", py.script, "a"}, py.env).config.command;
+  LocalRankArgs run_path = run({"--append-local-rank", "--run-path", py.script, "a"}, py.env).config.command;
   REQUIRE(run_path.size() == 7);
-  CHECK(Args(run_path.begin() + 4, run_path.end()) == Args{py.script, kDash, "a"});
+  CHECK(LocalRankArgs(run_path.begin() + 4, run_path.end()) == LocalRankArgs{py.script, kDash, "a"});
 }
 
 TEST_CASE("local rank argument: each worker gets its own local rank") {
   Python py;
-  Args command =
+  LocalRankArgs command =
       run({"--append-local-rank=underscore", "--nproc-per-node=2", py.script, "x"}, py.env)
           .config.command;
   CHECK(cxxrun::agent::substitute_local_rank(command, 0) ==
-        Args{py.python, "-u", py.script, "--local_rank=0", "x"});
+        LocalRankArgs{py.python, "-u", py.script, "--local_rank=0", "x"});
   CHECK(cxxrun::agent::substitute_local_rank(command, 1) ==
-        Args{py.python, "-u", py.script, "--local_rank=1", "x"});
+        LocalRankArgs{py.python, "-u", py.script, "--local_rank=1", "x"});
 }
 
 TEST_CASE("local rank argument: its value comes only after '=', never from the next word") {
   Python py;
   // "--append-local-rank train.py": train.py is the program, not a value.
   Parsed p = run({"--append-local-rank", py.script, "underscore"}, py.env);
-  CHECK(p.config.command == Args{py.python, "-u", py.script, kDash, "underscore"});
+  CHECK(p.config.command == LocalRankArgs{py.python, "-u", py.script, kDash, "underscore"});
   // Abbreviated like any other option; the last one given wins.
   CHECK(py.command({"--append=underscore"}) == py.with(kUnderscore));
   CHECK(py.command({"--append-local-rank=underscore", "--append-local-rank"}) == py.with(kDash));

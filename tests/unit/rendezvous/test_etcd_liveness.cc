@@ -15,11 +15,11 @@
 
 using namespace cxxrun;
 using namespace std::chrono_literals;
-using Member = FakeEtcdMember;
+using EtcdMember = FakeEtcdMember;
 
 namespace {
 
-rendezvous::RendezvousSettings settings_for(const Member& m) {
+rendezvous::RendezvousSettings settings_for(const EtcdMember& m) {
   rendezvous::RendezvousSettings s;
   s.etcd.endpoints = rendezvous::parse_etcd_endpoints({m.endpoint()}, false);
   s.keep_alive_interval = 1s;
@@ -39,12 +39,12 @@ TEST_CASE("etcd liveness: a broken watch is made again with a call's time, not a
   const std::string prefix = "/p/alive/";
   const std::string key = prefix + "0000000001";
   int watches = 0;
-  Member member([&](const Member::Request& r) -> std::string {
-    if (r.target != "/v3/watch") return Member::answer(404, "Not Found");
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target != "/v3/watch") return EtcdMember::answer(404, "Not Found");
     const std::string created = R"({"result":{"header":{"revision":"5"},"created":true}})";
-    if (watches++ == 0) return Member::kCloseAfter + Member::stream({created});  // the first member "fails"
+    if (watches++ == 0) return EtcdMember::kCloseAfter + EtcdMember::stream({created});  // the first member "fails"
     std::this_thread::sleep_for(50ms);
-    return Member::stream({created, R"({"result":{"header":{"revision":"7"},"events":[{"type":"DELETE","kv":{"key":")" +
+    return EtcdMember::stream({created, R"({"result":{"header":{"revision":"7"},"events":[{"type":"DELETE","kv":{"key":")" +
                                 etcd::base64_encode(key) + R"(","mod_revision":"7"}}]}})"});
   });
   const auto settings = settings_for(member);

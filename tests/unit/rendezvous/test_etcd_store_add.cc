@@ -11,11 +11,11 @@
 
 using namespace cxxrun;
 using namespace std::chrono_literals;
-using Member = FakeEtcdMember;
+using EtcdMember = FakeEtcdMember;
 
 namespace {
 
-const std::string kHeader = R"("header":{"cluster_id":"1","member_id":"222","revision":"12"})";
+const std::string kAddHeader = R"("header":{"cluster_id":"1","member_id":"222","revision":"12"})";
 
 std::string kv(const std::string& key, int create_revision, int version) {
   return R"({"key":")" + etcd::base64_encode(key) + R"(","create_revision":")" + std::to_string(create_revision) +
@@ -24,9 +24,9 @@ std::string kv(const std::string& key, int create_revision, int version) {
 }
 
 const std::string kTimedOut =
-    Member::answer(503, R"({"error":"etcdserver: request timed out","message":"etcdserver: request timed out","code":14})");
+    EtcdMember::answer(503, R"({"error":"etcdserver: request timed out","message":"etcdserver: request timed out","code":14})");
 
-rendezvous::EtcdSettings settings_for(const Member& m) {
+rendezvous::EtcdSettings add_settings_for(const EtcdMember& m) {
   rendezvous::EtcdSettings s;
   s.endpoints = rendezvous::parse_etcd_endpoints({m.endpoint()}, false);
   s.prefix = "/p";
@@ -44,22 +44,22 @@ TEST_CASE("etcd store: an add etcd may have applied is sent again and counts onc
   SECTION("the first send had applied: the count as of its revision") { first_applied = true; }
   SECTION("the first send had not applied: the second counts") {}
   std::string range_body;
-  Member member([&](const Member::Request& r) -> std::string {
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
     if (r.target == "/v3/kv/txn") {
       if (txns++ == 0) return kTimedOut;
       if (first_applied)  // the marker is there, created at revision 9
-        return Member::ok("{" + kHeader + R"(,"succeeded":false,"responses":[{"response_range":{"kvs":[)" +
+        return EtcdMember::ok("{" + kAddHeader + R"(,"succeeded":false,"responses":[{"response_range":{"kvs":[)" +
                           kv("/p/r0/count/adds/x", 9, 1) + R"(],"count":"1"}}]})");
-      return Member::ok("{" + kHeader + R"(,"succeeded":true,"responses":[{"response_put":{}},{"response_range":{"kvs":[)" +
+      return EtcdMember::ok("{" + kAddHeader + R"(,"succeeded":true,"responses":[{"response_put":{}},{"response_range":{"kvs":[)" +
                         kv(counter, 2, 4) + R"(],"count":"1"}},{"response_put":{}}]})");
     }
     if (r.target == "/v3/kv/range") {
       range_body = r.body;
-      return Member::ok("{" + kHeader + R"(,"kvs":[)" + kv(counter, 2, 3) + R"(],"count":"1"})");
+      return EtcdMember::ok("{" + kAddHeader + R"(,"kvs":[)" + kv(counter, 2, 3) + R"(],"count":"1"})");
     }
-    return Member::answer(404, "Not Found");
+    return EtcdMember::answer(404, "Not Found");
   });
-  rendezvous::EtcdStore store(settings_for(member), 5s);
+  rendezvous::EtcdStore store(add_settings_for(member), 5s);
   const int64_t count = store.add("r0/count", 1);
   CHECK(txns == 2);
   if (first_applied) {

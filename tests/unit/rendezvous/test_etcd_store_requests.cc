@@ -15,22 +15,22 @@
 
 using namespace cxxrun;
 using namespace std::chrono_literals;
-using Member = FakeEtcdMember;
+using EtcdMember = FakeEtcdMember;
 
 namespace {
 
-const std::string kHeader = R"("header":{"cluster_id":"1","member_id":"222","revision":"12"})";
+const std::string kRequestsHeader = R"("header":{"cluster_id":"1","member_id":"222","revision":"12"})";
 
 std::string range_answer(const std::string& key, const std::string& value) {
-  if (value.empty()) return Member::ok("{" + kHeader + R"(,"count":"0"})");
-  return Member::ok("{" + kHeader + R"(,"kvs":[{"key":")" + etcd::base64_encode(key) +
+  if (value.empty()) return EtcdMember::ok("{" + kRequestsHeader + R"(,"count":"0"})");
+  return EtcdMember::ok("{" + kRequestsHeader + R"(,"kvs":[{"key":")" + etcd::base64_encode(key) +
                     R"(","create_revision":"3","mod_revision":"5","version":"2","value":")" +
                     etcd::base64_encode(value) + R"("}],"count":"1"})");
 }
 
-const std::string kTxnSucceeded = Member::ok("{" + kHeader + R"(,"succeeded":true,"responses":[{"response_put":{}}]})");
+const std::string kTxnSucceeded = EtcdMember::ok("{" + kRequestsHeader + R"(,"succeeded":true,"responses":[{"response_put":{}}]})");
 
-rendezvous::RendezvousSettings settings_for(const Member& m) {
+rendezvous::RendezvousSettings requests_settings_for(const EtcdMember& m) {
   rendezvous::RendezvousSettings s;
   s.etcd.endpoints = rendezvous::parse_etcd_endpoints({m.endpoint()}, false);
   s.etcd.prefix = "/p";
@@ -67,12 +67,12 @@ TEST_CASE("etcd store: the client reaches exactly the members the settings name"
 // through Raft even when its compare fails.
 TEST_CASE("etcd store: compare_set answers from a read when the key is not as expected") {
   std::string stored;
-  Member member([&](const Member::Request& r) -> std::string {
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
     if (r.target == "/v3/kv/range") return range_answer("/p/round", stored);
     if (r.target == "/v3/kv/txn") return kTxnSucceeded;
-    return Member::answer(404, "Not Found");
+    return EtcdMember::answer(404, "Not Found");
   });
-  rendezvous::EtcdStore store(settings_for(member).etcd, 5s);
+  rendezvous::EtcdStore store(requests_settings_for(member).etcd, 5s);
   SECTION("another node moved it on: its value, no write") {
     stored = "4";
     CHECK(store.compare_set("round", "3", "4") == "4");
@@ -97,15 +97,15 @@ TEST_CASE("etcd store: compare_set answers from a read when the key is not as ex
 // The member serves one connection at a time: a second one of this node's
 // would wait for the first to close, and the lease's calls would time out.
 TEST_CASE("etcd store: the lease's calls share the store's connection") {
-  Member member([&](const Member::Request& r) -> std::string {
-    if (r.target == "/v3/lease/grant") return Member::ok("{" + kHeader + R"(,"ID":"77","TTL":"3"})");
-    if (r.target == "/v3/lease/keepalive") return Member::ok(R"({"result":{)" + kHeader + R"(,"ID":"77","TTL":"3"}})");
-    if (r.target == "/v3/kv/put") return Member::ok("{" + kHeader + "}");
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target == "/v3/lease/grant") return EtcdMember::ok("{" + kRequestsHeader + R"(,"ID":"77","TTL":"3"})");
+    if (r.target == "/v3/lease/keepalive") return EtcdMember::ok(R"({"result":{)" + kRequestsHeader + R"(,"ID":"77","TTL":"3"}})");
+    if (r.target == "/v3/kv/put") return EtcdMember::ok("{" + kRequestsHeader + "}");
     if (r.target == "/v3/kv/range") return range_answer("/p/x", "v");
-    if (r.target == "/v3/lease/revoke") return Member::ok("{" + kHeader + "}");
-    return Member::answer(404, "Not Found");
+    if (r.target == "/v3/lease/revoke") return EtcdMember::ok("{" + kRequestsHeader + "}");
+    return EtcdMember::answer(404, "Not Found");
   });
-  const auto settings = settings_for(member);
+  const auto settings = requests_settings_for(member);
   rendezvous::EtcdStore store(settings.etcd, 5s);
   rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
   CHECK(store.get("x") == "v");
@@ -123,14 +123,14 @@ TEST_CASE("etcd store: the lease's calls share the store's connection") {
 // revoke was a DELETE pushed to every member not yet leaving: a job of 200
 // nodes sent 12,600 events at its end (etcd's metrics), N^2/2.
 TEST_CASE("etcd store: a node leaving a job that ended well revokes no lease; a failed one does") {
-  Member member([&](const Member::Request& r) -> std::string {
-    if (r.target == "/v3/lease/grant") return Member::ok("{" + kHeader + R"(,"ID":"77","TTL":"3"})");
-    if (r.target == "/v3/kv/put") return Member::ok("{" + kHeader + "}");
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target == "/v3/lease/grant") return EtcdMember::ok("{" + kRequestsHeader + R"(,"ID":"77","TTL":"3"})");
+    if (r.target == "/v3/kv/put") return EtcdMember::ok("{" + kRequestsHeader + "}");
     if (r.target == "/v3/kv/range") return range_answer("/p/x", "");
-    if (r.target == "/v3/lease/revoke") return Member::ok("{" + kHeader + "}");
-    return Member::answer(404, "Not Found");
+    if (r.target == "/v3/lease/revoke") return EtcdMember::ok("{" + kRequestsHeader + "}");
+    return EtcdMember::answer(404, "Not Found");
   });
-  auto settings = settings_for(member);
+  auto settings = requests_settings_for(member);
   settings.run_id = "job";
   settings.join_timeout = 5s;
   bool succeeded = true;
@@ -149,17 +149,17 @@ TEST_CASE("etcd store: a node leaving a job that ended well revokes no lease; a 
 // each join that met it failed: "it may or may not have been applied". A
 // put of this node's own key is the same put twice.
 TEST_CASE("etcd store: a put etcd may have applied is sent again, not a failed join") {
-  const std::string timed_out = Member::answer(
+  const std::string timed_out = EtcdMember::answer(
       503, R"({"error":"etcdserver: request timed out","message":"etcdserver: request timed out","code":14})");
   int puts = 0, grants = 0;
-  Member member([&](const Member::Request& r) -> std::string {
-    if (r.target == "/v3/kv/put") return puts++ % 2 == 0 ? timed_out : Member::ok("{" + kHeader + "}");
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target == "/v3/kv/put") return puts++ % 2 == 0 ? timed_out : EtcdMember::ok("{" + kRequestsHeader + "}");
     if (r.target == "/v3/lease/grant")
-      return grants++ == 0 ? timed_out : Member::ok("{" + kHeader + R"(,"ID":"77","TTL":"3"})");
+      return grants++ == 0 ? timed_out : EtcdMember::ok("{" + kRequestsHeader + R"(,"ID":"77","TTL":"3"})");
     if (r.target == "/v3/kv/range") return range_answer("/p/x", "");
-    return Member::answer(404, "Not Found");
+    return EtcdMember::answer(404, "Not Found");
   });
-  const auto settings = settings_for(member);
+  const auto settings = requests_settings_for(member);
   rendezvous::EtcdStore store(settings.etcd, 5s);
   store.set("r0/node/3", "descriptor");
   CHECK(puts == 2);
@@ -174,14 +174,14 @@ TEST_CASE("etcd store: a put etcd may have applied is sent again, not a failed j
 // others waited for it until their timeout. Applied or not, the record is
 // there once.
 TEST_CASE("etcd store: an append etcd may have applied is read back, not written twice") {
-  const std::string timed_out = Member::answer(
+  const std::string timed_out = EtcdMember::answer(
       503, R"({"error":"etcdserver: request timed out","message":"etcdserver: request timed out","code":14})");
   bool applied = true;
   SECTION("the first send applied") {}
   SECTION("it did not") { applied = false; }
   std::string stored = "a\n";
   int txns = 0;
-  Member member([&](const Member::Request& r) -> std::string {
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
     if (r.target == "/v3/kv/range") return range_answer("/p/r0/failures", stored);
     if (r.target == "/v3/kv/txn") {
       if (txns++ == 0) {
@@ -191,9 +191,9 @@ TEST_CASE("etcd store: an append etcd may have applied is read back, not written
       stored = "a\nb\n";
       return kTxnSucceeded;
     }
-    return Member::answer(404, "Not Found");
+    return EtcdMember::answer(404, "Not Found");
   });
-  rendezvous::EtcdStore store(settings_for(member).etcd, 5s);
+  rendezvous::EtcdStore store(requests_settings_for(member).etcd, 5s);
   store.append("r0/failures", "b\n");
   CHECK(stored == "a\nb\n");
   CHECK(txns == (applied ? 1 : 2));

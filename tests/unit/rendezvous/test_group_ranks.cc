@@ -8,7 +8,7 @@
 using namespace cxxrun::rendezvous;
 
 TEST_CASE("group ranks: node order first, then address, host, pid and slot") {
-  const std::vector<Member> slots = {
+  const std::vector<cxxrun::rendezvous::Member> slots = {
       {"10.0.0.9", "h9", 1, 4, kNoOrder, ""},  // slot 0: no order, last
       {"10.0.0.5", "h5", 1, 2, 1, ""},         // slot 1
       {"10.0.0.3", "h3", 1, 8, 0, ""},         // slot 2: scheduler's node 0

@@ -17,7 +17,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
-StoreClient::Options options(int port, Protocol protocol,
+StoreClient::Options failing_options(int port, Protocol protocol,
                              std::chrono::milliseconds timeout = 5000ms) {
   StoreClient::Options o;
   o.port = port;
@@ -26,13 +26,13 @@ StoreClient::Options options(int port, Protocol protocol,
   return o;
 }
 
-void handshake(const scripted::Socket& sock) {
+void handshake_failing(const scripted::Socket& sock) {
   expect(sock, "00 cef7853c");
   expect(sock, "0d " + scripted::pid_hex());
   reply(sock, scripted::pid_hex());
 }
 
-void check_clean(scripted::Server& server) {
+void check_clean_failure(scripted::Server& server) {
   server.join();
   for (const auto& e : server.errors) FAIL(e);
 }
@@ -46,7 +46,7 @@ TEST_CASE("store client: nobody listening gives StoreTimeout at the deadline") {
   int port = pick_free_port("127.0.0.1");
   auto start = SteadyClock::now();
   try {
-    StoreClient::connect(options(port, Protocol::modern, 400ms));
+    StoreClient::connect(failing_options(port, Protocol::modern, 400ms));
     FAIL("connected to a closed port");
   } catch (const StoreTimeout& e) {
     CHECK_THAT(e.what(),
@@ -75,7 +75,7 @@ TEST_CASE("store client: a server that comes up late is reached by retrying") {
     scripted::Socket conn(accept4(listener.fd(), nullptr, nullptr, SOCK_NONBLOCK));
     scripted::drain_until_closed(conn);
   });
-  auto client = StoreClient::connect(options(port, Protocol::legacy, 5000ms));
+  auto client = StoreClient::connect(failing_options(port, Protocol::legacy, 5000ms));
   CHECK(client->local_address() == "127.0.0.1");
   client.reset();
   late.join();
@@ -86,10 +86,10 @@ TEST_CASE("store client: a modern handshake to a legacy server times out with a 
     scripted::drain_until_closed(sock);  // a 1.13 server reads VALIDATE as a SET and says nothing
   });
   auto start = SteadyClock::now();
-  CHECK_THROWS_WITH(StoreClient::connect(options(server.port, Protocol::modern, 300ms)),
+  CHECK_THROWS_WITH(StoreClient::connect(failing_options(server.port, Protocol::modern, 300ms)),
                     Catch::Contains("legacy"));
   CHECK(SteadyClock::now() - start < 1500ms);
-  check_clean(server);
+  check_clean_failure(server);
 }
 
 TEST_CASE("store client: a server that drops every handshake is named a legacy one") {
@@ -98,7 +98,7 @@ TEST_CASE("store client: a server that drops every handshake is named a legacy o
   });
   auto start = SteadyClock::now();
   try {
-    StoreClient::connect(options(server.port, Protocol::modern, 5000ms));
+    StoreClient::connect(failing_options(server.port, Protocol::modern, 5000ms));
     FAIL("connected");
   } catch (const StoreTimeout& e) {
     FAIL(std::string("timed out instead: ") + e.what());
@@ -106,20 +106,20 @@ TEST_CASE("store client: a server that drops every handshake is named a legacy o
     CHECK_THAT(e.what(), Catch::Contains("legacy") && Catch::Contains("3 connections in a row"));
   }
   CHECK(SteadyClock::now() - start < 2000ms);
-  check_clean(server);
+  check_clean_failure(server);
 }
 
 TEST_CASE("store client: modern wait timeout cancels the wait and keeps the connection") {
   bool racing = GENERATE(false, true);
   scripted::Server server(1, [racing](const scripted::Socket& sock, int) {
-    handshake(sock);
+    handshake_failing(sock);
     expect(sock, "06 0100000000000000 0300000000000000 2f6b31");
     expect(sock, "0c");  // CANCEL_WAIT, once the client gave up
     // The key may have appeared just then: STOP_WAITING before WAIT_CANCELED.
     reply(sock, racing ? "00 01" : "01");
     expect(sock, "01 0300000000000000 2f6b31 0200000000000000 7631");
   });
-  auto client = StoreClient::connect(options(server.port, Protocol::modern));
+  auto client = StoreClient::connect(failing_options(server.port, Protocol::modern));
   auto start = SteadyClock::now();
   try {
     client->get("k1", 200ms);
@@ -132,7 +132,7 @@ TEST_CASE("store client: modern wait timeout cancels the wait and keeps the conn
   CHECK(elapsed >= 190ms);
   CHECK(elapsed < 1500ms);
   client->set("k1", "v1");  // same connection: the server serves only one
-  check_clean(server);
+  check_clean_failure(server);
 }
 
 TEST_CASE("store client: legacy wait timeout drops the connection and the next call reconnects") {
@@ -145,10 +145,10 @@ TEST_CASE("store client: legacy wait timeout drops the connection and the next c
       expect(sock, kSetK1);
     }
   });
-  auto client = StoreClient::connect(options(server.port, Protocol::legacy));
+  auto client = StoreClient::connect(failing_options(server.port, Protocol::legacy));
   CHECK_THROWS_AS(client->wait({"a", "b"}, 150ms), StoreTimeout);
   client->set("k1", "v1");
-  check_clean(server);
+  check_clean_failure(server);
   CHECK(server.served == 2);
 }
 
@@ -160,16 +160,16 @@ TEST_CASE("store client: a safe request is resent after the server drops the con
     expect(sock, "02 0300000000000000 2f6b31");
     reply(sock, "0200000000000000 7631");
   });
-  auto client = StoreClient::connect(options(server.port, Protocol::legacy));
+  auto client = StoreClient::connect(failing_options(server.port, Protocol::legacy));
   CHECK(client->get("k1") == "v1");
-  check_clean(server);
+  check_clean_failure(server);
 }
 
 TEST_CASE("store client: ADD is not resent once it may have reached the server") {
   scripted::Server server(1, [](const scripted::Socket& sock, int) {
     expect(sock, kAddCnt);  // then closes without answering
   });
-  auto client = StoreClient::connect(options(server.port, Protocol::legacy));
+  auto client = StoreClient::connect(failing_options(server.port, Protocol::legacy));
   try {
     client->add("cnt", 5);
     FAIL("add returned");
@@ -179,7 +179,7 @@ TEST_CASE("store client: ADD is not resent once it may have reached the server")
     CHECK_THAT(e.what(), Catch::Contains("add") && Catch::Contains("not sent again") &&
                              Catch::Contains("127.0.0.1:" + std::to_string(server.port)));
   }
-  check_clean(server);
+  check_clean_failure(server);
 }
 
 TEST_CASE("store client: a connection the server closed while idle is replaced before ADD") {
@@ -188,19 +188,19 @@ TEST_CASE("store client: a connection the server closed while idle is replaced b
     expect(sock, kAddCnt);
     reply(sock, "0700000000000000");
   });
-  auto client = StoreClient::connect(options(server.port, Protocol::legacy));
+  auto client = StoreClient::connect(failing_options(server.port, Protocol::legacy));
   std::this_thread::sleep_for(100ms);  // let the close arrive
   CHECK(client->add("cnt", 5) == 7);
-  check_clean(server);
+  check_clean_failure(server);
 }
 
 TEST_CASE("store client: a server that drops every attempt gives up with StoreError") {
   scripted::Server server(3, [](const scripted::Socket& sock, int) { expect(sock, "06"); });
   auto start = SteadyClock::now();
-  auto client = StoreClient::connect(options(server.port, Protocol::legacy));
+  auto client = StoreClient::connect(failing_options(server.port, Protocol::legacy));
   CHECK_THROWS_WITH(client->num_keys(), Catch::Contains("3 connections in a row"));
   CHECK(SteadyClock::now() - start < 3000ms);
-  check_clean(server);
+  check_clean_failure(server);
 }
 
 TEST_CASE("store client: a reply that never comes is a StoreTimeout naming the op") {
@@ -208,8 +208,8 @@ TEST_CASE("store client: a reply that never comes is a StoreTimeout naming the o
     expect(sock, "06");
     scripted::drain_until_closed(sock);
   });
-  auto client = StoreClient::connect(options(server.port, Protocol::legacy, 200ms));
+  auto client = StoreClient::connect(failing_options(server.port, Protocol::legacy, 200ms));
   CHECK_THROWS_WITH(client->num_keys(), Catch::Contains("num_keys") && Catch::Contains("200 ms"));
   client.reset();
-  check_clean(server);
+  check_clean_failure(server);
 }

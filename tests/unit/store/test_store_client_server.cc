@@ -12,7 +12,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::unique_ptr<StoreClient> client_of(const BackgroundStoreServer& server, Protocol protocol,
+std::unique_ptr<StoreClient> server_client_of(const BackgroundStoreServer& server, Protocol protocol,
                                        const std::string& host = "127.0.0.1") {
   StoreClient::Options o;
   o.host = host;
@@ -27,7 +27,7 @@ std::unique_ptr<StoreClient> client_of(const BackgroundStoreServer& server, Prot
 TEST_CASE("store client and server: every op on both protocols") {
   BackgroundStoreServer server({"127.0.0.1", 0});
   auto protocol = GENERATE(Protocol::modern, Protocol::legacy);
-  auto client = client_of(server, protocol);
+  auto client = server_client_of(server, protocol);
 
   client->set("k1", "v1");
   CHECK(client->get("k1") == "v1");
@@ -61,8 +61,8 @@ TEST_CASE("store client and server: every op on both protocols") {
 
 TEST_CASE("store client and server: a WAIT ends when another client sets the key") {
   BackgroundStoreServer server({"127.0.0.1", 0});
-  auto waiter = client_of(server, Protocol::modern);
-  auto setter = client_of(server, Protocol::legacy);  // one key space for both tables
+  auto waiter = server_client_of(server, Protocol::modern);
+  auto setter = server_client_of(server, Protocol::legacy);  // one key space for both tables
   auto start = std::chrono::steady_clock::now();
   auto got = std::async(std::launch::async, [&] { return waiter->get("late", 5s); });
   std::this_thread::sleep_for(100ms);
@@ -96,7 +96,7 @@ TEST_CASE("store client and server: IPv6 loopback gives a numeric local_address"
     WARN("no IPv6 loopback here: " << e.what());
     return;
   }
-  auto client = client_of(*server, Protocol::modern, "::1");
+  auto client = server_client_of(*server, Protocol::modern, "::1");
   client->set("v6", "yes");
   CHECK(client->get("v6") == "yes");
   CHECK(client->local_address() == "::1");
@@ -118,7 +118,7 @@ TEST_CASE("store client and server: set_timeout bounds the calls after it") {
 
 TEST_CASE("store client and server: a value of the largest size goes in and comes back") {
   BackgroundStoreServer server({"127.0.0.1", 0});
-  auto client = client_of(server, Protocol::modern);
+  auto client = server_client_of(server, Protocol::modern);
   std::string value(8 << 20, '\0');
   for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 131 % 251);
   client->set("big", value);

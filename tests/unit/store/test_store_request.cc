@@ -10,17 +10,17 @@ using namespace cxxrun::store;
 using store_bytes::LegacyOp;
 using store_bytes::Msg;
 using store_bytes::Op;
-using Status = RequestParse::Status;
+using ParseStatus = RequestParse::Status;
 
 namespace {
 
-RequestParse parse(const std::string& bytes, OpTable table) { return parse_request(bytes, table); }
+RequestParse parse_bytes(const std::string& bytes, OpTable table) { return parse_request(bytes, table); }
 
 // Parses a whole request and checks that it took every byte.
 StoreRequest complete(const std::string& bytes, OpTable table) {
-  RequestParse p = parse(bytes, table);
+  RequestParse p = parse_bytes(bytes, table);
   INFO(p.error);
-  REQUIRE(p.status == Status::complete);
+  REQUIRE(p.status == ParseStatus::complete);
   CHECK(p.consumed == bytes.size());
   CHECK(p.table == table);
   return p.request;
@@ -31,8 +31,8 @@ std::string header_only(uint8_t op, uint64_t length) { return Msg(op).u64(length
 }  // namespace
 
 TEST_CASE("store request: the first bytes decide the table") {
-  RequestParse p = parse(store_bytes::validate(), OpTable::unknown);
-  REQUIRE(p.status == Status::complete);
+  RequestParse p = parse_bytes(store_bytes::validate(), OpTable::unknown);
+  REQUIRE(p.status == ParseStatus::complete);
   CHECK(p.table == OpTable::modern);
   CHECK(p.consumed == 5);
   CHECK(p.request.command == StoreCommand::validate);
@@ -40,29 +40,29 @@ TEST_CASE("store request: the first bytes decide the table") {
 
   // A prefix of VALIDATE cannot decide yet.
   for (size_t n = 1; n < 5; ++n) {
-    p = parse(store_bytes::validate().substr(0, n), OpTable::unknown);
-    CHECK(p.status == Status::need_more);
+    p = parse_bytes(store_bytes::validate().substr(0, n), OpTable::unknown);
+    CHECK(p.status == ParseStatus::need_more);
     CHECK(p.table == OpTable::unknown);
     CHECK(p.needed == 5);
   }
 
   // 1.13's usual openings.
-  p = parse(Msg(LegacyOp::add).str("init/").i64(1), OpTable::unknown);
+  p = parse_bytes(Msg(LegacyOp::add).str("init/").i64(1), OpTable::unknown);
   CHECK(p.table == OpTable::legacy);
-  CHECK(p.status == Status::complete);
+  CHECK(p.status == ParseStatus::complete);
   CHECK(p.request.command == StoreCommand::add);
-  p = parse(Msg(LegacyOp::set).str("/k1").str("v1"), OpTable::unknown);
+  p = parse_bytes(Msg(LegacyOp::set).str("/k1").str("v1"), OpTable::unknown);
   CHECK(p.table == OpTable::legacy);
   CHECK(p.request.command == StoreCommand::set);
   // A legacy SET's first byte is 0 too, and is told apart by the next ones.
-  p = parse(std::string(1, '\0'), OpTable::unknown);
+  p = parse_bytes(std::string(1, '\0'), OpTable::unknown);
   CHECK(p.table == OpTable::unknown);
-  p = parse(std::string("\0\3", 2), OpTable::unknown);
+  p = parse_bytes(std::string("\0\3", 2), OpTable::unknown);
   CHECK(p.table == OpTable::legacy);
-  CHECK(p.status == Status::need_more);
+  CHECK(p.status == ParseStatus::need_more);
 
-  p = parse("", OpTable::unknown);
-  CHECK(p.status == Status::need_more);
+  p = parse_bytes("", OpTable::unknown);
+  CHECK(p.status == ParseStatus::need_more);
   CHECK(p.needed == 1);
 }
 
@@ -123,12 +123,12 @@ TEST_CASE("store request: modern opcodes") {
 
   // VALIDATE again later is fine; a wrong magic is not.
   CHECK(complete(store_bytes::validate(), modern).command == StoreCommand::validate);
-  RequestParse p = parse(Msg(Op::validate).u32(0x12345678), modern);
-  CHECK(p.status == Status::error);
+  RequestParse p = parse_bytes(Msg(Op::validate).u32(0x12345678), modern);
+  CHECK(p.status == ParseStatus::error);
   CHECK_THAT(p.error, Catch::Contains("magic"));
 
-  p = parse(Msg(17), modern);
-  CHECK(p.status == Status::error);
+  p = parse_bytes(Msg(17), modern);
+  CHECK(p.status == ParseStatus::error);
   CHECK_THAT(p.error, Catch::Contains("unknown opcode 17"));
 }
 
@@ -149,36 +149,36 @@ TEST_CASE("store request: legacy opcodes") {
   CHECK(complete(Msg(LegacyOp::delete_key).str("/k"), legacy).command == StoreCommand::delete_key);
 
   // APPEND and later exist only in the modern table.
-  RequestParse p = parse(Msg(9).str("/k").str("v"), legacy);
-  CHECK(p.status == Status::error);
+  RequestParse p = parse_bytes(Msg(9).str("/k").str("v"), legacy);
+  CHECK(p.status == ParseStatus::error);
   CHECK_THAT(p.error, Catch::Contains("legacy"));
 }
 
 TEST_CASE("store request: partial input asks for more, never past the request") {
   std::string whole = Msg(Op::multi_set).u64(2).str("/a").str("one").str("/bb").str("two");
   for (size_t n = 0; n < whole.size(); ++n) {
-    RequestParse p = parse(whole.substr(0, n), OpTable::modern);
+    RequestParse p = parse_bytes(whole.substr(0, n), OpTable::modern);
     INFO("prefix " << n);
-    REQUIRE(p.status == Status::need_more);
+    REQUIRE(p.status == ParseStatus::need_more);
     CHECK(p.needed > n);
     CHECK(p.needed <= whole.size());
   }
-  CHECK(parse(whole, OpTable::modern).status == Status::complete);
+  CHECK(parse_bytes(whole, OpTable::modern).status == ParseStatus::complete);
 
   // A large value's length is known early: the hint jumps straight to its end.
   std::string big = Msg(Op::set).str("/k").str(std::string(100000, 'x'));
-  RequestParse p = parse(big.substr(0, 30), OpTable::modern);
+  RequestParse p = parse_bytes(big.substr(0, 30), OpTable::modern);
   CHECK(p.needed == big.size());
 }
 
 TEST_CASE("store request: pipelined requests are taken one at a time") {
   std::string first = Msg(Op::add).str("/c").i64(1);
   std::string both = first + std::string(Msg(Op::get).str("/c"));
-  RequestParse p = parse(both, OpTable::modern);
-  REQUIRE(p.status == Status::complete);
+  RequestParse p = parse_bytes(both, OpTable::modern);
+  REQUIRE(p.status == ParseStatus::complete);
   CHECK(p.consumed == first.size());
   CHECK(p.request.command == StoreCommand::add);
-  p = parse(both.substr(first.size()), OpTable::modern);
+  p = parse_bytes(both.substr(first.size()), OpTable::modern);
   CHECK(p.request.command == StoreCommand::get);
 }
 
@@ -186,31 +186,31 @@ TEST_CASE("store request: limits fail as soon as the length arrives") {
   auto modern = OpTable::modern;
   uint8_t set = static_cast<uint8_t>(Op::set);
   // At the limit: still waiting for the bytes.
-  CHECK(parse(header_only(set, wire::kMaxKeyBytes), modern).status == Status::need_more);
-  RequestParse p = parse(header_only(set, wire::kMaxKeyBytes + 1), modern);
-  CHECK(p.status == Status::error);
+  CHECK(parse_bytes(header_only(set, wire::kMaxKeyBytes), modern).status == ParseStatus::need_more);
+  RequestParse p = parse_bytes(header_only(set, wire::kMaxKeyBytes + 1), modern);
+  CHECK(p.status == ParseStatus::error);
   CHECK_THAT(p.error, Catch::Contains("key of 8193 bytes"));
 
   std::string value_header = Msg(Op::set).str("/k").u64(wire::kMaxValueBytes);
-  CHECK(parse(value_header, modern).status == Status::need_more);
+  CHECK(parse_bytes(value_header, modern).status == ParseStatus::need_more);
   value_header = Msg(Op::set).str("/k").u64(wire::kMaxValueBytes + 1);
-  CHECK(parse(value_header, modern).status == Status::error);
+  CHECK(parse_bytes(value_header, modern).status == ParseStatus::error);
 
   // Lengths near 2^64 must not wrap any arithmetic.
-  CHECK(parse(header_only(set, UINT64_MAX), modern).status == Status::error);
-  CHECK(parse(Msg(Op::set).str("/k").u64(UINT64_MAX - 3), modern).status == Status::error);
+  CHECK(parse_bytes(header_only(set, UINT64_MAX), modern).status == ParseStatus::error);
+  CHECK(parse_bytes(Msg(Op::set).str("/k").u64(UINT64_MAX - 3), modern).status == ParseStatus::error);
 
   for (Op op : {Op::check, Op::wait, Op::multi_get, Op::multi_set}) {
     uint8_t code = static_cast<uint8_t>(op);
-    CHECK(parse(header_only(code, wire::kMaxKeysPerOp), modern).status == Status::need_more);
-    p = parse(header_only(code, wire::kMaxKeysPerOp + 1), modern);
-    CHECK(p.status == Status::error);
+    CHECK(parse_bytes(header_only(code, wire::kMaxKeysPerOp), modern).status == ParseStatus::need_more);
+    p = parse_bytes(header_only(code, wire::kMaxKeysPerOp + 1), modern);
+    CHECK(p.status == ParseStatus::error);
     CHECK_THAT(p.error, Catch::Contains("131073 keys"));
-    CHECK(parse(header_only(code, UINT64_MAX), modern).status == Status::error);
+    CHECK(parse_bytes(header_only(code, UINT64_MAX), modern).status == ParseStatus::error);
   }
   uint8_t legacy_wait = static_cast<uint8_t>(LegacyOp::wait);
-  CHECK(parse(header_only(legacy_wait, wire::kMaxKeysPerOp + 1), OpTable::legacy).status ==
-        Status::error);
+  CHECK(parse_bytes(header_only(legacy_wait, wire::kMaxKeysPerOp + 1), OpTable::legacy).status ==
+        ParseStatus::error);
 }
 
 TEST_CASE("store request: one request may not exceed the total limit") {
@@ -219,8 +219,8 @@ TEST_CASE("store request: one request may not exceed the total limit") {
   m.u64(8);
   std::string value(wire::kMaxValueBytes, 'v');
   for (int i = 0; i < 8; ++i) m.str("/k").str(value);
-  RequestParse p = parse(m, OpTable::modern);
-  CHECK(p.status == Status::error);
+  RequestParse p = parse_bytes(m, OpTable::modern);
+  CHECK(p.status == ParseStatus::error);
   // The message names the limit and how large the request is known to be.
   CHECK_THAT(p.error, Catch::Contains("MULTI_SET: request of at least "));
   CHECK_THAT(p.error, Catch::Contains("exceeds the limit of 67108864 bytes"));
@@ -231,27 +231,27 @@ TEST_CASE("store request: a server may set its own value limit") {
   auto with_limit = [](size_t limit, const std::string& bytes, OpTable table = OpTable::modern) {
     return parse_request(bytes, table, RequestLimits{limit});
   };
-  CHECK(with_limit(16, Msg(Op::set).str("/k").str(std::string(16, 'v'))).status == Status::complete);
+  CHECK(with_limit(16, Msg(Op::set).str("/k").str(std::string(16, 'v'))).status == ParseStatus::complete);
   RequestParse p = with_limit(16, Msg(Op::set).str("/k").u64(17));  // refused from the length alone
-  CHECK(p.status == Status::error);
+  CHECK(p.status == ParseStatus::error);
   CHECK(p.error == "SET: value of 17 bytes exceeds the limit of 16 bytes");
   // Every value field: COMPARE_SET's two, MULTI_SET's, APPEND, QUEUE_PUSH.
-  CHECK(with_limit(16, Msg(Op::compare_set).str("/k").str("").u64(17)).status == Status::error);
+  CHECK(with_limit(16, Msg(Op::compare_set).str("/k").str("").u64(17)).status == ParseStatus::error);
   CHECK(with_limit(16, Msg(Op::multi_set).u64(2).str("/a").str("1").str("/b").u64(17)).status ==
-        Status::error);
-  CHECK(with_limit(16, Msg(Op::append).str("/k").u64(17)).status == Status::error);
-  CHECK(with_limit(16, Msg(Op::queue_push).str("/q").u64(17)).status == Status::error);
-  CHECK(with_limit(16, Msg(LegacyOp::set).str("/k").u64(17), OpTable::legacy).status == Status::error);
+        ParseStatus::error);
+  CHECK(with_limit(16, Msg(Op::append).str("/k").u64(17)).status == ParseStatus::error);
+  CHECK(with_limit(16, Msg(Op::queue_push).str("/q").u64(17)).status == ParseStatus::error);
+  CHECK(with_limit(16, Msg(LegacyOp::set).str("/k").u64(17), OpTable::legacy).status == ParseStatus::error);
 
   // Raised past torch's 8 MiB: a 9 MiB value is only waited for.
   const size_t nine_mib = 9 * 1024 * 1024;
   std::string nine = Msg(Op::set).str("/k").u64(nine_mib);
-  CHECK(parse(nine, modern).status == Status::error);
+  CHECK(parse_bytes(nine, modern).status == ParseStatus::error);
   p = with_limit(16 * 1024 * 1024, nine);
-  CHECK(p.status == Status::need_more);
+  CHECK(p.status == ParseStatus::need_more);
   CHECK(p.needed == nine.size() + nine_mib);
   // The keys keep theirs.
-  CHECK(with_limit(16 * 1024 * 1024, Msg(Op::set).u64(wire::kMaxKeyBytes + 1)).status == Status::error);
+  CHECK(with_limit(16 * 1024 * 1024, Msg(Op::set).u64(wire::kMaxKeyBytes + 1)).status == ParseStatus::error);
 }
 
 TEST_CASE("store request: garbage never reads out of bounds or loops") {
@@ -268,12 +268,12 @@ TEST_CASE("store request: garbage never reads out of bounds or loops") {
       while (true) {
         RequestParse p = parse_request(rest, table);
         table = p.table;
-        if (p.status == Status::need_more) {
+        if (p.status == ParseStatus::need_more) {
           REQUIRE(p.needed > rest.size());
           REQUIRE(p.needed <= wire::kMaxRequestBytes);
           break;
         }
-        if (p.status == Status::error) {
+        if (p.status == ParseStatus::error) {
           REQUIRE_FALSE(p.error.empty());
           break;
         }

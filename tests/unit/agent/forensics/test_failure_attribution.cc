@@ -24,7 +24,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains_text(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // What Python 3.11 prints for a shape error raised inside torch: more than
 // ten lines, with the position markers.
@@ -183,7 +183,7 @@ TEST_CASE("traceback: a long Python 3.11 traceback keeps its exception and the u
         "exception: a Python traceback on stderr: RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x10 and "
         "20x4); in its own code at /job/train.py:3 in forward: return model(x)");
   const std::string summary = format_summary("train", "h", {f});
-  CHECK(contains(summary, "traceback : Traceback (most recent call last):\n    File \"/job/train.py\", line 10"));
+  CHECK(contains_text(summary, "traceback : Traceback (most recent call last):\n    File \"/job/train.py\", line 10"));
 }
 
 TEST_CASE("traceback: an error file's call stack names the exception and the user's frame") {
@@ -246,12 +246,12 @@ TEST_CASE("traceback: a segfault in a side thread shows the thread that crashed"
   Failure f = through_sink(kSideThreadCrash, W_EXITCODE(0, SIGSEGV));
   CHECK(cause_of(f) == Death::crashed);
   const std::string summary = format_summary("train", "h", {f});
-  CHECK(contains(summary, "traceback : Fatal Python error: Segmentation fault\n  \n  Current thread 0x00007fe5aa6096c0"));
-  CHECK(contains(summary, "File \"/job/seg.py\", line 4 in crash"));
-  CHECK(contains(summary, "(1 other thread not shown)"));
+  CHECK(contains_text(summary, "traceback : Fatal Python error: Segmentation fault\n  \n  Current thread 0x00007fe5aa6096c0"));
+  CHECK(contains_text(summary, "File \"/job/seg.py\", line 4 in crash"));
+  CHECK(contains_text(summary, "(1 other thread not shown)"));
   const auto at = summary.find("traceback : ");
   CHECK(summary.find("_wait_for_tstate_lock", at) > summary.find("  stderr (last", at));  // only in the raw tail
-  CHECK(contains(explain(f), "crashed: SIGSEGV; faulthandler: the thread that crashed was in its own code at "
+  CHECK(contains_text(explain(f), "crashed: SIGSEGV; faulthandler: the thread that crashed was in its own code at "
                              "/job/seg.py:4 in crash"));
   const auto tb = parse_traceback(f.traceback);
   REQUIRE(tb);
@@ -260,12 +260,12 @@ TEST_CASE("traceback: a segfault in a side thread shows the thread that crashed"
 }
 
 TEST_CASE("traceback: library files are told from the user's") {
-  CHECK(library_file("/usr/lib/python3/dist-packages/torch/nn/functional.py"));
-  CHECK(library_file("/venv/lib/python3.11/site-packages/numpy/core.py"));
-  CHECK(library_file("/usr/lib/python3.11/threading.py"));
-  CHECK(library_file("<frozen importlib._bootstrap>"));
-  CHECK_FALSE(library_file("/home/me/train.py"));
-  CHECK_FALSE(library_file("<string>"));
+  CHECK(python_library_file("/usr/lib/python3/dist-packages/torch/nn/functional.py"));
+  CHECK(python_library_file("/venv/lib/python3.11/site-packages/numpy/core.py"));
+  CHECK(python_library_file("/usr/lib/python3.11/threading.py"));
+  CHECK(python_library_file("<frozen importlib._bootstrap>"));
+  CHECK_FALSE(python_library_file("/home/me/train.py"));
+  CHECK_FALSE(python_library_file("<string>"));
 }
 
 TEST_CASE("peak RSS: wait4's peak of a worker that reaped children is not called its own") {
@@ -273,10 +273,10 @@ TEST_CASE("peak RSS: wait4's peak of a worker that reaped children is not called
   f.pid = 42;
   f.signal = SIGKILL;
   f.memory.peak_rss = 600LL << 20;
-  CHECK(contains(explain(f), "its own peak RSS 600 MiB"));
+  CHECK(contains_text(explain(f), "its own peak RSS 600 MiB"));
   f.memory.peak_rss_of_children = true;
-  CHECK_FALSE(contains(explain(f), "its own peak RSS"));
-  CHECK(contains(explain(f), "peak RSS 600 MiB of it or one of the child processes it reaped"));
+  CHECK_FALSE(contains_text(explain(f), "its own peak RSS"));
+  CHECK(contains_text(explain(f), "peak RSS 600 MiB of it or one of the child processes it reaped"));
   CHECK(from_record(to_record(f, "h"))->memory.peak_rss_of_children);
 }
 
@@ -286,7 +286,7 @@ TEST_CASE("exit code: a rank that fails after the OOM killer killed its child is
   loader.exit_code = 1;
   loader.memory.child_oom_kills = 1;
   CHECK(failure_exit_code({loader}) == exit_code::oom);
-  CHECK(contains(explain(loader), "the OOM killer killed 1 of its child processes"));
+  CHECK(contains_text(explain(loader), "the OOM killer killed 1 of its child processes"));
   Failure plain = loader;
   plain.memory.child_oom_kills = 0;
   CHECK(failure_exit_code({plain}) == 1);
@@ -304,8 +304,8 @@ TEST_CASE("fault line: a fault faulthandler caught says so, not that another thr
   Failure native;
   native.pid = 42;
   native.signal = SIGSEGV;
-  CHECK_FALSE(contains(missing_fault_line(native), "faulthandler"));
-  CHECK(contains(missing_fault_line(native), "no kernel fault line for pid 42"));
+  CHECK_FALSE(contains_text(missing_fault_line(native), "faulthandler"));
+  CHECK(contains_text(missing_fault_line(native), "no kernel fault line for pid 42"));
 }
 
 TEST_CASE("peak RSS: a worker's own peak read while it ran is said beside wait4's") {
@@ -315,7 +315,7 @@ TEST_CASE("peak RSS: a worker's own peak read while it ran is said beside wait4'
   f.memory.peak_rss = 400LL << 20;
   f.memory.peak_rss_of_children = true;
   f.memory.own_peak_at_least = 30LL << 20;
-  CHECK(contains(explain(f), "peak RSS 400 MiB of it or one of the child processes it reaped (wait4 does not tell "
+  CHECK(contains_text(explain(f), "peak RSS 400 MiB of it or one of the child processes it reaped (wait4 does not tell "
                              "which); its own peak RSS at least 30 MiB (read while it ran)"));
 }
 

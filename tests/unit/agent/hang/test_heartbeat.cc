@@ -27,7 +27,7 @@ namespace {
 
 nanoseconds now() { return nanoseconds(cxxrun::heartbeat::monotonic_ns()); }
 
-bool exists(const std::string& path) {
+bool file_exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
 }
@@ -95,18 +95,18 @@ TEST_CASE("monitor pages are fresh files, removed with the monitor") {
     CHECK(page.last_beat_ns == 0);
     second = m.create(3);  // the next attempt
     CHECK(second != first);
-    CHECK_FALSE(exists(first));
-    CHECK(exists(second));
+    CHECK_FALSE(file_exists(first));
+    CHECK(file_exists(second));
     auto snap = m.snapshot(3);
     REQUIRE(snap);
     CHECK(snap->beats == 0);
     CHECK_FALSE(snap->since_last_beat);
     m.remove(3);
-    CHECK_FALSE(exists(second));
+    CHECK_FALSE(file_exists(second));
     CHECK_FALSE(m.snapshot(3));
     m.create(4);
   }
-  CHECK_FALSE(exists(dir));
+  CHECK_FALSE(file_exists(dir));
 }
 
 TEST_CASE("a worker that never beats is not judged") {

@@ -25,14 +25,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
+struct HostChecksDir {
   fs::path path;
-  TempDir() {
+  HostChecksDir() {
     std::string t = (fs::temp_directory_path() / "cxxrun_checks_XXXXXX").string();
     REQUIRE(mkdtemp(t.data()) != nullptr);
     path = t;
   }
-  ~TempDir() { fs::remove_all(path); }
+  ~HostChecksDir() { fs::remove_all(path); }
   void write(const std::string& rel, const std::string& text) {
     fs::create_directories((path / rel).parent_path());
     std::ofstream(path / rel) << text;
@@ -56,7 +56,7 @@ TEST_CASE("health command: exit 0 is healthy; otherwise its first line is the re
 }
 
 TEST_CASE("health command: one that hangs is killed at its bound, and what it left running with it") {
-  TempDir dir;
+  HostChecksDir dir;
   const std::string pidfile = (dir.path / "child").string();
   const auto start = std::chrono::steady_clock::now();
   CheckResult r = check_command("echo checking; sleep 100 & echo $! > " + pidfile + "; wait", 300ms);
@@ -78,7 +78,7 @@ TEST_CASE("health command: one that hangs is killed at its bound, and what it le
 }
 
 TEST_CASE("health command: a daemon it leaves holding stdout does not hold the verdict") {
-  TempDir dir;
+  HostChecksDir dir;
   const auto start = std::chrono::steady_clock::now();
   CheckResult r = check_command("sleep 100 & echo started", 10s);
   CHECK(std::chrono::steady_clock::now() - start < 5s);
@@ -107,7 +107,7 @@ pid_t read_pid(const std::string& file) {
 }  // namespace
 
 TEST_CASE("health command: what it starts in a session of its own ends with it") {
-  TempDir dir;
+  HostChecksDir dir;
   const std::string pidfile = (dir.path / "daemon").string();
   // Not in the command's process group (it has left it before the command
   // ends): only containment finds it.
@@ -124,7 +124,7 @@ TEST_CASE("health command: what it starts in a session of its own ends with it")
 }
 
 TEST_CASE("health command: a stop ends it at once, with what it started") {
-  TempDir dir;
+  HostChecksDir dir;
   const std::string pidfile = (dir.path / "child").string();
   CheckStop stop;
   std::thread stopper([&] {
@@ -158,7 +158,7 @@ TEST_CASE("health command: control characters it prints reach the log escaped") 
 }
 
 TEST_CASE("health path: writable with the free space asked for") {
-  TempDir dir;
+  HostChecksDir dir;
   CheckResult ok = check_path({dir.path.string(), 1}, 5s);
   CHECK(ok.healthy);
   CHECK_THAT(ok.detail, Contains("writable") && Contains("free"));
@@ -182,7 +182,7 @@ TEST_CASE("health path: writable with the free space asked for") {
 }
 
 TEST_CASE("rdma: every port active, disabled ones aside; none at all is nothing to check") {
-  TempDir sys;
+  HostChecksDir sys;
   CHECK_FALSE(check_rdma_ports(sys.path.string()).has_value());
   sys.write("class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE\n");
   sys.write("class/infiniband/mlx5_0/ports/1/phys_state", "5: LinkUp\n");
@@ -203,7 +203,7 @@ TEST_CASE("rdma: every port active, disabled ones aside; none at all is nothing 
 }
 
 TEST_CASE("node health: the checks in order, the first failure ends them, and the last verdicts stay") {
-  TempDir dir;
+  HostChecksDir dir;
   Config c;
   c.health.paths = {{dir.path.string(), 0}, {(dir.path / "gone").string(), 0}};
   c.health.command = "echo should not run";
@@ -222,7 +222,7 @@ TEST_CASE("node health: the checks in order, the first failure ends them, and th
 }
 
 TEST_CASE("exclude file: one line per node that steps out, appended") {
-  TempDir dir;
+  HostChecksDir dir;
   const std::string file = (dir.path / "exclude").string();
   exclude_this_node(file);
   exclude_this_node(file);
@@ -237,7 +237,7 @@ TEST_CASE("exclude file: one line per node that steps out, appended") {
 }
 
 TEST_CASE("stepping out: one act, first round or restart: the line, the event, the exclude file") {
-  TempDir dir;
+  HostChecksDir dir;
   Config c;
   c.run_id = "job7";
   c.health.exclude_file = (dir.path / "exclude").string();
@@ -262,7 +262,7 @@ TEST_CASE("stepping out: one act, first round or restart: the line, the event, t
 }
 
 TEST_CASE("exclude file: a last line left without its end is ended first") {
-  TempDir dir;
+  HostChecksDir dir;
   const std::string file = (dir.path / "exclude").string();
   dir.write("exclude", "node7");
   exclude_this_node(file);
@@ -279,7 +279,7 @@ TEST_CASE("exclude file: a link another user planted is not followed, nor a FIFO
     WARN("skipped: needs root, to make a link of another user's");
     return;
   }
-  TempDir dir;
+  HostChecksDir dir;
   dir.write("target", "");
   const fs::path link = dir.path / "exclude";
   fs::create_symlink(dir.path / "target", link);

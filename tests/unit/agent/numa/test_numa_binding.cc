@@ -55,7 +55,7 @@ const NumaTopology& eight_gpus() {
   return host;
 }
 
-NumaRequest request(NumaMode mode, int nproc, std::optional<std::string> cuda_visible_devices = std::nullopt,
+NumaRequest numa_request(NumaMode mode, int nproc, std::optional<std::string> cuda_visible_devices = std::nullopt,
                     std::vector<int> agent_cpus = cpus("0-39")) {
   return {mode, nproc, std::move(cuda_visible_devices), std::move(agent_cpus)};
 }
@@ -100,7 +100,7 @@ TEST_CASE("hwloc finds the NVIDIA GPUs in PCI order, each on its NUMA node", "[n
 }
 
 TEST_CASE("node: every allowed CPU of the GPU's NUMA node, and its memory", "[numa]") {
-  const auto p = plan(request(NumaMode::node, 8));
+  const auto p = plan(numa_request(NumaMode::node, 8));
   REQUIRE(p.size() == 8);
   CHECK(p[0].cpus == cpus("0-4,20-24"));
   CHECK(p[0].memory_node == 0);
@@ -115,7 +115,7 @@ TEST_CASE("node: every allowed CPU of the GPU's NUMA node, and its memory", "[nu
 }
 
 TEST_CASE("socket: the CPUs of every NUMA node of the GPU's package", "[numa]") {
-  const auto p = plan(request(NumaMode::socket, 8));
+  const auto p = plan(numa_request(NumaMode::socket, 8));
   CHECK(p[0].cpus == cpus("0-9,20-29"));
   CHECK(p[3].cpus == cpus("0-9,20-29"));
   CHECK(p[4].cpus == cpus("10-19,30-39"));
@@ -125,7 +125,7 @@ TEST_CASE("socket: the CPUs of every NUMA node of the GPU's package", "[numa]") 
 }
 
 TEST_CASE("exclusive: the node's cores split among its GPUs, the lower GPUs taking the extra", "[numa]") {
-  const auto p = plan(request(NumaMode::exclusive, 8));
+  const auto p = plan(numa_request(NumaMode::exclusive, 8));
   // 5 cores for 2 GPUs: 3 and 2, whole cores (both their CPUs).
   CHECK(p[0].cpus == cpus("0-2,20-22"));
   CHECK(p[1].cpus == cpus("3-4,23-24"));
@@ -133,85 +133,85 @@ TEST_CASE("exclusive: the node's cores split among its GPUs, the lower GPUs taki
   CHECK(p[7].cpus == cpus("18-19,38-39"));
   CHECK_FALSE(p[0].memory_node);
   // One worker still takes only its GPU's share: the node has two GPUs.
-  CHECK(plan(request(NumaMode::exclusive, 1))[0].cpus == cpus("0-2,20-22"));
+  CHECK(plan(numa_request(NumaMode::exclusive, 1))[0].cpus == cpus("0-2,20-22"));
   // A core the agent may use only half of still counts as a core.
   // Node 0 then has 4 cores: 0, 1, 2 and the half of 3.
-  const auto half = plan(request(NumaMode::exclusive, 2, std::nullopt, cpus("0-3,20-22")));
+  const auto half = plan(numa_request(NumaMode::exclusive, 2, std::nullopt, cpus("0-3,20-22")));
   CHECK(half[0].cpus == cpus("0-1,20-21"));
   CHECK(half[1].cpus == cpus("2-3,22"));
 }
 
 TEST_CASE("exclusive refuses a node with fewer cores than GPUs", "[numa]") {
-  const std::string why = refusal(eight_gpus(), request(NumaMode::exclusive, 1, std::nullopt, cpus("0,20")));
+  const std::string why = refusal(eight_gpus(), numa_request(NumaMode::exclusive, 1, std::nullopt, cpus("0,20")));
   CHECK_THAT(why, Contains("NUMA node 0 has 1"));
   CHECK_THAT(why, Contains("for 2 GPUs"));
 }
 
 TEST_CASE("core-complex: a last-level cache's CPUs, larger caches first", "[numa]") {
-  auto p = plan(request(NumaMode::core_complex, 8));
+  auto p = plan(numa_request(NumaMode::core_complex, 8));
   // Node 0's caches: CPUs 0-1,20-21 and 2-4,22-24; the larger comes first.
   CHECK(p[0].cpus == cpus("2-4,22-24"));
   CHECK(p[1].cpus == cpus("0-1,20-21"));
   CHECK(p[2].cpus == cpus("7-9,27-29"));
   // The sizes count allowed CPUs only: without 3, 4, 23 and 24 the first
   // cache is the larger one.
-  p = plan(request(NumaMode::core_complex, 2, std::nullopt, cpus("0-2,20-22")));
+  p = plan(numa_request(NumaMode::core_complex, 2, std::nullopt, cpus("0-2,20-22")));
   CHECK(p[0].cpus == cpus("0-1,20-21"));
   CHECK(p[1].cpus == cpus("2,22"));
   // Equal sizes: the lower CPUs first.
-  p = plan(request(NumaMode::core_complex, 2, std::nullopt, cpus("0-3,20-23")));
+  p = plan(numa_request(NumaMode::core_complex, 2, std::nullopt, cpus("0-3,20-23")));
   CHECK(p[0].cpus == cpus("0-1,20-21"));
   CHECK(p[1].cpus == cpus("2-3,22-23"));
   // More GPUs on the node than caches: round robin.
-  p = plan(request(NumaMode::core_complex, 2, std::nullopt, cpus("0-1,20-21")));
+  p = plan(numa_request(NumaMode::core_complex, 2, std::nullopt, cpus("0-1,20-21")));
   CHECK(p[0].cpus == cpus("0-1,20-21"));
   CHECK(p[1].cpus == cpus("0-1,20-21"));
 }
 
 TEST_CASE("CUDA_VISIBLE_DEVICES maps local ranks to the host's GPUs", "[numa]") {
-  auto p = plan(request(NumaMode::node, 2, "6, 2"));
+  auto p = plan(numa_request(NumaMode::node, 2, "6, 2"));
   CHECK(p[0].gpu == 6);
   CHECK(p[0].cpus == cpus("15-19,35-39"));
   CHECK(p[1].gpu == 2);
   CHECK(p[1].memory_node == 1);
   // The split follows CUDA's numbering: GPU 7, shown first, takes the
   // larger share of node 3.
-  p = plan(request(NumaMode::exclusive, 2, "7,6"));
+  p = plan(numa_request(NumaMode::exclusive, 2, "7,6"));
   CHECK(p[0].gpu == 7);
   CHECK(p[0].cpus == cpus("15-17,35-37"));
   CHECK(p[1].cpus == cpus("18-19,38-39"));
   // GPU 0 alone on node 0 in the agent's view: every core is its own.
-  CHECK(plan(request(NumaMode::exclusive, 1, "0"))[0].cpus == cpus("0-4,20-24"));
+  CHECK(plan(numa_request(NumaMode::exclusive, 1, "0"))[0].cpus == cpus("0-4,20-24"));
   // As CUDA reads it, the list ends at the first bad entry.
-  CHECK_THAT(refusal(eight_gpus(), request(NumaMode::node, 2, "1,9,2")),
+  CHECK_THAT(refusal(eight_gpus(), numa_request(NumaMode::node, 2, "1,9,2")),
              Contains("2 local workers need 2 GPUs to bind near, one each, and CUDA_VISIBLE_DEVICES=1,9,2 shows 1 "
                       "of this host's 8"));
-  CHECK_THAT(refusal(eight_gpus(), request(NumaMode::node, 1, "")), Contains("shows 0 of this host's 8"));
+  CHECK_THAT(refusal(eight_gpus(), numa_request(NumaMode::node, 1, "")), Contains("shows 0 of this host's 8"));
 }
 
 TEST_CASE("GPU UUIDs in CUDA_VISIBLE_DEVICES are refused", "[numa]") {
   for (const char* uuid : {"GPU-8f3e2d4a-1b2c-3d4e-5f60-718293a4b5c6", "0,MIG-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"}) {
-    const std::string why = refusal(eight_gpus(), request(NumaMode::node, 1, uuid));
+    const std::string why = refusal(eight_gpus(), numa_request(NumaMode::node, 1, uuid));
     CHECK_THAT(why, Contains("is a UUID"));
     CHECK_THAT(why, Contains("name the GPUs by index"));
   }
 }
 
 TEST_CASE("a host without NVIDIA GPUs, or with fewer than workers, is refused", "[numa]") {
-  CHECK(refusal(read_numa_topology(kNoGpu), request(NumaMode::node, 1, std::nullopt, {0, 1})) ==
+  CHECK(refusal(read_numa_topology(kNoGpu), numa_request(NumaMode::node, 1, std::nullopt, {0, 1})) ==
         "this host has no NVIDIA GPU to bind near");
-  CHECK(refusal(eight_gpus(), request(NumaMode::socket, 9)) ==
+  CHECK(refusal(eight_gpus(), numa_request(NumaMode::socket, 9)) ==
         "9 local workers need 9 GPUs to bind near, one each, and this host has 8");
 }
 
 TEST_CASE("only CPUs in the agent's own affinity are given", "[numa]") {
-  auto p = plan(request(NumaMode::node, 1, std::nullopt, cpus("1-3,21,30")));
+  auto p = plan(numa_request(NumaMode::node, 1, std::nullopt, cpus("1-3,21,30")));
   CHECK(p[0].cpus == cpus("1-3,21"));
   // Node 0 has no CPU the agent may use: it belongs to no package, and
   // socket gives node 1's alone.
-  p = plan(request(NumaMode::socket, 1, "2", cpus("5-19,25-39")));
+  p = plan(numa_request(NumaMode::socket, 1, "2", cpus("5-19,25-39")));
   CHECK(p[0].cpus == cpus("5-9,25-29"));
-  CHECK(refusal(eight_gpus(), request(NumaMode::socket, 1, std::nullopt, cpus("5-19,25-39"))) ==
+  CHECK(refusal(eight_gpus(), numa_request(NumaMode::socket, 1, std::nullopt, cpus("5-19,25-39"))) ==
         "none of NUMA node 0's CPUs (0-4,20-24), near GPU 0 (0000:18:00.0), is in cxxrun's own affinity "
         "(5-19,25-39)");
 }

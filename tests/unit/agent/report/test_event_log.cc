@@ -20,14 +20,14 @@ using nlohmann::json;
 
 namespace {
 
-struct TempDir {
+struct EventLogDir {
   std::filesystem::path path;
-  TempDir() {
+  EventLogDir() {
     char tmpl[] = "/tmp/cxxrun_events_XXXXXX";
     REQUIRE(mkdtemp(tmpl) != nullptr);
     path = tmpl;
   }
-  ~TempDir() {
+  ~EventLogDir() {
     std::error_code ignored;
     std::filesystem::remove_all(path, ignored);
   }
@@ -69,7 +69,7 @@ cxxrun::rendezvous::Assignment test_placement() {
 }  // namespace
 
 TEST_CASE("event log: worker and agent events in torchelastic's shape") {
-  TempDir dir;
+  EventLogDir dir;
   const auto file = dir.path / "events.jsonl";
   const auto error_file = dir.path / "error.json";
   std::ofstream(error_file) << R"({"message": {"message": "boom", "extraInfo": {"py_callstack": "tb"}}})";
@@ -163,7 +163,7 @@ TEST_CASE("event log: worker and agent events in torchelastic's shape") {
 }
 
 TEST_CASE("event log: keys keep torch's order on the line") {
-  TempDir dir;
+  EventLogDir dir;
   const auto file = dir.path / "events.jsonl";
   {
     EventLog log(file.string());
@@ -188,7 +188,7 @@ TEST_CASE("event log: keys keep torch's order on the line") {
 }
 
 TEST_CASE("event log: a failure without an error file explains itself") {
-  TempDir dir;
+  EventLogDir dir;
   const auto file = dir.path / "events.jsonl";
   {
     EventLog log(file.string());
@@ -211,7 +211,7 @@ TEST_CASE("event log: a failure without an error file explains itself") {
 }
 
 TEST_CASE("event log: two writers on one file append whole lines") {
-  TempDir dir;
+  EventLogDir dir;
   const auto file = dir.path / "shared.jsonl";
   constexpr int kEach = 400;
   // Lines of several KiB, so that torn writes would show.
@@ -247,7 +247,7 @@ TEST_CASE("event log: two writers on one file append whole lines") {
 }
 
 TEST_CASE("event log: an existing file is appended to, not truncated") {
-  TempDir dir;
+  EventLogDir dir;
   const auto file = dir.path / "events.jsonl";
   std::ofstream(file) << "{\"earlier\": true}\n";
   {
@@ -269,7 +269,7 @@ TEST_CASE("event log: disabled with an empty path") {
 }
 
 TEST_CASE("event log: an unopenable path throws naming it; a FIFO without reader does not hang") {
-  TempDir dir;
+  EventLogDir dir;
   const std::string bad = (dir.path / "no" / "such" / "dir.jsonl").string();
   try {
     EventLog log(bad);
@@ -304,7 +304,7 @@ TEST_CASE("event log: a link another user planted at the path is not followed") 
     WARN("skipped: needs root, to make a link of another user's");
     return;
   }
-  TempDir dir;
+  EventLogDir dir;
   const auto target = dir.path / "target";
   std::ofstream(target) << "";
   const auto link = dir.path / "events.jsonl";

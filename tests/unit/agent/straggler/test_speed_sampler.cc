@@ -24,9 +24,9 @@ namespace {
 
 // A child that spins, sleeps or exits after `exit_after`; killed and reaped
 // at scope end.
-struct Child {
+struct SampledChild {
   enum Kind { spin, sleep, exit_soon };
-  explicit Child(Kind kind) {
+  explicit SampledChild(Kind kind) {
     pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
@@ -40,14 +40,14 @@ struct Child {
       for (;;) pause();
     }
   }
-  ~Child() {
+  ~SampledChild() {
     if (pid > 0) {
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);
     }
   }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
+  SampledChild(const SampledChild&) = delete;
+  SampledChild& operator=(const SampledChild&) = delete;
   pid_t pid = -1;
 };
 
@@ -69,7 +69,7 @@ const RankWindow* find_rank(const SpeedSampler::Window& w, int rank) {
 }  // namespace
 
 TEST_CASE("a spinning rank reads as running, a sleeping one as blocked", "[straggler]") {
-  Child spinner(Child::spin), sleeper(Child::sleep);
+  SampledChild spinner(SampledChild::spin), sleeper(SampledChild::sleep);
   SpeedSampler sampler(1000ms);
   sampler.set_targets({{0, 0, spinner.pid}, {1, 1, sleeper.pid}, {2, 2, 0}});  // pid 0: skipped
   const auto w = next_window(sampler);
@@ -97,7 +97,7 @@ TEST_CASE("a spinning rank reads as running, a sleeping one as blocked", "[strag
 }
 
 TEST_CASE("a rank that exits mid-window is dropped, the others reported", "[straggler]") {
-  Child stays(Child::sleep), leaves(Child::exit_soon);
+  SampledChild stays(SampledChild::sleep), leaves(SampledChild::exit_soon);
   SpeedSampler sampler(1000ms);
   sampler.set_targets({{0, 0, stays.pid}, {1, 1, leaves.pid}});
   const auto w = next_window(sampler);
@@ -114,7 +114,7 @@ TEST_CASE("no targets, no windows; a new list starts a new window", "[straggler]
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_FALSE(sampler.tick(t0));
   CHECK_FALSE(sampler.tick(t0 + 1s));
-  Child a(Child::sleep);
+  SampledChild a(SampledChild::sleep);
   sampler.set_targets({{5, 0, a.pid}});
   CHECK_FALSE(sampler.tick(t0 + 2s));  // the window starts here
   const auto w = sampler.tick(t0 + 2s + 150ms);
@@ -158,7 +158,7 @@ TEST_CASE("a rank in a v1 cpu cgroup capped at 10 % reads as throttled, naming t
   CappedCgroup capped(cgroups.v1_mount());
   REQUIRE(capped.ok);
   {
-    Child spinner(Child::spin), free_one(Child::sleep);
+    SampledChild spinner(SampledChild::spin), free_one(SampledChild::sleep);
     REQUIRE(capped.write("cgroup.procs", std::to_string(spinner.pid)));
     SpeedSampler sampler(1000ms);
     sampler.set_targets({{0, 0, spinner.pid}, {1, 1, free_one.pid}});
@@ -188,7 +188,7 @@ TEST_CASE("pressure is the ranks' own cgroup2 directory's when they share one, e
     return;
   }
   {
-    Child a(Child::sleep), b(Child::sleep);
+    SampledChild a(SampledChild::sleep), b(SampledChild::sleep);
     for (pid_t pid : {a.pid, b.pid}) std::ofstream(dir + "/cgroup.procs") << pid << std::flush;
     SpeedSampler sampler(300ms);
     sampler.set_targets({{0, 0, a.pid}, {1, 1, b.pid}});

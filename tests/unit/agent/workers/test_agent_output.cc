@@ -19,14 +19,14 @@ using cxxrun::agent::this_hostname;
 
 namespace {
 
-struct TempDir {
+struct OutputDir {
   std::filesystem::path path;
-  TempDir() {
+  OutputDir() {
     std::string t = (std::filesystem::temp_directory_path() / "cxxrun_output_XXXXXX").string();
     REQUIRE(mkdtemp(t.data()) != nullptr);
     path = t;
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
+  ~OutputDir() { std::filesystem::remove_all(path); }
 };
 
 std::string read_file(const std::string& path) {
@@ -63,7 +63,7 @@ TEST_CASE("line prefix names the pid and the host") {
 }
 
 TEST_CASE("filtered copies take whole matching lines of every sink, prefixed") {
-  TempDir dir;
+  OutputDir dir;
   const std::string path = (dir.path / "filtered_stdout.log").string();
   {
     FilteredLog log({"loss", "a,b"}, path);
