@@ -9,11 +9,8 @@
 # when installing (packaging/CMakeLists.txt), so no second tree is built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -f build/CMakeCache.txt ]; then
-  generator=()
-  command -v ninja >/dev/null && generator=(-G Ninja)
-  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF -DCMAKE_UNITY_BUILD=ON >/dev/null
-fi
+# No tree yet: the example's (scripts/build.sh --example), which configures it.
+[ -f build/CMakeCache.txt ] || scripts/build.sh --example >/dev/null
 cmake --build build -j"${JOBS:-2}" --target cxxrun cxxrun-rdzv cxxrunctl cxxrun_worker cxxrun_worker_shared docs
 (cd build && cpack -G DEB >/dev/null)
 for deb in build/cxxrun*_"$(dpkg --print-architecture)".deb; do

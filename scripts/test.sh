@@ -6,8 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-# The Debian packages, for tests/integration/test_package.py to install.
+# The Debian packages, from the same tree, for tests/integration/test_package.py to install.
 scripts/package.sh
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh 2>&1 | tail -n 15
 cd build
-ctest --output-on-failure -j"${JOBS:-2}" --timeout 300
+# Four tests at a time on 2 cores: most process-level tests wait (for a
+# timeout, a rendezvous, a restart) far more than they compute; the ones that
+# keep both CPUs busy run one at a time and count as two
+# (tests/CMakeLists.txt, "How the suite is scheduled").
+ctest --output-on-failure -j"${TEST_JOBS:-4}" --timeout 300
