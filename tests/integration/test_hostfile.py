@@ -164,6 +164,57 @@ echo "hello from rank $RANK"
         for pid in workers + list(agents):
             self.assertFalse(alive(pid), f"pid {pid} outlived the job")
 
+    def stubborn(self):
+        # Workers that ignore SIGTERM and SIGINT (and so does their sleep, which
+        # inherits the ignored signals): only SIGKILL ends them.
+        return self.script("stubborn.sh", f"trap '' TERM INT\necho $$ > {self.dir}/pid.$RANK\n"
+                                          f"echo $PPID > {self.dir}/agent.$RANK\n"
+                                          f"while :; do sleep 1 {self.marker}; done\n")
+
+    def test_a_second_ctrl_c_kills_workers_that_ignore_sigterm(self):
+        # A grace of 300 s: the first Ctrl-C alone would hold the job that
+        # long; the second has every agent kill its workers now.
+        p = self.start("--no-python", "--shutdown-timeout=300", self.stubborn())
+        try:
+            wait_for(lambda: len(read_pids(self.dir, "pid.")) == 3, 60, "three workers")
+            workers = read_pids(self.dir, "pid.")
+            p.send_signal(signal.SIGINT)
+            time.sleep(3)  # every agent has signalled its worker, which ignores it
+            self.assertTrue(all(alive(pid) for pid in workers), "a worker ended on the first signal: not stubborn")
+            self.assertIsNone(p.poll())
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        self.assertEqual(p.returncode, 130, err)
+        for pid in workers:
+            self.assertFalse(alive(pid), f"worker {pid} outlived the second Ctrl-C")
+
+    def test_an_agent_that_does_not_stop_has_its_rsh_killed(self):
+        # One agent is stopped (SIGSTOP): told to stop, it cannot. The
+        # launcher waits --shutdown-timeout + --kill-timeout + 30 s for it,
+        # then kills its rsh and ends; the others stop as usual.
+        p = self.start("--no-python", "--shutdown-timeout=1", "--kill-timeout=1", self.sleeper())
+        frozen = None
+        try:
+            wait_for(lambda: len(read_pids(self.dir, "pid.")) == 3, 60, "three workers")
+            frozen = sorted(set(read_pids(self.dir, "agent.")))[0]
+            os.kill(frozen, signal.SIGSTOP)
+            p.send_signal(signal.SIGTERM)
+            out, err = p.communicate(timeout=120)
+        finally:
+            if frozen:
+                os.kill(frozen, signal.SIGCONT)
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        self.assertEqual(p.returncode, 143, err)
+        self.assertRegex(err, r"host \S+: its agent did not stop within 32 s of being told to; killing its --rsh")
+        # Its rsh gone, the agent thawed reads end of file and stops its worker.
+        wait_for(lambda: not alive(frozen), 60, "the thawed agent to end")
+
     def test_a_dropped_connection_stops_that_hosts_workers(self):
         sleeper = self.sleeper()
         p = self.start("--no-python", sleeper)
