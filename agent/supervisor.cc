@@ -617,7 +617,8 @@ class Supervisor final : Workers::Listener {
   StragglerWatch stragglers_;  // slower ranks and nodes (agent/straggler/straggler_watch.h)
   const std::string board_node_ = JobBoard::node_id(host_, wall_ms(start_.wall));
   JobBoard board_;  // this node's record for cxxrunctl (agent/job_board.h)
-  CtlAnswers answers_{io_, *link_, board_node_, host_};  // cxxrunctl's requests (agent/ctl_answers.h)
+  // cxxrunctl's requests (agent/ctl_answers.h); its stacks are the hang watchdog's, taken for a look.
+  CtlAnswers answers_{io_, *link_, board_node_, host_, [this](StacksDone done) { watchdog_.stacks_now(std::move(done)); }};
 
   Phase phase_ = Phase::running;
   Cause cause_ = Cause::success;

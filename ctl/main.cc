@@ -1,13 +1,15 @@
 // cxxrunctl: attaches to a running cxxrun job through its rendezvous store
 // and shows or stops it (docs/cxxrunctl.md). It reads the job board the
-// agents keep (rendezvous/job_board.h) and writes the job's stop request
-// there; the store's token guards both.
+// agents keep (rendezvous/job_board.h), asks the agents for their ranks'
+// logs and stacks (rendezvous/ctl_requests.h) and writes the job's stop
+// request there; the store's token guards all of it.
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include "ctl/board_view.h"
 #include "ctl/log_view.h"
 #include "ctl/options.h"
+#include "ctl/stack_view.h"
 #include "rendezvous/attach.h"
 #include "rendezvous/ctl_requests.h"
 #include "rendezvous/job_board.h"
@@ -194,6 +197,48 @@ int logs(const ctl::Options& o) {
   return all ? code::ok : code::not_answered;
 }
 
+// Every rank's stack now (or --rank's), from every live node, then where
+// they wait, grouped as a hang verdict groups them.
+int stacks(const ctl::Options& o) {
+  auto client = attach(o);
+  const std::string& run_id = o.rdzv.settings.run_id;
+  try {
+    const auto rows = read_board(*client, o);
+    if (o.rank) {
+      std::vector<int> known;
+      bool partial = false;
+      for (const auto& n : rows) {
+        partial = partial || !n.readable || n.ranks_left_out > 0;
+        for (const auto& r : n.ranks) known.push_back(r.rank);
+      }
+      if (!partial && std::find(known.begin(), known.end(), *o.rank) == known.end())
+        throw Failed{code::usage, "--rank=" + std::to_string(*o.rank) + ": job " + run_id + " has no such rank (" +
+                                      std::to_string(known.size()) + " ranks on the board)"};
+    }
+    const std::vector<std::string> nodes = live_nodes(rows);
+    const nlohmann::json request = {{"op", "stacks"}, {"rank", o.rank.value_or(-1)}};
+    const long long n = rendezvous::requests::post(*client, run_id, request.dump());
+    const auto answers =
+        rendezvous::requests::gather(*client, run_id, n, nodes, std::chrono::steady_clock::now() + o.timeout);
+    const ctl::StackReport report = ctl::render_stacks(answers, o.rank.value_or(-1));
+    std::cout << report.text << std::flush;
+    for (const auto& note : report.notes) std::cerr << "cxxrunctl: " << note << std::endl;
+    if (report.ranks.empty())
+      std::cerr << "cxxrunctl: no running rank" << (o.rank ? " " + std::to_string(*o.rank) : std::string())
+                << " had a stack to show" << std::endl;
+    std::string silent;
+    for (const auto& node : nodes)
+      if (!answers.count(node)) silent += (silent.empty() ? "" : ", ") + node;
+    if (silent.empty()) return code::ok;
+    std::cerr << "cxxrunctl: no answer within " << o.timeout.count() / 1000.0 << " s from: " << silent << std::endl;
+    return code::not_answered;
+  } catch (const store::StoreRefused& e) {
+    throw Failed{code::refused, std::string("the job's store refused this client: ") + e.what()};
+  } catch (const store::StoreError& e) {
+    throw Failed{code::unreachable, std::string("cannot ask the job's agents: ") + e.what()};
+  }
+}
+
 int stop(const ctl::Options& o) {
   auto client = attach(o);
   const auto before = read_board(*client, o);
@@ -260,6 +305,7 @@ int main(int argc, char** argv) {
       case ctl::Command::status: return status(o);
       case ctl::Command::top: return top(o);
       case ctl::Command::logs: return logs(o);
+      case ctl::Command::stacks: return stacks(o);
       case ctl::Command::stop: return stop(o);
       case ctl::Command::help: break;
     }

@@ -82,6 +82,7 @@ std::string usage() {
          "  status [--json]            every node and rank: host, pid, state, attempt, restarts, ages, causes\n"
          "  top [--interval S] [-n N]  status as a live view, one line a rank, the stalest first (q quits)\n"
          "  logs [--rank R] [--follow] every rank's latest output across nodes, merged by time, rank-prefixed\n"
+         "  stacks [--rank R]          every rank's stack now, across nodes, then where the ranks wait, grouped\n"
          "  stop                       a graceful stop of the whole job, as SIGTERM on every agent (exit 143)\n"
          "\n"
          "options (and their environment fallbacks, as cxxrun reads them):\n"
@@ -135,17 +136,19 @@ Options parse(const std::vector<std::string>& args, const Getenv& env) {
     if (command) throw UsageError("'" + a + "': one command at a time (already given: " + command->text + ")");
     command = Given{a, "command"};
   }
-  if (!command) throw UsageError("no command given (status, top, logs or stop; cxxrunctl --help)");
+  if (!command) throw UsageError("no command given (status, top, logs, stacks or stop; cxxrunctl --help)");
   if (command->text == "status") o.command = Command::status;
   else if (command->text == "top") o.command = Command::top;
   else if (command->text == "stop") o.command = Command::stop;
   else if (command->text == "logs") o.command = Command::logs;
+  else if (command->text == "stacks") o.command = Command::stacks;
   else
-    throw UsageError("'" + command->text + "': unknown command (choose from status, top, logs, stop)");
+    throw UsageError("'" + command->text + "': unknown command (choose from status, top, logs, stacks, stop)");
   if (o.follow && o.command != Command::logs) throw UsageError("--follow: only logs takes it");
   if (given.count("--rank")) {
     const Given& r = given["--rank"];
-    if (o.command != Command::logs) throw UsageError(r.shown() + ": only logs takes it");
+    if (o.command != Command::logs && o.command != Command::stacks)
+      throw UsageError(r.shown() + ": only logs and stacks take it");
     size_t used = 0;
     int v = -1;
     try {

@@ -20,7 +20,7 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Command { help, status, top, logs, stop };
+enum class Command { help, status, top, logs, stacks, stop };
 
 struct Options {
   Command command = Command::help;
@@ -32,7 +32,7 @@ struct Options {
   bool json = false;                                // status --json
   std::chrono::milliseconds interval{1000};         // top --interval
   std::optional<int> iterations;                    // top -n: frames, then exit
-  std::optional<int> rank;                          // logs --rank
+  std::optional<int> rank;                          // logs, stacks --rank
   bool follow = false;                              // logs --follow
 };
 

@@ -167,48 +167,10 @@ std::string where_it_waits(const std::vector<Frame>& frames) {
   return display_name(called) + (at.empty() ? "" : " at " + at);
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::vector<int> r = ranks;
-  std::sort(r.begin(), r.end());
-  if (r.empty()) return "";
-  bool consecutive = true;
-  for (size_t i = 1; i < r.size(); ++i) consecutive = consecutive && r[i] == r[i - 1] + 1;
-  if (consecutive && r.size() > 2) return std::to_string(r.front()) + "\u2013" + std::to_string(r.back());
-  std::string out;
-  for (int x : r) out += (out.empty() ? "" : ", ") + std::to_string(x);
-  return out;
-}
-
 HangPicture picture(const std::map<int, std::string>& dumps) {
-  std::map<std::string, std::vector<int>> groups;  // where -> ranks
-  HangPicture p;
-  for (const auto& [rank, dump] : dumps) {
-    const std::string at = where_it_waits(main_thread_frames(dump));
-    if (at.empty()) p.without.push_back(rank);
-    else groups[at].push_back(rank);
-  }
-  for (auto& [at, ranks] : groups) p.groups.push_back({at, ranks});
-  std::sort(p.groups.begin(), p.groups.end(), [](const auto& a, const auto& b) { return a.ranks[0] < b.ranks[0]; });
-
-  int alone = 0;
-  for (const auto& g : p.groups) {
-    p.group_lines.push_back(std::string(g.ranks.size() == 1 ? "rank " : "ranks ") + rank_list(g.ranks) +
-                            (g.ranks.size() == 1 ? " waits in " : " wait in ") + g.where);
-    p.line += (p.line.empty() ? "" : "; ") + p.group_lines.back();
-    if (g.ranks.size() == 1) {
-      ++alone;
-      p.apart = g.ranks[0];
-    }
-  }
-  // Apart from the others only when the others agree among themselves: one
-  // rank alone, every other group two ranks or more.
-  if (alone != 1 || p.groups.size() < 2) p.apart.reset();
-  if (!p.without.empty()) {
-    p.group_lines.push_back(std::string(p.without.size() == 1 ? "rank " : "ranks ") + rank_list(p.without) +
-                            ": no stack");
-    p.line += (p.line.empty() ? "" : "; ") + p.group_lines.back();
-  }
-  return p;
+  std::map<int, std::string> where;
+  for (const auto& [rank, dump] : dumps) where[rank] = where_it_waits(main_thread_frames(dump));
+  return stacks::group_by_place(where);
 }
 
 Blame blame(const HangPicture& p, const std::vector<Accused>& named, const std::vector<StoppedRank>& stopped,

@@ -9,10 +9,8 @@
 // called from there: "all_reduce at w.py:61" for a rank inside
 // torch.distributed.all_reduce called from line 61, "wedge at w.py:78" for
 // one blocked inside its own function. Ranks that wait at the same place
-// form a group. A rank stands apart only when its stack differs from every
-// other rank's while those others share theirs: it is alone in its group and
-// every other group has two ranks or more. A 2-2 split, a 1-1 split, ranks
-// all at the same frames: no rank stands apart, and the line says so.
+// form a group, and a rank may stand apart from the others
+// (common/stack_groups.h says when).
 #pragma once
 
 #include <chrono>
@@ -20,6 +18,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "common/stack_groups.h"
 
 namespace cxxrun::agent {
 
@@ -61,23 +61,11 @@ bool library_frame(const Frame& f);
 // (anonymous namespace)::wedge in train"), or the module alone when stripped.
 std::string where_it_waits(const std::vector<Frame>& frames);
 
-struct HangPicture {
-  struct Group {
-    std::string where;
-    std::vector<int> ranks;  // ascending
-  };
-  std::vector<Group> groups;  // by their lowest rank
-  std::vector<int> without;   // ranks without a stack
-  // "ranks 0–2 wait in all_reduce at w.py:61; rank 3 waits in wedge at
-  // w.py:78"; ranks without a stack are named as such.
-  std::string line;
-  // The same, one entry a group (ranks without a stack last): what the
-  // failure summary lists when no rank could be named as the cause.
-  std::vector<std::string> group_lines;
-  std::optional<int> apart;  // the rank that stands apart, when one does
-};
+// Where every rank waits, grouped (common/stack_groups.h: the one home of
+// the grouping and its line, which cxxrunctl stacks prints too).
+using HangPicture = stacks::Groups;
+using stacks::rank_list;  // "0–2", "0, 2, 5", "3"
 
-// `dumps`: global rank -> dump text ("" when none could be taken).
 HangPicture picture(const std::map<int, std::string>& dumps);
 
 // A rank one of the heartbeat, section or file-timer judges named in this
@@ -122,8 +110,5 @@ struct Blame {
 // `running`: the ranks still running, ascending.
 Blame blame(const HangPicture& p, const std::vector<Accused>& named, const std::vector<StoppedRank>& stopped,
             const std::vector<int>& running);
-
-// "0–2", "0, 2, 5", "3".
-std::string rank_list(const std::vector<int>& ranks);
 
 }  // namespace cxxrun::agent

@@ -117,9 +117,14 @@ struct StackDump::Pending {
     bool done = false;
     std::string text;
   };
+  struct Waiter {
+    Done done;
+    bool bundle = true;  // a verdict's: it is told where the bundle went
+  };
   int attempt = 0;
+  bool bundle = true;  // some waiter is a verdict's: the stacks go to a hang bundle
   std::vector<Each> each;
-  std::vector<Done> waiters;
+  std::vector<Waiter> waiters;
   std::chrono::steady_clock::time_point signalled;
   std::chrono::steady_clock::time_point deadline;
   std::vector<std::thread> readers;
@@ -171,9 +176,10 @@ void StackDump::read_from_outside(size_t index, pid_t pid) {
   });
 }
 
-void StackDump::collect(int attempt, const std::vector<Target>& targets, Done done) {
+void StackDump::collect(int attempt, const std::vector<Target>& targets, Done done, bool bundle) {
   if (pending_ && !pending_->waiters.empty()) {
-    pending_->waiters.push_back(std::move(done));
+    pending_->waiters.push_back({std::move(done), bundle});
+    pending_->bundle = pending_->bundle || bundle;
     return;
   }
   if (pending_)
@@ -181,7 +187,8 @@ void StackDump::collect(int attempt, const std::vector<Target>& targets, Done do
   pending_ = std::make_shared<Pending>();
   Pending& p = *pending_;
   p.attempt = attempt;
-  p.waiters.push_back(std::move(done));
+  p.bundle = bundle;
+  p.waiters.push_back({std::move(done), bundle});
   p.signalled = std::chrono::steady_clock::now();
   p.deadline = p.signalled + kStackDeadline;
   for (const Target& t : targets) {
@@ -254,10 +261,10 @@ void StackDump::finish() {
     e.done = true;
     stacks[e.target.rank] = e.text;
   }
-  std::vector<Done> waiters = std::move(p.waiters);
+  std::vector<Pending::Waiter> waiters = std::move(p.waiters);
   p.waiters.clear();
-  const std::string bundle = write_bundle(p.attempt, stacks, p);
-  for (auto& done : waiters) done(stacks, bundle);
+  const std::string bundle = p.bundle ? write_bundle(p.attempt, stacks, p) : "";
+  for (auto& w : waiters) w.done(stacks, w.bundle ? bundle : "");
 }
 
 std::string StackDump::write_bundle(int attempt, const std::map<int, std::string>& stacks, const Pending& p) {

@@ -69,8 +69,11 @@ class StackDump {
   using Done = std::function<void(std::map<int, std::string> stacks, const std::string& bundle)>;
   // Takes the stacks of `targets` (attempt `attempt`), then calls `done` on
   // the loop, at most kStackDeadline later. One collection at a time: a
-  // call while one runs is answered with what that one finds.
-  void collect(int attempt, const std::vector<Target>& targets, Done done);
+  // call while one runs is answered with what that one finds. `bundle`:
+  // whether the stacks go to a hang bundle (a verdict's); a look that is not
+  // a hang (cxxrunctl stacks) writes none and counts no hang, unless a
+  // verdict's call joins it, and its `done` gets "" for the bundle.
+  void collect(int attempt, const std::vector<Target>& targets, Done done, bool bundle = true);
 
  private:
   struct Pending;

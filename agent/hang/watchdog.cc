@@ -233,6 +233,24 @@ void HangWatchdog::check_progress(std::vector<Verdict>& out) {
   out.push_back(v);
 }
 
+void HangWatchdog::stacks_now(StacksDone done) {
+  std::vector<StackDump::Target> targets;
+  std::map<int, pid_t> pids;
+  for (const auto& w : group_.workers())
+    if (w->running) {
+      targets.push_back({w->rank, w->local_rank, w->pid});
+      pids[w->rank] = w->pid;
+    }
+  stacks_->collect(
+      attempt_, targets,
+      [done = std::move(done), pids](std::map<int, std::string> stacks, const std::string&) {
+        std::vector<RankStack> out;
+        for (auto& [rank, text] : stacks) out.push_back({rank, pids.count(rank) ? pids.at(rank) : 0, std::move(text)});
+        done(std::move(out));
+      },
+      false);
+}
+
 // Every verdict: the stacks first, every running worker's, then the kill.
 void HangWatchdog::judge(const std::vector<Verdict>& verdicts) {
   collecting_ = true;

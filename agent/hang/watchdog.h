@@ -31,6 +31,7 @@
 
 #include "agent/config.h"
 #include "agent/forensics/killer.h"
+#include "agent/hang/rank_stack.h"
 #include "agent/process/worker_env_writer.h"
 
 namespace cxxrun::agent {
@@ -86,6 +87,11 @@ class HangWatchdog {
   // Seconds since the worker's last beat, when it has beaten (and beats are
   // judged: --heartbeat-timeout or --section-timeout).
   std::optional<double> seconds_since_beat(int local_rank) const;
+  // Every running worker's stack, taken as a verdict takes them
+  // (agent/hang/stack_dump.h, within kStackDeadline) but for a look only:
+  // nothing is signalled but the stack hook, nothing stopped or killed, no
+  // bundle written, no hang counted. `done` runs on the loop.
+  void stacks_now(StacksDone done);
 
  private:
   void watch_timer_fifo();

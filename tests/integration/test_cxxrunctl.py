@@ -100,6 +100,20 @@ def token_file(directory, name, content):
     return path
 
 
+def group_line_ranks(line):
+    """{rank: where} of a grouping line: "ranks 0–2 wait in X; rank 3 waits in Y"."""
+    found = {}
+    for part in line.split("; "):
+        m = re.fullmatch(r"ranks? ([\d, \u2013]+) waits? in (.*)", part)
+        if not m:
+            continue
+        for item in m.group(1).split(", "):
+            first, _, last = item.partition("\u2013")
+            for rank in range(int(first), int(last or first) + 1):
+                found[rank] = m.group(2)
+    return found
+
+
 class RunningJobTest(TempDirTest):
     """status, top and the token against one job that runs through the class."""
 
@@ -226,17 +240,76 @@ class RunningJobTest(TempDirTest):
             _, err = p.communicate(timeout=30)
         self.assertEqual(p.returncode, 0, err)
 
-    def test_without_the_token_the_store_refuses_in_one_line(self):
-        rc, out, err = ctl("status", *self.job.where())
-        self.assertEqual(rc, 4, err)
+    def stack_headers(self, out):
+        """{rank: (pid, where)} of the rank headers `stacks` prints."""
+        found = {}
+        for line in out.splitlines():
+            m = re.fullmatch(r"rank (\d+) pid=(\d+) host=\S+ node=\S+: waits in (.*)", line)
+            if m:
+                self.assertNotIn(int(m.group(1)), found, out)
+                found[int(m.group(1))] = (int(m.group(2)), m.group(3))
+        return found
+
+    def test_stacks_show_every_ranks_python_function_and_the_grouping_line(self):
+        before = self.job.worker_pids()
+        rc, out, err = ctl("stacks", "--token-file", self.token, *self.job.where())
+        self.assertEqual(rc, 0, err)
+        ranks = self.stack_headers(out)
+        self.assertEqual(sorted(ranks), [0, 1, 2, 3], out)
+        self.assertEqual(sorted(pid for pid, _ in ranks.values()), sorted(before), out)
+        for rank, (_, where) in ranks.items():
+            self.assertRegex(where, r"^train_loop at worker\.py:\d+$", out)
+        # Each rank's own stack, as Python's faulthandler wrote it.
+        self.assertEqual(len(re.findall(r'File ".*worker\.py", line \d+ in train_loop', out)), 4, out)
+        # Then the line a hang verdict prints: every rank in a group, each in train_loop.
+        grouped = group_line_ranks(out.strip().splitlines()[-1])
+        self.assertEqual(sorted(grouped), [0, 1, 2, 3], out)
+        for where in grouped.values():
+            self.assertRegex(where, r"^train_loop at worker\.py:\d+$", out)
+        # A look, not a verdict: nothing stopped, killed or restarted.
+        self.job_keeps_running(before)
+
+    def job_keeps_running(self, before):
+        time.sleep(1)
+        self.assertTrue(all(p.poll() is None for p in self.job.procs))
+        self.assertEqual(sorted(self.job.worker_pids()), sorted(before))
+        self.assertTrue(all(alive(pid) for pid in before))
+        rc, out, err = ctl("status", "--json", "--token-file", self.token, *self.job.where())
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual({r["state"] for n in doc["nodes"] for r in n["ranks"]}, {"running"})
+        self.assertEqual({n["restarts"] for n in doc["nodes"]}, {0})
+        for i in range(2):
+            self.assertNotIn("hang", self.job.output(i).lower())
+
+    def test_stacks_of_one_rank(self):
+        before = self.job.worker_pids()
+        rc, out, err = ctl("stacks", "--rank", "2", "--token-file", self.token, *self.job.where())
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(self.stack_headers(out)), [2], out)
+        self.assertRegex(out.strip().splitlines()[-1], r"^rank 2 waits in train_loop at worker\.py:\d+$")
+        self.job_keeps_running(before)
+
+    def test_stacks_of_a_rank_the_job_does_not_have_is_one_line_and_exit_2(self):
+        rc, out, err = ctl("stacks", "--rank", "9", "--token-file", self.token, *self.job.where())
+        self.assertEqual(rc, 2, err)
         self.assertEqual(out, "")
         self.assertEqual(len(err.strip().splitlines()), 1, err)
-        self.assertIn("refused this client", err)
-        self.assertIn("--token-file", err)
+        self.assertIn("--rank=9: job " + self.job.run_id + " has no such rank", err)
+
+    def test_without_the_token_the_store_refuses_in_one_line(self):
+        for command in (["status"], ["stacks"]):
+            rc, out, err = ctl(*command, *self.job.where())
+            self.assertEqual(rc, 4, err)
+            self.assertEqual(out, "")
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn("refused this client", err)
+            self.assertIn("--token-file", err)
 
     def test_a_wrong_token_is_refused_and_learns_nothing(self):
         wrong = token_file(self.tmp, "wrong", "a-guess\n")
-        for command in (["status"], ["status", "--json"], ["top", "-n", "1"], ["logs"], ["stop"]):
+        for command in (["status"], ["status", "--json"], ["top", "-n", "1"], ["logs"], ["stacks"],
+                        ["stacks", "--rank", "1"], ["stop"]):
             rc, out, err = ctl(*command, "--token-file", wrong, *self.job.where())
             self.assertEqual(rc, 4, err)
             self.assertEqual(out, "", command)
@@ -333,6 +406,9 @@ class BadInputTest(unittest.TestCase):
             (["stop", "--json", "--rdzv-endpoint=h"], "--json: only status takes it"),
             (["logs", "--rank=-1", "--rdzv-endpoint=h"], "--rank=-1: must be a rank"),
             (["status", "--follow", "--rdzv-endpoint=h"], "--follow: only logs takes it"),
+            (["stacks", "--rank=x", "--rdzv-endpoint=h"], "--rank=x: must be a rank"),
+            (["stacks", "--follow", "--rdzv-endpoint=h"], "--follow: only logs takes it"),
+            (["status", "--rank=1", "--rdzv-endpoint=h"], "--rank=1: only logs and stacks take it"),
             (["status", "--rdzv-endpoint=h", "--frobs"], "--frobs: unknown option"),
         ]
         for args, words in cases:

@@ -141,6 +141,51 @@ TEST_CASE("the hang bundle is never written through a planted link", "[stack_dum
   CHECK((st.st_mode & 0777) == 0600);
 }
 
+TEST_CASE("a look at the stacks (cxxrunctl stacks) writes no bundle; a verdict that joins it does", "[stack_dump]") {
+  TempDir tmp;
+  LogDir logs(job_in(tmp.path));
+  logs.prepare_attempt(0, 1);
+  Sleeper worker;
+  boost::asio::io_context io;
+  StackDump dump(io, logs);
+  auto run = [&](bool& done) {
+    io.restart();  // a collection that ended left the loop out of work, stopped
+    for (int i = 0; i < 200 && !done; ++i) io.run_for(std::chrono::milliseconds(50));
+    REQUIRE(done);
+  };
+  bool looked = false;
+  std::string look_bundle = "unset";
+  std::map<int, std::string> seen;
+  dump.collect(
+      0, {{0, 0, worker.pid}},
+      [&](std::map<int, std::string> stacks, const std::string& bundle) {
+        seen = std::move(stacks);
+        look_bundle = bundle;
+        looked = true;
+      },
+      false);
+  run(looked);
+  CHECK(seen.count(0) == 1);
+  CHECK(look_bundle.empty());
+  CHECK_FALSE(fs::exists(logs.attempt_file(0, "hang-0")));
+  CHECK(worker.alive());
+
+  // A verdict during a look: it gets the bundle, numbered as the first hang; the look does not.
+  bool both = false, verdict = false;
+  std::string verdict_bundle, second_look = "unset";
+  dump.collect(
+      0, {{0, 0, worker.pid}}, [&](std::map<int, std::string>, const std::string& b) { second_look = b; }, false);
+  dump.collect(0, {{0, 0, worker.pid}}, [&](std::map<int, std::string>, const std::string& b) {
+    verdict_bundle = b;
+    verdict = both = true;
+  });
+  run(both);
+  CHECK(verdict);
+  CHECK(second_look.empty());
+  CHECK(verdict_bundle == logs.attempt_file(0, "hang-0"));
+  CHECK(fs::exists(verdict_bundle + "/rank-0.txt"));
+}
+
 namespace {
 volatile sig_atomic_t handled = 0;
 void count(int) { handled = handled + 1; }
