@@ -22,6 +22,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/exit_codes.h"
+#include "agent/process/private_files.h"
 #include "agent/process/spawn.h"
 #include "launcher/job_exit_code.h"
 #include "launcher/launcher_link.h"
@@ -71,6 +73,17 @@ class Fanout {
     spdlog::info("starting {} agent{} through '{}': rendezvous at {}, run id {}, --nnodes={}:{}", plan_.hosts.size(),
                  plan_.hosts.size() == 1 ? "" : "s", shell_command(plan_.rsh), plan_.endpoint, plan_.run_id,
                  plan_.min_nodes, plan_.max_nodes);
+    if (!plan_.token_out.empty()) {
+      // Before any host starts: a token nobody could keep would leave a job
+      // that no cxxrunctl can reach.
+      std::string why_not;
+      if (!agent::write_private_file(plan_.token_out, plan_.token + "\n", false, why_not)) {
+        spdlog::error("--token-out={}: cannot write the job's token: {}", plan_.token_out, why_not);
+        return agent::exit_code::usage;
+      }
+      spdlog::info("the job's token is in {} (cxxrunctl --rdzv-endpoint={} --rdzv-id={} --token-file={} status)",
+                   plan_.token_out, plan_.endpoint, plan_.run_id, plan_.token_out);
+    }
     wait_signal();
     wait_child();
     for (size_t i = 0; i < plan_.hosts.size(); ++i) agents_.push_back(std::make_unique<Agent>(i, plan_.hosts[i].name));

@@ -22,7 +22,7 @@ namespace {
 // Options the launcher itself reads, and those it writes for every host:
 // never passed through as the user gave them.
 const std::set<std::string, std::less<>> kNotPassed = {
-    "help", "version", "hostfile", "hosts", "rsh", "remote_cxxrun", "from_launcher", "standalone",
+    "help", "version", "hostfile", "hosts", "rsh", "remote_cxxrun", "token_out", "from_launcher", "standalone",
     "nnodes", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "nproc_per_node", "rdzv_conf",
 };
 
@@ -144,6 +144,15 @@ FanoutPlan plan_fanout(const RawOptions& raw, const std::string& self) {
     }
   }
   if (ours && conf_keys.count("token_file") == 0) plan.token = fresh_token();
+  if (const RawValue* out = raw.find("token_out")) {
+    if (out->text.empty()) throw UsageError(out->shown() + ": empty (the file to write the job's token to)");
+    if (plan.token.empty())
+      throw UsageError(out->shown() + ": this launch makes no token to write: " +
+                       (conf_keys.count("token_file") ? "the job's token is your token_file's"
+                        : backend != "c10d"          ? "an etcd job's store is etcd, with its own users"
+                                                     : "the store at " + plan.endpoint + " is none of the hosts'"));
+    plan.token_out = out->text;
+  }
   plan.run_id = raw.was_given("rdzv_id") ? raw.at("rdzv_id").text : random_uuid4();
 
   const RawValue* remote = raw.find("remote_cxxrun");

@@ -23,6 +23,8 @@ struct FanoutPlan {
   // The rendezvous store's secret, the first line of every agent's stdin;
   // empty: none (etcd, a store outside the job, or the user's token_file).
   std::string token;
+  // --token-out: where this machine keeps the token for cxxrunctl; empty: nowhere.
+  std::string token_out;
   int min_nodes = 1;
   int max_nodes = 1;
   // The launcher chose the endpoint: the first host's agent hosts the store,

@@ -200,6 +200,10 @@ constexpr OptionSpec kOptions[] = {
      "shell splits it (as rsync's --rsh)."},
     {"--remote-cxxrun,--remote_cxxrun", "PATH", nullptr, value, hosts,
      "The cxxrun the hosts run (with --hostfile/--hosts; default: this cxxrun's own path)."},
+    {"--token-out,--token_out", "FILE", nullptr, value, hosts,
+     "With --hostfile/--hosts: write the job's fresh rendezvous token to FILE on this machine (a 0600 file of "
+     "yours, for cxxrunctl --token-file). Refused where the launcher makes no token: a token_file of your own "
+     "(that is the token), etcd, a store outside the job."},
     {"--from-launcher,--from_launcher", "", nullptr, none, hosts,
      "Set by cxxrun --hostfile on the agents it starts: the first stdin line is the rendezvous token, later "
      "lines the launcher's signals; stdin's end stops this node's workers and the agent."},

@@ -191,6 +191,8 @@ Parsed parse(const std::vector<std::string>& args, const Env& env, const NodeAdd
       early.log_level = parse_log_level({level->second, "LOGLEVEL"});
     return early;
   }
+  if (const RawValue* out = raw.find("token_out"))
+    throw UsageError(out->shown() + ": only with --hostfile or --hosts (the token a launcher makes for its hosts)");
   std::optional<std::string> derived = apply_slurm(raw, env, slurm_node_address);
   if (!derived) derived = apply_master_env(raw, env);
   Parsed parsed = build_config(raw, env);

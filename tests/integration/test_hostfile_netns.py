@@ -1,18 +1,24 @@
 """cxxrun --hostfile over real ssh: three hosts as network namespaces, each
 with its own sshd (netns_hosts.py), the launcher in a fourth. One job across
 them, its output streamed with host prefixes, a failing rank's code, a remote
-agent killed, Ctrl-C, a dropped connection, unreachable hosts; after each,
-nothing of the job runs in any host's namespace (its processes listed by
-pid, only the listening sshd left). The rendezvous is the default one: c10d
-on the first host's port 29400, inside its namespace."""
+agent killed, Ctrl-C, a dropped connection, unreachable hosts, cxxrunctl
+against the job with and without its token; after each, nothing of the job
+runs in any host's namespace (its processes listed by pid, only the
+listening sshd left). The rendezvous is the default one: c10d on the first
+host's port 29400, inside its namespace."""
+import json
 import os
+import re
 import signal
+import stat
 import subprocess
+import sys
 import time
 import unittest
 
 import netns_hosts
-from harness import CXXRUN, TempDirTest, clean_env, read_pids, wait_for
+from harness import CXXRUN, TempDirTest, alive, clean_env, read_pids, wait_for
+from test_cxxrunctl import CXXRUNCTL, group_line_ranks
 
 WHY_NOT = netns_hosts.missing()
 
@@ -140,6 +146,112 @@ echo "rank $RANK says hello"
         lines = [line for line in err.splitlines() if "no-such-host.invalid" in line]
         self.assertEqual(len(lines), 1, err)
         self.assertIn("Could not resolve hostname", lines[0])
+        self.assert_nothing_left()
+
+    def ctl(self, *args, timeout=60):
+        """cxxrunctl from the launcher's namespace, where a user of the job would run it."""
+        p = subprocess.run(self.hosts.in_launcher_ns([CXXRUNCTL, *args]), env=clean_env(), capture_output=True,
+                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        return p.returncode, p.stdout, p.stderr
+
+    def test_cxxrunctl_status_logs_stacks_and_stop_with_the_token_the_launcher_wrote(self):
+        worker = os.path.join(self.dir, "ctl_worker.py")
+        with open(worker, "w") as f:
+            f.write(f"""import os, time
+with open("{self.dir}/pid." + os.environ["RANK"], "w") as f:
+    f.write(str(os.getpid()))
+def netns_rank_waits_here():
+    for tick in range(600):
+        print("rank", os.environ["RANK"], "tick", tick, flush=True)
+        time.sleep(0.2)
+netns_rank_waits_here()
+""")
+        token = os.path.join(self.dir, "job.token")
+        p = self.start(f"--token-out={token}", "--rdzv-id=netnsctl", worker)
+        wait_for(lambda: len(read_pids(self.dir, "pid.")) == 6, 90, "six workers")
+        pids = sorted(read_pids(self.dir, "pid."))
+        self.assertEqual(stat.S_IMODE(os.stat(token).st_mode), 0o600)
+        job = [f"--rdzv-endpoint={self.hosts.ips[0]}:29400", "--rdzv-id=netnsctl"]
+        with_token = ["--token-file", token, *job]
+
+        def board():
+            rc, out, _ = self.ctl("status", "--json", *with_token, timeout=30)
+            return json.loads(out) if rc == 0 else None
+        wait_for(lambda: (board() or {}).get("nodes") and
+                 sorted(r["pid"] for n in board()["nodes"] for r in n["ranks"] if r["state"] == "running") == pids,
+                 60, "every rank running on the board")
+        doc = board()
+        self.assertEqual(len(doc["nodes"]), 3)
+        self.assertEqual({n["phase"] for n in doc["nodes"]}, {"running"})
+
+        rc, out, err = self.ctl("status", *with_token)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("job netnsctl: 3 nodes, 6 ranks", out)
+
+        def ranks_in_logs():
+            rc, out, _ = self.ctl("logs", *with_token, timeout=30)
+            return rc == 0 and {int(m) for m in re.findall(r"^\[rank(\d+)\]: rank \d+ tick", out, re.M)} == set(range(6))
+        wait_for(ranks_in_logs, 30, "every rank's lines in logs")
+
+        rc, out, err = self.ctl("stacks", *with_token)
+        self.assertEqual(rc, 0, err)
+        headers = dict(re.findall(r"^rank (\d+) pid=(\d+) host=\S+ node=\S+: waits in netns_rank_waits_here "
+                                  r"at ctl_worker\.py:\d+$", out, re.M))
+        self.assertEqual(sorted(int(r) for r in headers), list(range(6)), out)
+        self.assertEqual(sorted(int(pid) for pid in headers.values()), pids, out)
+        grouped = group_line_ranks(out.strip().splitlines()[-1])
+        self.assertEqual(sorted(grouped), list(range(6)), out)
+        rc, out, err = self.ctl("stacks", "--rank", "4", *with_token)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(re.findall(r"^rank (\d+) pid=", out, re.M), ["4"], out)
+
+        # Without the token, or with a wrong one: refused, nothing printed, nothing stopped.
+        wrong = os.path.join(self.dir, "wrong.token")
+        with open(wrong, "w") as f:
+            f.write("0" * 64 + "\n")
+        os.chmod(wrong, 0o600)
+        for who in ([], ["--token-file", wrong]):
+            for command in (["status"], ["logs"], ["stacks"], ["stop"]):
+                rc, out, err = self.ctl(*command, *who, *job)
+                self.assertEqual(rc, 4, (command, who, err))
+                self.assertEqual(out, "", command)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+        time.sleep(3)  # past an agent's next look at the board for a stop request
+        self.assertIsNone(p.poll())
+        self.assertTrue(all(alive(pid) for pid in pids))
+        self.assertEqual(sorted(read_pids(self.dir, "pid.")), pids)  # no restart
+        self.assertEqual({n["phase"] for n in board()["nodes"]}, {"running"})
+
+        rc, out, err = self.ctl("stop", *with_token)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("asked the 3 nodes of job netnsctl to stop", out)
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 143, err)  # every agent's 143: the job's (docs/exit-codes.md)
+        self.assertEqual(err.count("cxxrunctl stop (cxxrunctl on"), 3, err)
+        self.assert_nothing_left()
+
+    def test_token_out_is_refused_where_the_launch_makes_no_token(self):
+        mine = os.path.join(self.dir, "mine.token")
+        with open(mine, "w") as f:
+            f.write("x\n")
+        os.chmod(mine, 0o600)
+        out_file = os.path.join(self.dir, "out.token")
+        cases = [
+            ([f"--rdzv-conf=token_file={mine}"], "the job's token is your token_file's"),
+            (["--rdzv-backend=etcd-v3", "--rdzv-endpoint=127.0.0.1:2379"], "an etcd job's store is etcd"),
+            (["--rdzv-endpoint=127.0.0.9:29400"], "the store at 127.0.0.9:29400 is none of the hosts'"),
+        ]
+        for extra, words in cases:
+            rc, out, err = self.launch(f"--token-out={out_file}", *extra, "--no-python", "/bin/true")
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn(f"--token-out={out_file}: this launch makes no token to write: {words}", err)
+        # An agent run by hand makes no token either.
+        p = subprocess.run([CXXRUN, f"--token-out={out_file}", "--no-python", "/bin/true"], env=clean_env(),
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn(f"--token-out={out_file}: only with --hostfile or --hosts", p.stderr)
+        self.assertFalse(os.path.exists(out_file))
         self.assert_nothing_left()
 
     @staticmethod
