@@ -34,6 +34,8 @@ std::unique_ptr<store::StoreClient> attach(const RendezvousConfig& config, std::
     case Backend::etcd: {
       try {
         return std::make_unique<EtcdStore>(s.etcd, timeout);
+      } catch (const store::StoreRefused& e) {
+        throw AttachRefused("etcd refused this client for job=" + s.run_id + " at " + s.endpoint + ": " + e.what());
       } catch (const store::StoreError& e) {
         throw RendezvousError("cannot reach etcd for job=" + s.run_id + " at " + s.endpoint + ": " + e.what());
       }

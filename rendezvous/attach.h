@@ -13,7 +13,9 @@
 namespace cxxrun::rendezvous {
 
 // The store is up and refused us: a wrong token, or none where it wants one
-// (store/auth.h). Nothing was read or written.
+// (store/auth.h); etcd: a wrong login, or none where it wants one. Nothing
+// was read or written. (etcd logs in at the first call, so its refusal may
+// come from a later call as store::StoreAuthError, a StoreRefused.)
 struct AttachRefused : RendezvousError {
   using RendezvousError::RendezvousError;
 };

@@ -75,6 +75,8 @@ EtcdStore::EtcdStore(const EtcdSettings& settings, Duration timeout)
     : settings_(settings), prefix_(settings.prefix + "/"), timeout_(timeout), adder_(adder_name()) {
   try {
     client_ = std::make_unique<etcd::Client>(etcd_options(settings_, timeout_));
+  } catch (const etcd::EtcdAuthError& e) {
+    throw store::StoreAuthError(e.what());
   } catch (const etcd::EtcdError& e) {
     throw store::StoreError(e.what());
   }
@@ -88,6 +90,11 @@ auto EtcdStore::guarded(const char* what, const std::string& key, F&& call) {
     return call();
   } catch (const etcd::EtcdTimeout& e) {
     throw store::StoreTimeout("etcd " + std::string(what) + " " + key + " at " + members(settings_) + ": " + e.what());
+  } catch (const etcd::EtcdAuthError& e) {
+    // A wrong login or a key it may not touch: refused, final, not a store
+    // that cannot be reached (cxxrunctl's exit 4, not 3).
+    throw store::StoreAuthError("etcd " + std::string(what) + " " + key + " at " + members(settings_) + ": " +
+                                e.what());
   } catch (const etcd::EtcdError& e) {
     throw store::StoreError("etcd " + std::string(what) + " " + key + " at " + members(settings_) + ": " + e.what());
   }
@@ -219,6 +226,8 @@ void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
     std::optional<std::vector<etcd::WatchEvent>> events;
     try {
       events = watch->next(deadline);
+    } catch (const etcd::EtcdAuthError& e) {
+      throw store::StoreAuthError("etcd wait " + keys.front() + " at " + members(settings_) + ": " + e.what());
     } catch (const etcd::EtcdError& e) {
       throw store::StoreError("etcd wait " + keys.front() + " at " + members(settings_) + ": " + e.what());
     }
@@ -270,6 +279,9 @@ std::string EtcdStore::await_put(const std::string& key, Clock::time_point deadl
       watched_.clear();
       if (auto value = read_or_watch("wait", key, deadline)) return *value;
       continue;
+    } catch (const etcd::EtcdAuthError& e) {
+      watch_.reset();
+      throw store::StoreAuthError("etcd wait " + key + " at " + members(settings_) + ": " + e.what());
     } catch (const etcd::EtcdError& e) {
       watch_.reset();
       throw store::StoreError("etcd wait " + key + " at " + members(settings_) + ": " + e.what());

@@ -389,6 +389,40 @@ class EtcdJobTest(TempDirTest):
             wait_for(lambda: not alive(pid), timeout=10, what=f"worker {pid} gone")
 
 
+@unittest.skipIf(etcd_cluster.unavailable(), etcd_cluster.unavailable())
+class EtcdAuthTest(TempDirTest):
+    """cxxrunctl against etcd with authentication on: a wrong or absent login is refused, not unreachable."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = etcd_cluster.EtcdCluster(1)
+        cls.cluster.start()
+        cls.cluster.enable_auth()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def where(self):
+        return ["--rdzv-backend=etcd-v3", f"--rdzv-endpoint={self.cluster.endpoints()}", "--rdzv-id=authjob",
+                "--timeout=5"]
+
+    def test_a_wrong_or_absent_login_is_refused_in_one_line(self):
+        wrong = token_file(self.dir, "wrong", "alice:not-her-password\n")
+        for login in (["--token-file", wrong], []):
+            for command in (["status"], ["logs"], ["stacks"], ["stop"]):
+                rc, out, err = ctl(*command, *login, *self.where())
+                self.assertEqual(rc, 4, (command, login, err))
+                self.assertEqual(out, "", command)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertNotIn("not-her-password", err)
+        # The right login reaches the board: no job is on it.
+        right = token_file(self.dir, "right", "alice:alicepw\n")
+        rc, out, err = ctl("status", "--token-file", right, *self.where())
+        self.assertEqual(rc, 5, err)
+        self.assertIn("no agent of job=authjob is on the board", err)
+
+
 class BadInputTest(unittest.TestCase):
     def test_each_bad_value_is_one_line_and_exit_2(self):
         cases = [
