@@ -19,6 +19,7 @@ std::string JobBoard::node_id(const std::string& host, long long started_ms) {
 }
 
 void JobBoard::start() {
+  started_ = true;
   publish();
   schedule();
 }
@@ -35,6 +36,11 @@ void JobBoard::changed() {
 void JobBoard::cancel() {
   cancelled_ = true;
   timer_.cancel();
+}
+
+void JobBoard::last(rendezvous::Rendezvous& r) {
+  if (!started_) return;
+  r.publish_board(node_, record_());
 }
 
 void JobBoard::schedule() {

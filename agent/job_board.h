@@ -20,6 +20,10 @@
 
 #include "rendezvous/job_board.h"
 
+namespace cxxrun::rendezvous {
+class Rendezvous;
+}
+
 namespace cxxrun::agent {
 
 class RendezvousLink;
@@ -39,6 +43,15 @@ class JobBoard {
   // publish in the link returns).
   void changed();
   void cancel();
+  // The agent's last record (its phase done), published at once, blocking
+  // up to the publish's own deadline: only after the loop ended and the
+  // link's thread was joined, so nothing else calls the rendezvous. A
+  // publish still queued in the link when it went is dropped with it, and
+  // where the store outlives the agent (etcd, cxxrun-rdzv) the board would
+  // show the node running until its record went stale: cxxrunctl stop would
+  // wait out its deadline for a stop it cannot see. Nothing after cancel()
+  // alone, or when start() never ran.
+  void last(rendezvous::Rendezvous& r);
 
   // This agent's id on the board: host, agent pid and a start time, so two
   // agents on one host, or a restarted agent, never share a record.
@@ -58,6 +71,7 @@ class JobBoard {
   bool again_ = false;     // a change came while a publish was in the link
   bool stopped_ = false;   // on_stop was called
   bool cancelled_ = false;
+  bool started_ = false;
 };
 
 }  // namespace cxxrun::agent

@@ -118,6 +118,7 @@ class Supervisor final : Workers::Listener {
   ~Supervisor() {
     group_->observe_lines({});  // the group outlives the tracker, and may drain a pipe yet
     link_.reset();  // joins its thread: nothing else calls the rendezvous now
+    board_.last(rdzv_);  // the record that shows this agent done (agent/job_board.h)
     if (rdzv_.elastic()) {
       rdzv_.watch({});
       rdzv_.watch_requests({});

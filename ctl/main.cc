@@ -267,6 +267,13 @@ int stop(const ctl::Options& o) {
       waiting.clear();  // the store went away with the job: every agent left
       break;
     }
+    // The board is gone: the job's last agent removed its keys as it left
+    // (a store that outlives the job, etcd or cxxrun-rdzv), so every agent
+    // had stopped.
+    if (records.empty()) {
+      waiting.clear();
+      break;
+    }
     for (const auto& n : ctl::rows_of(records))
       if (n.updated_ms >= at && n.phase != "running") waiting.erase(n.node);
   }

@@ -382,11 +382,44 @@ class EtcdJobTest(TempDirTest):
         wait_for(lambda: {int(l.split("]")[0][5:]) for l in ctl("logs", *job.where())[1].splitlines()
                           if l.startswith("[rank")} == {0, 1, 2, 3}, timeout=30, what="every rank's lines")
         rc, out, err = ctl("stop", *job.where())
-        self.assertEqual(rc, 0, err)
-        for i, rc in enumerate(job.wait(self, 60)):
+        codes = job.wait(self, 60)
+        # Both agents' output in the message: a failure here is read from it.
+        self.assertEqual(rc, 0, err + "".join(f"\n--- agent {i} ---\n" + job.output(i) for i in range(2)))
+        for i, rc in enumerate(codes):
             self.assertEqual(rc, 143, job.output(i))
         for pid in job.worker_pids():
             wait_for(lambda: not alive(pid), timeout=10, what=f"worker {pid} gone")
+
+
+@unittest.skipIf(etcd_cluster.unavailable(), etcd_cluster.unavailable())
+class EtcdBoardGoneTest(TempDirTest):
+    """stop against a store that outlives the job: the last agent to leave an
+    etcd job removes the job's keys, the board with them, so a node whose last
+    record cxxrunctl never saw stopping has left all the same."""
+
+    def setUp(self):
+        super().setUp()
+        self.cluster = etcd_cluster.EtcdCluster(1)
+        self.cluster.start()
+        self.addCleanup(self.cluster.stop)
+
+    def test_stop_ends_when_the_job_removed_its_board(self):
+        board = "/torchelastic/p2p/cxxrun/rdzv/gonejob/board/"
+        record = json.dumps({"v": 1, "node": "n1", "host": "h", "pid": 1, "phase": "running", "state": "HEALTHY",
+                             "updated_ms": int(time.time() * 1000), "ranks": []})
+        for key, value in ((board + "index", "n1\n"), (board + "node/n1", record)):
+            self.assertEqual(self.cluster.etcdctl("put", key, value).returncode, 0)
+        where = ["--rdzv-backend=etcd-v3", f"--rdzv-endpoint={self.cluster.endpoints()}", "--rdzv-id=gonejob",
+                 "--timeout=20"]
+        p = subprocess.Popen([CXXRUNCTL, "stop", *where], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=clean_env(), stdin=subprocess.DEVNULL)
+        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.communicate()))
+        wait_for(lambda: self.cluster.etcdctl("get", board + "stop").stdout.strip(), 30, "the stop request")
+        self.assertIsNone(p.poll())  # it waits for the node to show a stop
+        self.assertEqual(self.cluster.etcdctl("del", "--prefix", "/torchelastic/p2p/cxxrun/rdzv/gonejob/").returncode, 0)
+        out, err = p.communicate(timeout=15)  # well before its 20 s deadline
+        self.assertEqual(p.returncode, 0, err)
+        self.assertIn("every node is stopping", out)
 
 
 @unittest.skipIf(etcd_cluster.unavailable(), etcd_cluster.unavailable())

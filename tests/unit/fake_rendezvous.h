@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,14 @@ class FakeRendezvous final : public Rendezvous {
   std::vector<std::string> failure_records(std::chrono::milliseconds) override { return {}; }
   void leave(bool) override {}
   void inject(const StoreFault&) override {}
+  // The job board: every record published, in order; a stop request made at
+  // stop_at_ms (0: none) comes back with each publish.
+  std::optional<board::StopRequest> publish_board(const std::string&, const std::string& record) override {
+    std::lock_guard<std::mutex> lock(board_mu);
+    board.push_back(record);
+    if (stop_at_ms == 0) return std::nullopt;
+    return board::StopRequest{stop_at_ms, "a test"};
+  }
 
   std::atomic<bool> store_answers{true};
   std::atomic<int> beats{0};
@@ -63,6 +73,9 @@ class FakeRendezvous final : public Rendezvous {
   bool block_rejoin = false;
   bool closed_at_rejoin = false;
   bool lost_at_rejoin = false;  // the next round filled without this node, and the job then succeeded
+  std::atomic<long long> stop_at_ms{0};
+  std::mutex board_mu;
+  std::vector<std::string> board;
   std::promise<void> in_rejoin;
   std::shared_future<void> released;
 

@@ -18,6 +18,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "agent/exit_codes.h"
@@ -188,6 +189,23 @@ TEST_CASE("supervisor: a lost store stops the running workers and exits 244") {
   CHECK(code == exit_code::lost);
   CHECK(job.stops == 1);
   CHECK(job.starts == std::vector<int>{0});
+}
+
+TEST_CASE("supervisor: cxxrunctl stop ends the job as SIGTERM does, and the board's last record shows the node done") {
+  // The agent's last record is published after its link is gone: where the
+  // store outlives the agent (etcd), a record left at "running" would keep
+  // cxxrunctl stop waiting for a stop it cannot see.
+  Job job;
+  FakeRendezvous rdzv(true);
+  rdzv.stop_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        (std::chrono::system_clock::now() + 1h).time_since_epoch())
+                        .count();
+  const int code = job.run(rdzv, [](int) { return Outcome{Outcome::run}; });
+  CHECK(code == 128 + SIGTERM);
+  CHECK(job.stops == 1);
+  REQUIRE(rdzv.board.size() >= 2);
+  CHECK(nlohmann::json::parse(rdzv.board.front())["phase"] == "running");
+  CHECK(nlohmann::json::parse(rdzv.board.back())["phase"] == "done");
 }
 
 TEST_CASE("supervisor: a dead peer that leaves fewer than --nnodes' minimum stops the job with exit 244") {
