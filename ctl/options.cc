@@ -73,29 +73,89 @@ std::optional<std::string> real_getenv(const std::string& name) {
   return std::string(v);
 }
 
+namespace {
+
+constexpr CommandDoc kCommands[] = {
+    {"status", "[--json]", "every node and rank: host, pid, state, attempt, restarts, ages, causes"},
+    {"top", "[--interval S] [-n N]", "status as a live view, one line a rank, the stalest first (q quits)"},
+    {"logs", "[--rank R] [--follow]", "every rank's latest output across nodes, merged by time, rank-prefixed"},
+    {"stacks", "[--rank R]", "every rank's stack now, across nodes, then where the ranks wait, grouped"},
+    {"stop", "", "a graceful stop of the whole job, as SIGTERM on every agent (exit 143)"},
+};
+
+constexpr OptionDoc kOptions[] = {
+    {"--rdzv-endpoint,--rdzv_endpoint", "HOST[:PORT]", "PET_RDZV_ENDPOINT", "",
+     "the job's rendezvous; etcd: its members, comma-separated"},
+    {"--rdzv-id,--rdzv_id", "ID", "PET_RDZV_ID", "", "the job's run id (default: none)"},
+    {"--rdzv-backend,--rdzv_backend", "NAME", "PET_RDZV_BACKEND", "c10d,etcd-v3,etcd,etcd-v2",
+     "c10d (default) or etcd-v3, etcd, etcd-v2"},
+    {"--rdzv-conf,--rdzv_conf", "K=V,...", "PET_RDZV_CONF", "",
+     "token_file, read_timeout, etcd's protocol, cacert, cert, key, etcd_prefix"},
+    {"--token-file,--token_file", "PATH", "", "",
+     "the job's store token (the same as --rdzv-conf token_file=PATH; etcd: a user's NAME:PASSWORD)"},
+    {"--timeout", "S", "", "", "the deadline of the connect and of each request (default 10)"},
+    {"--json", "", "", "", "status: one line of JSON"},
+    {"--interval", "S", "", "", "top: seconds between frames (default 1)"},
+    {"-n", "N", "", "", "top: stop after N frames"},
+    {"--rank", "R", "", "", "logs, stacks: rank R only"},
+    {"--follow,-f", "", "", "", "logs: keep asking, about every second, until Ctrl-C or the job ends"},
+    {"--help,-h", "", "", "", "this text"},
+};
+
+// The spellings of `d`.
+std::vector<std::string_view> spellings(const OptionDoc& d) {
+  std::vector<std::string_view> out;
+  for (std::string_view rest = d.names; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    out.push_back(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return out;
+}
+
+// The row of `name` ("--rdzv_id" spells "--rdzv-id"), or nullptr.
+const OptionDoc* row_of(const std::string& name) {
+  for (const OptionDoc& d : kOptions)
+    for (std::string_view s : spellings(d))
+      if (s == name) return &d;
+  return nullptr;
+}
+
+std::string padded(std::string text, size_t width) {
+  if (text.size() < width) text.resize(width, ' ');
+  else text += "  ";
+  return text;
+}
+
+}  // namespace
+
+std::span<const OptionDoc> option_docs() { return kOptions; }
+std::span<const CommandDoc> command_docs() { return kCommands; }
+
 std::string usage() {
-  return "usage: cxxrunctl [options] COMMAND\n"
-         "\n"
-         "Attaches to a running cxxrun job through its rendezvous (c10d or etcd) and shows or stops it.\n"
-         "\n"
-         "commands:\n"
-         "  status [--json]            every node and rank: host, pid, state, attempt, restarts, ages, causes\n"
-         "  top [--interval S] [-n N]  status as a live view, one line a rank, the stalest first (q quits)\n"
-         "  logs [--rank R] [--follow] every rank's latest output across nodes, merged by time, rank-prefixed\n"
-         "  stacks [--rank R]          every rank's stack now, across nodes, then where the ranks wait, grouped\n"
-         "  stop                       a graceful stop of the whole job, as SIGTERM on every agent (exit 143)\n"
-         "\n"
-         "options (and their environment fallbacks, as cxxrun reads them):\n"
-         "  --rdzv-endpoint HOST[:PORT]   the job's rendezvous (PET_RDZV_ENDPOINT); etcd: its members, comma-separated\n"
-         "  --rdzv-id ID                  the job's run id (PET_RDZV_ID; default: none)\n"
-         "  --rdzv-backend NAME           c10d (default) or etcd-v3, etcd, etcd-v2 (PET_RDZV_BACKEND)\n"
-         "  --rdzv-conf K=V,...           token_file, read_timeout, etcd's protocol, cacert, cert, key, etcd_prefix\n"
-         "                                (PET_RDZV_CONF)\n"
-         "  --token-file PATH             the job's store token (the same as --rdzv-conf token_file=PATH)\n"
-         "  --timeout S                   the deadline of the connect and of each request (default 10)\n"
-         "\n"
-         "exit codes: 0 done, 2 bad input, 3 the job cannot be reached, 4 the job's store refused this client\n"
-         "(its token), 5 no agent of that job is on the board, 6 some nodes did not answer or stop in time\n";
+  std::string out =
+      "usage: cxxrunctl [options] COMMAND\n"
+      "\n"
+      "Attaches to a running cxxrun job through its rendezvous (c10d or etcd) and shows or stops it.\n"
+      "\n"
+      "commands:\n";
+  for (const CommandDoc& c : kCommands)
+    out += "  " + padded(std::string(c.name) + (c.args.empty() ? "" : " " + std::string(c.args)), 27) +
+           std::string(c.help) + "\n";
+  out += "\noptions (and their environment fallbacks, as cxxrun reads them):\n";
+  for (const OptionDoc& d : kOptions) {
+    const std::string_view main = spellings(d).front();
+    std::string left = std::string(main) + (d.metavar.empty() ? "" : " " + std::string(d.metavar));
+    for (std::string_view s : spellings(d))
+      if (s.size() == 2 && s != main) left += ", " + std::string(s);  // a short spelling: -f
+    out += "  " + padded(left, 30) + std::string(d.help) + (d.env.empty() ? "" : " (" + std::string(d.env) + ")") +
+           "\n";
+  }
+  out +=
+      "\n"
+      "exit codes: 0 done, 2 bad input, 3 the job cannot be reached, 4 the job's store refused this client\n"
+      "(its token), 5 no agent of that job is on the board, 6 some nodes did not answer or stop in time\n";
+  return out;
 }
 
 Options parse(const std::vector<std::string>& args, const Getenv& env) {
@@ -103,10 +163,8 @@ Options parse(const std::vector<std::string>& args, const Getenv& env) {
   std::map<std::string, Given> given;
   std::optional<Given> command;
   auto needs_value = [&](const std::string& name) {
-    static const std::vector<std::string> valued{"--rdzv-endpoint", "--rdzv-id", "--rdzv-backend", "--rdzv-conf",
-                                                 "--token-file",    "--timeout", "--interval",     "-n",
-                                                 "--rank"};
-    return std::find(valued.begin(), valued.end(), name) != valued.end();
+    const OptionDoc* row = row_of(name);
+    return row != nullptr && !row->metavar.empty();
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];

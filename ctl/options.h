@@ -7,8 +7,10 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rendezvous/rendezvous.h"
@@ -43,7 +45,26 @@ std::optional<std::string> real_getenv(const std::string& name);
 // argv without the program's name. Throws UsageError.
 Options parse(const std::vector<std::string>& args, const Getenv& env = real_getenv);
 
-// The usage text (--help).
+// The usage text (--help), made from the two tables below.
 std::string usage();
+
+// One option as --help, the man page and the shell completions show it
+// (packaging/docgen.cc makes the last two): one table, which the parse
+// reads too, so the four cannot drift.
+struct OptionDoc {
+  std::string_view names;    // every spelling, comma-separated: "--follow,-f"
+  std::string_view metavar;  // empty: a flag
+  std::string_view env;      // the variable it falls back to; empty: none
+  std::string_view choices;  // a fixed set of values, comma-separated; empty: any
+  std::string_view help;
+};
+std::span<const OptionDoc> option_docs();
+
+struct CommandDoc {
+  std::string_view name;  // "logs"
+  std::string_view args;  // "[--rank R] [--follow]"
+  std::string_view help;
+};
+std::span<const CommandDoc> command_docs();
 
 }  // namespace cxxrun::ctl

@@ -17,7 +17,10 @@ import unittest
 BUILD = os.path.dirname(os.path.dirname(os.environ.get("CXXRUN", "")))
 SHARE = os.path.join(BUILD, "share")
 PROGRAMS = {"cxxrun": os.environ.get("CXXRUN", ""),
-            "cxxrun-rdzv": os.path.join(BUILD, "bin", "cxxrun-rdzv")}
+            "cxxrun-rdzv": os.path.join(BUILD, "bin", "cxxrun-rdzv"),
+            "cxxrunctl": os.path.join(BUILD, "bin", "cxxrunctl")}
+# Fewer flags than this in --help means the parse of it broke.
+AT_LEAST = {"cxxrun": 60, "cxxrun-rdzv": 4, "cxxrunctl": 10}
 
 
 def help_flags(program):
@@ -64,7 +67,7 @@ class ManPages(unittest.TestCase):
 
     def check(self, program):
         flags = help_flags(program)
-        self.assertGreater(len(flags), 4 if program == "cxxrun-rdzv" else 60)
+        self.assertGreater(len(flags), AT_LEAST[program])
         text = self.render(program)
         listed = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
         self.assertEqual(sorted(flags - listed), [], f"in `{program} --help` but not in man {program}")
@@ -74,6 +77,13 @@ class ManPages(unittest.TestCase):
 
     def test_man_cxxrun_rdzv_lists_every_flag_of_its_help(self):
         self.check("cxxrun-rdzv")
+
+    def test_man_cxxrunctl_lists_every_flag_of_its_help_and_every_command(self):
+        self.check("cxxrunctl")
+        text = " ".join(self.render("cxxrunctl").split())
+        for command in ("status", "top", "logs", "stacks", "stop"):
+            self.assertIn(f" {command}", text)
+        self.assertIn("PET_RDZV_ENDPOINT", text)
 
     def test_start_method_says_what_the_default_does_now(self):
         # Not given, a script that imports torch at its top level forks its
@@ -110,6 +120,12 @@ class Completion(unittest.TestCase):
         self.assertEqual(bash_complete("cxxrun", ["--", "--"]), set())
         self.assertEqual(bash_complete("cxxrun", ["--nnodes", ""]), set())
         self.assertIn("--nproc-per-node", bash_complete("cxxrun", ["--nnodes", "2", "--nproc"]))
+
+    def test_bash_completes_cxxrunctl_commands_and_backends(self):
+        self.assertEqual(bash_complete("cxxrunctl", ["st"]), {"status", "stacks", "stop"})
+        self.assertEqual(bash_complete("cxxrunctl", ["--rdzv-endpoint", "h:1", "l"]), {"logs"})
+        self.assertEqual(bash_complete("cxxrunctl", ["--rdzv-backend", "e"]), {"etcd-v3", "etcd", "etcd-v2"})
+        self.assertEqual(bash_complete("cxxrunctl", ["--token-file", ""]), set())  # a file
 
     def test_zsh_names_every_long_option(self):
         for program in PROGRAMS:

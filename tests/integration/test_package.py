@@ -88,7 +88,7 @@ class InstalledPackage(unittest.TestCase):
         self.assertTrue(self.run_installed([self.rdzv, "--version"]).stdout.startswith("cxxrun-rdzv 0.1.0 (commit "))
         for path in ("usr/bin/cxxrun", "usr/bin/cxxrun-rdzv", "usr/bin/cxxrunctl", "etc/default/cxxrun-rdzv",
                      "lib/systemd/system/cxxrun-rdzv.service", "usr/include/cxxrun/worker_runtime/communicator.h",
-                     "usr/share/man/man1/cxxrun.1", "usr/share/man/man1/cxxrun-rdzv.1",
+                     "usr/share/man/man1/cxxrun.1", "usr/share/man/man1/cxxrun-rdzv.1", "usr/share/man/man1/cxxrunctl.1",
                      "usr/share/bash-completion/completions/cxxrun", "usr/share/zsh/vendor-completions/_cxxrun-rdzv"):
             self.assertTrue(os.path.exists(os.path.join(self.root, path)), path)
 
