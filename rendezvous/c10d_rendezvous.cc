@@ -343,8 +343,11 @@ std::vector<std::string> C10dRendezvous::member_addrs(int round, int members) {
 const std::vector<int>& C10dRendezvous::rank_of_slot() {
   if (rank_of_slot_.empty()) {
     // Written before any member was assigned: gone only if the store lost
-    // the job, and then a GET would wait out read_timeout for it.
-    const auto written = store_.get_if_set(round_key(round_, "ranks"));
+    // the job, and then a GET would wait out read_timeout for it. Read with
+    // the keep-alives' client, as the liveness check it serves: its calls end
+    // within a keep-alive interval, so a store gone away cannot hold the
+    // agent (and its exit) for read_timeout.
+    const auto written = beats_->get_if_set(round_key(round_, "ranks"));
     if (!written)
       throw store::StoreError("the rendezvous store at " + s_.endpoint + " no longer knows round " +
                               std::to_string(round_) + " of this job: it was restarted and its state is gone");

@@ -10,6 +10,8 @@
 #include "fake_store.h"
 #include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/round_records.h"
+#include "store/client.h"
+#include "store/server.h"
 
 using namespace cxxrun::rendezvous;
 using namespace c10d_nodes;
@@ -379,4 +381,28 @@ TEST_CASE("rendezvous: a member record keeps its group, and records without one 
   CHECK(parse_member(describe(m)).group == "nvl72-a");
   CHECK(parse_member("10.0.0.1|n1|42|8|3").group.empty());
   CHECK(parse_member("10.0.0.1|n1|42|8|3").order == 3);
+}
+
+TEST_CASE("rendezvous: the liveness check of a node whose store went away ends on the keep-alive deadline") {
+  // The chaos suite's restarted-host: the store died before the first
+  // check, so the check's first read of the round's ranks reconnected with
+  // the main client's deadline (read_timeout) and held the agent's exit.
+  cxxrun::store::StoreServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  cxxrun::store::BackgroundStoreServer server(options);
+  cxxrun::store::StoreClient::Options o;
+  o.port = server.port();
+  o.timeout = 60s;
+  auto main_client = cxxrun::store::StoreClient::connect(o);
+  o.timeout = 500ms;
+  auto beats = cxxrun::store::StoreClient::connect(o);
+  C10dRendezvous rdzv(*main_client, settings(1, 1), [](const std::vector<std::string>&) { return 1000; },
+                      [](const std::string&) {});
+  rdzv.use_for_keep_alives(*beats);
+  rdzv.next_rendezvous();
+  server.stop();
+  const auto began = std::chrono::steady_clock::now();
+  CHECK_THROWS(rdzv.dead_members());
+  CHECK(std::chrono::steady_clock::now() - began < 10s);
 }
