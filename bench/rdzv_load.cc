@@ -11,9 +11,10 @@
 //       does (EtcdJobStore: its own connections and a lease, its alive key
 //       on it); the job's keys are removed at the end.
 //   --recover 1: then one member publishes a failure (the `abort` event),
-//       every agent WAITs for the round's event as its watcher would, and
-//       re-forms the job as C10dBackend::rejoin does (the event, the waiting
-//       count, who stepped out, the next round, a join expecting N). Adds
+//       every agent reads the round's event as its watcher would (a GET
+//       that waits for it), and re-forms the job as C10dBackend::rejoin does
+//       (the waiting count, who stepped out, the next round, a join
+//       expecting N). Adds
 //       the time from the failure to the last agent woken and to the last
 //       agent holding its next-round assignment.
 //   --procs K: the agents are spread over K processes (forked first), each
@@ -208,10 +209,11 @@ Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& s
     rdzv.publish_failure("{\"rank\": 0, \"exitcode\": 1}");
   }
   // The agent's round watcher waits on a thread of its own while the
-  // agent goes on renewing its lease.
+  // agent goes on renewing its lease, reads the event in the same call, and
+  // hands it to the rendezvous (C10dBackend::watch).
   for (const auto until = Clock::now() + std::chrono::seconds(a.timeout_s);;) {
     try {
-      store.wait({rdzv.event_key()}, every);
+      rdzv.learned_event(rdzv.round(), parse_round_event(store.get(rdzv.event_key(), every)));
       break;
     } catch (const cxxrun::store::StoreTimeout&) {
       if (Clock::now() >= until) throw;
@@ -221,9 +223,9 @@ Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& s
   at_least(sh.last_woken, now_ns());
   const int expected = std::max(1, rdzv.members() + rdzv.num_nodes_waiting() -
                                        (rdzv.current_event() == RoundEvent::dead ? 1 : 0));
-  (void)rdzv.stepped_out();
+  const int left = rdzv.stepped_out();
   rdzv.start_next_round();
-  Assignment next = rdzv.next_rendezvous(expected);
+  Assignment next = rdzv.next_rendezvous(expected, left);
   at_least(sh.last_done, now_ns());
   return next;
 }

@@ -10,17 +10,20 @@
 // N-th also COMPARE_SETs complete and SETs its wake key), WAIT+GET complete;
 // the completer WAITs for every descriptor, MULTI_GETs them and MULTI_SETs
 // every assignment; each agent WAIT+GETs its assignment, rank 0 SETs master,
-// and each WAIT+GETs master. If C10dRendezvous's first round changes, this
+// and each other WAIT+GETs master. If C10dRendezvous's first round changes, this
 // must follow; tests/unit/rendezvous/test_c10d_rendezvous.cc holds the algorithm itself.
 //
 //   rdzv_sim --port P [--host 127.0.0.1] --nodes 10000 [--nproc 8] [--timeout 60] [--recover 1]
 //
 // --recover 1: then in-job recovery, as C10dBackend::rejoin makes it after
 // one worker's failure: one member publishes its failure record and the
-// `abort` event; every agent, woken by its WAIT on the event key, reads the
-// event, the waiting count and who stepped out, opens round 1 and joins it
-// expecting N, and gets its new assignment. Stopping the workers is local
-// and not simulated (0 here; docs of the restart path time it).
+// `abort` event; every agent, woken by its WAIT on the event key, GETs the
+// event (RoundWatcher), reads the waiting count and who stepped out (the
+// re-join takes the event from its watcher), opens round 1 (COMPARE_SET
+// round and next), joins it expecting N (COMPARE_SET config; the round is
+// the one it opened, the step-outs the ones it read), and gets its new
+// assignment. Stopping the workers is local and not simulated (0 here; docs
+// of the restart path time it).
 //
 // Prints one line of JSON: the wall time from the first connect to the last
 // agent holding its assignment and master, when the phases ended (all
@@ -221,7 +224,10 @@ class Sim {
 
   void on_event(int i, uint32_t events) {
     Agent& a = agents_[i];
-    if (a.step < 0) return;
+    if (a.step < 0) {  // done: at most group rank 0's SET of master still to send
+      if (events & EPOLLOUT) flush(i);
+      return;
+    }
     if (events & (EPOLLERR | EPOLLHUP)) return fail(i, "connection lost");
     if (events & EPOLLOUT) flush(i);
     if (!(events & EPOLLIN)) return;
@@ -241,7 +247,8 @@ class Sim {
       advance(i, values, number);
       values.clear();
     }
-    if (a.step >= 0) flush(i);
+    // Group rank 0 is done with its SET of master still to send.
+    if (a.step >= 0 || !a.out.empty()) flush(i);
   }
 
   // The next request after a reply, as C10dRendezvous::join makes them.
@@ -259,8 +266,7 @@ class Sim {
         if (++joined_[a.round] == o_.nodes) t_joined_[a.round] = Clock::now();
         set(a, rk(a, "node/" + std::to_string(a.slot)), describe(i));
         if (a.slot == last) return cas(a, rk(a, "complete"), "", std::to_string(o_.nodes) + "|" + std::to_string(a.slot));
-        // Re-forming, the first look also reads who stepped out of the last round.
-        if (a.round > 0) return a.step = 30, check(a, key("r" + std::to_string(a.round - 1) + "/out"));
+        // Re-forming, the first look takes who stepped out from the re-join's read.
         a.step = 4;
         return wait(a, {rk(a, "complete")});
       case 3:  // the completer's COMPARE_SET
@@ -285,46 +291,44 @@ class Sim {
         return get(a, rk(a, "assign/" + std::to_string(a.slot)));
       case 9:
         a.rank = atoi(v.at(0).c_str());
-        if (a.rank == 0) set(a, rk(a, "master"), addr(i) + ":29500");
-        return wait(a, {rk(a, "master")});
+        // Group rank 0 writes the master and knows it; the others wait for it.
+        if (a.rank != 0) return wait(a, {rk(a, "master")});
+        set(a, rk(a, "master"), addr(i) + ":29500");
+        return assigned(i, addr(i) + ":29500");
       case 10:
         return get(a, rk(a, "master"));
       case 11:
-        a.master = v.at(0);
-        a.step = -1;
-        t_done_[a.round] = Clock::now();
-        if (++done_[a.round] == o_.nodes && a.round == 0 && o_.recover) fail_one();
-        // Its watcher's WAIT on the round's event (RoundWatcher; here on the
-        // same connection, which does nothing else during the round).
-        if (a.round == 0 && o_.recover) return a.step = 20, wait(a, {rk(a, "event")});
-        return;
+        return assigned(i, v.at(0));
       // In-job recovery: C10dBackend::rejoin after the `abort` event.
-      case 20:  // woken: current_event (get_if_set: CHECK, then WAIT + GET)
+      case 20:  // woken: the watcher's GET of the event
         if (++woken_ == o_.nodes) t_woken_ = Clock::now();
-        return check(a, rk(a, "event"));
-      case 21:
-        return wait(a, {rk(a, "event")});
-      case 22:
         return get(a, rk(a, "event"));
-      case 23:  // num_nodes_waiting
+      case 21:  // num_nodes_waiting
         return add(a, rk(a, "count"), 0);
-      case 24:  // stepped_out
+      case 22:  // stepped_out
         return check(a, rk(a, "out"));
-      case 25:  // start_next_round
+      case 23:  // start_next_round
         return cas(a, key("round"), "0", "1");
-      case 26:
-        set(a, rk(a, "next"), "1");
+      case 24:
+        return cas(a, rk(a, "next"), "", "1");
+      case 25:  // check_config; the round is the one start_next_round answered
         return cas(a, key("config"), "", config());
-      case 27:
-        return cas(a, key("round"), "", "0");
-      case 28:  // round 1: the same join from its ADD on
+      case 26:  // round 1: the same join from its ADD on
         a.round = 1;
         a.step = 2;
         return add(a, rk(a, "count"), 1);
-      case 30:  // stepped_out read: on to the wait for completion
-        a.step = 4;
-        return wait(a, {rk(a, "complete")});
     }
+  }
+
+  void assigned(int i, const std::string& master) {
+    Agent& a = agents_[i];
+    a.master = master;
+    a.step = -1;
+    t_done_[a.round] = Clock::now();
+    if (++done_[a.round] == o_.nodes && a.round == 0 && o_.recover) fail_one();
+    // Its watcher's WAIT on the round's event (RoundWatcher; here on the
+    // same connection, which does nothing else during the round).
+    if (a.round == 0 && o_.recover) a.step = 20, wait(a, {rk(a, "event")});
   }
 
   // One member's worker fails: its agent adds its failure record and ends

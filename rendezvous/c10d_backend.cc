@@ -45,6 +45,7 @@ Assignment C10dBackend::join() {
 Assignment C10dBackend::rejoin() {
   int expected = std::max(1, rdzv_->members());
   int left = 0;  // members that stepped out (a failed health check)
+  int read_left = -1;  // the same, as read just now: the join's first look takes it
   const auto& settings = config_.settings;
   if (store_gone_)
     throw RendezvousLost("the rendezvous store at " + settings.endpoint + " did not answer within read_timeout=" +
@@ -61,7 +62,7 @@ Assignment C10dBackend::rejoin() {
     // Those that stepped out are taken off by the round's join itself, as
     // are those that step out while it waits.
     expected = std::max(1, rdzv_->members() - dead + rdzv_->num_nodes_waiting());
-    left = rdzv_->stepped_out();
+    left = read_left = rdzv_->stepped_out();
   } catch (const store::StoreError&) {
     // The next round's join reports a store that is really gone.
   }
@@ -75,7 +76,7 @@ Assignment C10dBackend::rejoin() {
   }
   spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", coming);
   rdzv_->start_next_round();
-  return joined(rdzv_->next_rendezvous(expected));
+  return joined(rdzv_->next_rendezvous(expected, read_left));
 }
 
 Assignment C10dBackend::joined(const Assignment& a) {
@@ -89,8 +90,13 @@ Assignment C10dBackend::joined(const Assignment& a) {
 void C10dBackend::watch(OnEvent on_event) {
   watcher_.reset();
   if (!on_event) return;
+  // The event the watcher hands on stands for its round: the re-join it
+  // leads to takes it from the rendezvous instead of reading it again.
   watcher_ = std::make_unique<RoundWatcher>(store_->connect_another(config_.settings.read_timeout),
-                                            std::move(on_event));
+                                            [this, on_event = std::move(on_event)](int round, RoundEvent what) {
+                                              rdzv_->learned_event(round, what);
+                                              on_event(round, what);
+                                            });
   watcher_->watch(rdzv_->round(), rdzv_->event_key());
 }
 

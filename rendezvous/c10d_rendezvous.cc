@@ -64,16 +64,23 @@ void C10dRendezvous::check_config() {
                         ", this node runs " + s_.entrypoint + "); pick another --rdzv-id");
 }
 
-Assignment C10dRendezvous::next_rendezvous() { return join(0); }
+Assignment C10dRendezvous::next_rendezvous() { return join(0, -1); }
 
-Assignment C10dRendezvous::next_rendezvous(int expected) { return join(expected); }
+Assignment C10dRendezvous::next_rendezvous(int expected, int stepped_out_now) {
+  return join(expected, stepped_out_now);
+}
 
-Assignment C10dRendezvous::join(int expected) {
+Assignment C10dRendezvous::join(int expected, int stepped_out_now) {
   lease_.beat_if_due();
   const auto deadline = Clock::now() + s_.join_timeout;
   expected_ = expected;
+  out_now_ = stepped_out_now;
   check_config();
-  int round = to_int(store_.compare_set(key("round"), "", "0"), "round number");
+  // After start_next_round, its answer is the round number this COMPARE_SET
+  // would read (a round opened since is found by the join, as one opened
+  // after this read always was).
+  int round = std::exchange(opened_, -1);
+  if (round <= round_) round = to_int(store_.compare_set(key("round"), "", "0"), "round number");
   round = std::max(round, round_ + 1);
   Assignment out;
   while (!join_round(round, deadline, out)) ++round;
@@ -151,7 +158,8 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
              "' before joining, so that a spare can take its place");
       seen.declined = std::move(declined);
     }
-    if (seen.count < s_.max_nodes && expected_ > 0) seen.stepped_out = stepped_out();
+    if (seen.count < s_.max_nodes && expected_ > 0)
+      seen.stepped_out = first && out_now_ >= 0 ? out_now_ : stepped_out();
     const auto now = Clock::now();
     const RoundCompletion::Next next = rule.next(seen, now);
     if (!next.say.empty()) log_(next.say);
@@ -310,9 +318,13 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   out.base_rank = mine.base_rank;
   out.world_size = mine.world_size;
   const std::string master = round_key(round, "master");
-  if (out.group_rank == 0)
-    store_.set(master, me_.addr + ":" + std::to_string(pick_port_(member_addrs(round, members))));
-  const std::string where = get(master);
+  std::string where;
+  if (out.group_rank == 0) {
+    where = me_.addr + ":" + std::to_string(pick_port_(member_addrs(round, members)));
+    store_.set(master, where);
+  } else {
+    where = get(master);
+  }
   const auto colon = where.rfind(':');
   out.master_addr = where.substr(0, colon);
   out.master_port = to_int(where.substr(colon + 1), "master port");
@@ -439,7 +451,8 @@ std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
 
 void C10dRendezvous::start_next_round() {
   lease_.beat_if_due();
-  store_.compare_set(key("round"), std::to_string(round_), std::to_string(round_ + 1));
+  opened_ = to_int(store_.compare_set(key("round"), std::to_string(round_), std::to_string(round_ + 1)),
+                   "round number");
   // Every member says the same; only the first one writes (over etcd, a
   // write of each of N nodes is N proposals through Raft).
   store_.compare_set(round_key(round_, "next"), "", std::to_string(round_ + 1));
@@ -457,12 +470,25 @@ void C10dRendezvous::close(bool succeeded) {
 std::string C10dRendezvous::event_key() const { return round_key(round_, "event"); }
 
 RoundEvent C10dRendezvous::publish_event(RoundEvent what) {
-  return parse_round_event(store_.compare_set(event_key(), "", std::string(to_string(what))));
+  const RoundEvent won = parse_round_event(store_.compare_set(event_key(), "", std::string(to_string(what))));
+  remember_event(round_, won);
+  return won;
 }
 
 RoundEvent C10dRendezvous::current_event() {
+  const long long known = known_event_.load();
+  if (known >= 0 && (known >> 8) == round_) return static_cast<RoundEvent>(known & 0xff);
   const auto event = store_.get_if_set(event_key());
-  return event ? parse_round_event(*event) : RoundEvent::none;
+  const RoundEvent now = event ? parse_round_event(*event) : RoundEvent::none;
+  remember_event(round_, now);
+  return now;
+}
+
+void C10dRendezvous::learned_event(int round, RoundEvent what) { remember_event(round, what); }
+
+void C10dRendezvous::remember_event(int round, RoundEvent what) {
+  if (round < 0 || what == RoundEvent::none) return;
+  known_event_.store((static_cast<long long>(round) << 8) | static_cast<long long>(what));
 }
 
 void C10dRendezvous::publish_failure(const std::string& record) {

@@ -49,6 +49,7 @@
 // lists first; nodes without one sort after those with one.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <stdexcept>
@@ -88,8 +89,12 @@ class C10dRendezvous {
   // in, without the last call: re-forming a known group after a restart.
   // `expected` counts the last round's members alive and the waiting
   // spares, even beyond max; members that step out (step_out) before or
-  // while this node waits are taken off it here.
-  Assignment next_rendezvous(int expected);
+  // while this node waits are taken off it here. `stepped_out_now`, when
+  // not negative, is what this node's stepped_out() just returned: the
+  // join's first look takes it instead of reading the count again (a later
+  // step-out is read at the end of the first wait slice, as one after the
+  // first look always was).
+  Assignment next_rendezvous(int expected, int stepped_out_now = -1);
 
   // Round events. The store key that one event per round
   // is written to; agents WAIT on it with a connection of their own.
@@ -100,8 +105,15 @@ class C10dRendezvous {
   std::string round_prefix() const { return round_key(round_, ""); }
   // Ends the round for everyone; returns the event that won (maybe another).
   RoundEvent publish_event(RoundEvent what);
-  // The event that ended the current round, none while it runs.
+  // The event that ended the current round, none while it runs. Read once:
+  // a round's event never changes once written (the first writer wins), so
+  // one that this node published, read, or learned (learned_event) is
+  // answered without a request.
   RoundEvent current_event();
+  // The event of `round` as a watcher on another thread saw it (C10dBackend
+  // hands on RoundWatcher's delivery): the re-join that follows reads it
+  // from here, not from the store. Thread-safe.
+  void learned_event(int round, RoundEvent what);
   // Adds this node's failure record (one line) to the round's and ends the
   // round with "abort" (unless another event came first).
   void publish_failure(const std::string& record);
@@ -178,7 +190,8 @@ class C10dRendezvous {
   void give_way(int round, int members);
   // "host (pid N) why" of each node that declined `round`, in order.
   std::vector<std::string> declined_nodes(int round);
-  Assignment join(int expected);
+  Assignment join(int expected, int stepped_out_now);
+  void remember_event(int round, RoundEvent what);
   // A complete round: its member count, and the slot of the member that
   // completed it, who computes everyone's assignment.
   struct Completion {
@@ -210,6 +223,14 @@ class C10dRendezvous {
   int members_ = 0;
   int expected_ = 0;
   int counted_stopped_ = -1;  // the round in which this node counted itself stopped
+  // The round number start_next_round's COMPARE_SET answered: the join that
+  // follows opens it without asking again (-1: none).
+  int opened_ = -1;
+  // next_rendezvous's stepped_out_now, for the join's first look.
+  int out_now_ = -1;
+  // (round << 8) | event of the last event known to stand, -1 none; written
+  // by the watcher's thread too (learned_event).
+  std::atomic<long long> known_event_{-1};
   Clock::time_point last_progress_{};
   std::vector<int> rank_of_slot_;
   BeatCounters counters_;  // without a MemberLiveness

@@ -47,7 +47,8 @@ void RoundWatcher::loop() {
       round = round_;
     }
     try {
-      client_->wait({key}, kRoundWaitSlice);
+      // One wait-and-read: a WAIT and then a GET (each waiting for the key
+      // first) made a TCPStore answer three requests, etcd two reads.
       const std::string event = client_->get(key, kRoundWaitSlice);
       {
         std::lock_guard l(mu_);

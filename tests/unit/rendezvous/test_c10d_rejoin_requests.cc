@@ -1,0 +1,136 @@
+// How many store requests one failure costs a job that re-forms over a
+// TCPStore: the store answers every request of every agent on one thread,
+// so at 10,000 agents the recovery's time is this count (bench/RESULTS.md,
+// "Fewer requests per re-join").
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <future>
+#include <thread>
+
+#include "c10d_nodes.h"
+
+using namespace c10d_nodes;
+
+namespace {
+
+// Counts the requests a real client would send for each call that
+// succeeded, as the wire carries them: a GET is WAIT then GET, a MULTI_GET
+// WAIT then MULTI_GET, get_if_set CHECK then (WAIT, GET). A wait slice that
+// times out is left out: how many pass is the clock's, not the algorithm's.
+class CountingClient : public FakeStore::Client {
+ public:
+  CountingClient(FakeStore& store, std::string addr, std::atomic<int>& count)
+      : FakeStore::Client(store, std::move(addr)), count_(count) {}
+  void set(const std::string& k, const std::string& v) override { Client::set(k, v), tally(1); }
+  std::string get(const std::string& k, Duration t) override {
+    auto v = Client::get(k, t);  // its WAIT is counted by wait()
+    tally(1);
+    return v;
+  }
+  int64_t add(const std::string& k, int64_t d) override {
+    auto n = Client::add(k, d);
+    tally(1);
+    return n;
+  }
+  std::string compare_set(const std::string& k, const std::string& e, const std::string& d) override {
+    auto v = Client::compare_set(k, e, d);
+    tally(1);
+    return v;
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    auto ok = Client::check(keys);
+    tally(1);
+    return ok;
+  }
+  void wait(const std::vector<std::string>& keys, Duration t) override { Client::wait(keys, t), tally(1); }
+  void append(const std::string& k, const std::string& v) override { Client::append(k, v), tally(1); }
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys) override {
+    inner_ = true;
+    auto v = Client::multi_get(keys);
+    inner_ = false;
+    tally(2);
+    return v;
+  }
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override {
+    inner_ = true;
+    Client::multi_set(keys, values);
+    inner_ = false;
+    tally(1);
+  }
+
+ private:
+  void tally(int n) {
+    if (!inner_) count_ += n;
+  }
+  std::atomic<int>& count_;
+  bool inner_ = false;
+};
+
+class CountingStateStore : public StateStore {
+ public:
+  CountingStateStore(FakeStore& store, std::string addr, std::atomic<int>& count)
+      : store_(store), addr_(addr), count_(count), client_(store, std::move(addr), count) {}
+  cxxrun::store::StoreClient& client() override { return client_; }
+  std::unique_ptr<cxxrun::store::StoreClient> connect_another(std::chrono::milliseconds) const override {
+    return std::make_unique<CountingClient>(store_, addr_, count_);
+  }
+  void leave(bool, int, const std::function<void()>& first) override { first(); }
+
+ private:
+  FakeStore& store_;
+  const std::string addr_;
+  std::atomic<int>& count_;
+  CountingClient client_;
+};
+
+}  // namespace
+
+TEST_CASE("rendezvous: one failure costs a 3-node job at most 52 store requests to re-form") {
+  FakeStore store;
+  std::atomic<int> requests{0};
+  std::atomic<int> woken{0};
+  RendezvousConfig config;
+  config.backend = Backend::c10d;
+  config.settings = settings(3, 3);
+  std::vector<std::unique_ptr<C10dBackend>> nodes;
+  for (const char* addr : {"127.0.0.1", "127.0.0.2", "127.0.0.3"}) {
+    config.settings.local_addr = addr;
+    nodes.push_back(std::make_unique<C10dBackend>(config, WorkerStorePlan{}, [&, addr](const RendezvousConfig&) {
+      return std::make_unique<CountingStateStore>(store, addr, requests);
+    }));
+  }
+  std::vector<std::future<Assignment>> joins;
+  for (auto& n : nodes) joins.push_back(std::async(std::launch::async, [&n] { return n->join(); }));
+  for (auto& j : joins) REQUIRE(j.get().round == 0);
+  for (auto& n : nodes)
+    n->watch([&](int round, RoundEvent what) {
+      if (round == 0 && what == RoundEvent::abort) ++woken;
+    });
+
+  requests = 0;
+  nodes[1]->publish_failure("rank 3 exited with 1");  // APPEND and COMPARE_SET: 2
+  for (int i = 0; i < 1000 && woken < 3; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(woken == 3);
+  std::vector<std::future<Assignment>> rejoins;
+  for (auto& n : nodes) rejoins.push_back(std::async(std::launch::async, [&n] { return n->rejoin(); }));
+  std::set<int> ranks;
+  for (auto& r : rejoins) {
+    const Assignment a = r.get();
+    CHECK(a.round == 1);
+    CHECK(a.group_world_size == 3);
+    CHECK(a.master_addr == "127.0.0.1");
+    ranks.insert(a.group_rank);
+  }
+  CHECK(ranks == std::set<int>{0, 1, 2});
+  // Each node: the watcher's one wait-and-read of the event (2); the re-join
+  // takes the event from it, the round from start_next_round's answer and
+  // the step-outs from its own read (7); the wait for the round's completion
+  // (2, the completer's COMPARE_SET and wake key instead), its assignment
+  // and the master (4; group rank 0, which writes it, reads the members
+  // instead, 3), and the assigner's read of every descriptor and write of
+  // every assignment (4). It was 71: the watcher read the event twice, the
+  // re-join once more, the join asked for the round and the step-outs
+  // again, and group rank 0 read back the master it wrote.
+  INFO("store requests for one failure and the re-join of 3 nodes: " << requests.load());
+  CHECK(requests.load() <= 52);
+}
