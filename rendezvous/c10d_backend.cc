@@ -46,6 +46,7 @@ Assignment C10dBackend::rejoin() {
   int expected = std::max(1, rdzv_->members());
   int left = 0;  // members that stepped out (a failed health check)
   int read_left = -1;  // the same, as read just now: the join's first look takes it
+  int waiting = -1;    // nodes waiting beyond the round (spares, late joiners); -1 unknown
   const auto& settings = config_.settings;
   if (store_gone_)
     throw RendezvousLost("the rendezvous store at " + settings.endpoint + " did not answer within read_timeout=" +
@@ -61,7 +62,8 @@ Assignment C10dBackend::rejoin() {
     // size when one waits (it stopped, "only N-1 nodes alive", before).
     // Those that stepped out are taken off by the round's join itself, as
     // are those that step out while it waits.
-    expected = std::max(1, rdzv_->members() - dead + rdzv_->num_nodes_waiting());
+    waiting = rdzv_->num_nodes_waiting();
+    expected = std::max(1, rdzv_->members() - dead + waiting);
     left = read_left = rdzv_->stepped_out();
   } catch (const store::StoreError&) {
     // The next round's join reports a store that is really gone.
@@ -75,7 +77,7 @@ Assignment C10dBackend::rejoin() {
     throw RendezvousLost(too_few_alive(settings, coming));
   }
   spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", coming);
-  rdzv_->start_next_round();
+  rdzv_->start_next_round(waiting != 0);
   return joined(rdzv_->next_rendezvous(expected, read_left));
 }
 

@@ -222,6 +222,9 @@ void C10dRendezvous::wait_for_next_round(int round, int members) {
                               "' failed while this node waited as a spare; the failure is in the other nodes' logs");
       return;
     } catch (const store::StoreTimeout&) {
+      // Members that read no node waiting do not write `next`
+      // (start_next_round): the round number says the next round is open.
+      if (const auto now = store_.get_if_set(key("round")); now && to_int(*now, "round number") > round) return;
       if (all_members_gone(round, members, seen)) {
         log_("no member of round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
              "' is alive (was its job killed?); opening round " + std::to_string(round + 1));
@@ -449,13 +452,13 @@ std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
   return parse_lines(store_.get_if_set(round_key(round, "declined")).value_or(""));
 }
 
-void C10dRendezvous::start_next_round() {
+void C10dRendezvous::start_next_round(bool spares_wait) {
   lease_.beat_if_due();
   opened_ = to_int(store_.compare_set(key("round"), std::to_string(round_), std::to_string(round_ + 1)),
                    "round number");
   // Every member says the same; only the first one writes (over etcd, a
   // write of each of N nodes is N proposals through Raft).
-  store_.compare_set(round_key(round_, "next"), "", std::to_string(round_ + 1));
+  if (spares_wait) store_.compare_set(round_key(round_, "next"), "", std::to_string(round_ + 1));
 }
 
 void C10dRendezvous::close(bool succeeded) {

@@ -23,8 +23,10 @@
 //   r<k>/assign/<slot> "group_rank|base_rank|world_size|liveness snapshot"
 //   r<k>/ranks         slots in group-rank order, comma-separated
 //   r<k>/master        "addr:port" chosen by group rank 0
-//   r<k>/next          "<k+1>" when the next round opens (by a member, or
-//                      by a waiter that found every member gone), "closed"
+//   r<k>/next          "<k+1>" when the next round opens (by a member that
+//                      read a node waiting, or by a waiter that found every
+//                      member gone; a waiter also finds `round` moved at the
+//                      end of each wait slice), "closed"
 //                      when the job succeeded, "failed" when it failed:
 //                      what a spare still waiting exits with
 //   r<k>/alive/<slot>  keep-alive counter
@@ -162,8 +164,13 @@ class C10dRendezvous {
   RoundEvent publish_dead(int count);
   // How many members the round's `dead` event counted (0 if none).
   int dead_count();
-  // Opens round+1 for everyone (a restart or a membership change).
-  void start_next_round();
+  // Opens round+1 for everyone (a restart or a membership change). The
+  // nodes waiting beyond the last round (spares, late joiners) are woken by
+  // the round's `next` key, written only where `spares_wait` (the caller
+  // read a node waiting, or could not read): a COMPARE_SET of N members
+  // for none. One that came after every member's read finds the round
+  // number moved at the end of its wait slice (keep_alive_interval).
+  void start_next_round(bool spares_wait = true);
   // This node, a member of the current round, will not join the next one
   // (a failed health check). Nodes waiting for it in the next round count
   // it out at once: they complete without it, or throw RendezvousLost when
