@@ -20,7 +20,10 @@ re-forms (rdzv_sim --recover 1): the time from the failure record to every
 agent holding its next-round assignment, in phases (the abort event reaching
 every agent, the new round's joins until it is complete for all, the
 assignments), and with --plot a PNG of each phase against N (Debian's
-python3-matplotlib).
+python3-matplotlib). --baseline-sim PATH: an earlier build's rdzv_sim (the
+requests an earlier C10dRendezvous made) run against the same cxxrun-rdzv,
+alternating run by run with this one, and a table of the medians of both
+and their ratio.
 """
 import argparse
 import json
@@ -49,6 +52,14 @@ def vm_hwm_mib(pid):
     return -1
 
 
+def cpu_s(pid):
+    """The process's CPU seconds so far (user + system): on a machine shared
+    with other work, what the store spent is steadier than the wall time."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one_run(args, tool, nodes):
     server = subprocess.Popen([args.rdzv, f"--port={PORT}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -62,6 +73,7 @@ def one_run(args, tool, nodes):
             raise SystemExit(f"rdzv_scale: {tool} failed: {out.stderr}")
         result = json.loads(out.stdout)
         result["rss"] = vm_hwm_mib(server.pid)
+        result["store_cpu_s"] = cpu_s(server.pid)
         result["rc"] = out.returncode
         return result
     finally:
@@ -80,6 +92,7 @@ def main():
     ap.add_argument("--threads-too", action="store_true")
     ap.add_argument("--recover", action="store_true")
     ap.add_argument("--plot", help="with --recover: where to draw the phases against N (PNG)")
+    ap.add_argument("--baseline-sim", help="with --recover: an earlier build's rdzv_sim, run alternately beside this one")
     outside = netns.enter(__file__)
     if outside is not None:
         return outside
@@ -110,39 +123,63 @@ PHASES = (("abort_push_s", "abort event reaches every agent"), ("rejoin_s", "re-
 
 
 def recovery(args, sizes):
-    print("| agents | run | one failure -> every agent re-assigned (s) | abort push (s) | re-join (s) | assign (s) "
-          "| ranks |")
-    print("|---:|---:|---:|---:|---:|---:|---|")
-    medians = {}
+    builds = [("this build", args.sim)] + ([("baseline", args.baseline_sim)] if args.baseline_sim else [])
+    print("| build | agents | run | one failure -> every agent re-assigned (s) | abort push (s) | re-join (s) "
+          "| assign (s) | µs per agent | cxxrun-rdzv CPU, both rounds (s) | ranks |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    medians = {name: {} for name, _ in builds}
     for n in sizes:
-        results = []
+        results = {name: [] for name, _ in builds}
         for run in range(1, args.runs + 1):
-            r = one_run(args, args.sim, n)
-            results.append(r)
-            ok = r["ranks_ok"] and r["rc"] == 0
-            print(f"| {n:,} | {run} | {r['recovery_s']:.3f} | {r['abort_push_s']:.3f} | {r['rejoin_s']:.3f} "
-                  f"| {r['assign_s']:.3f} | {'0..N-1 once each' if ok else 'WRONG'} |", flush=True)
-        medians[n] = {k: sorted(r[k] for r in results)[len(results) // 2] for k, _ in PHASES}
+            for name, sim in builds:
+                r = one_run(args, sim, n)
+                results[name].append(r)
+                ok = r["ranks_ok"] and r["rc"] == 0
+                print(f"| {name} | {n:,} | {run} | {r['recovery_s']:.3f} | {r['abort_push_s']:.3f} "
+                      f"| {r['rejoin_s']:.3f} | {r['assign_s']:.3f} | {r['recovery_s'] / n * 1e6:.0f} "
+                      f"| {r['store_cpu_s']:.2f} | {'0..N-1 once each' if ok else 'WRONG'} |", flush=True)
+        for name, _ in builds:
+            medians[name][n] = {k: sorted(r[k] for r in results[name])[len(results[name]) // 2]
+                                for k in ("recovery_s", "store_cpu_s") + tuple(k for k, _ in PHASES)}
+    if args.baseline_sim:
+        print("\n| agents | median recovery: this build (s) | baseline (s) | baseline / this build "
+              "| median cxxrun-rdzv CPU: this build (s) | baseline (s) | baseline / this build |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for n in sizes:
+            now, before = medians["this build"][n], medians["baseline"][n]
+            print(f"| {n:,} | {now['recovery_s']:.3f} | {before['recovery_s']:.3f} "
+                  f"| {before['recovery_s'] / now['recovery_s']:.2f}× | {now['store_cpu_s']:.2f} "
+                  f"| {before['store_cpu_s']:.2f} | {before['store_cpu_s'] / now['store_cpu_s']:.2f}× |")
     if args.plot:
         draw(medians, args.plot)
     return 0
 
 
 def draw(medians, path):
+    """Each build's phases stacked, the builds side by side at each N."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    sizes = sorted(medians)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    bottom = [0.0] * len(sizes)
-    labels = [f"{n:,}" for n in sizes]
-    for key, label in PHASES:
-        values = [medians[n][key] for n in sizes]
-        ax.bar(labels, values, bottom=bottom, label=label)
-        bottom = [b + v for b, v in zip(bottom, values)]
-    for x, total in zip(labels, bottom):
-        ax.annotate(f"{total:.2f} s", (x, total), ha="center", va="bottom", fontsize=9)
-    ax.set_xlabel("simulated agents (c10d rendezvous, cxxrun-rdzv, one thread)")
+    builds = list(medians)
+    sizes = sorted(medians[builds[0]])
+    fig, ax = plt.subplots(figsize=(7.5 if len(builds) > 1 else 7, 4.2))
+    width = 0.8 / len(builds)
+    colors = ("tab:blue", "tab:orange", "tab:green")
+    for b, build in enumerate(builds):
+        xs = [i + (b - (len(builds) - 1) / 2) * width for i in range(len(sizes))]
+        bottom = [0.0] * len(sizes)
+        for (key, label), color in zip(PHASES, colors):
+            values = [medians[build][n][key] for n in sizes]
+            ax.bar(xs, values, width * 0.95, bottom=bottom, color=color, alpha=1.0 if b == 0 else 0.45,
+                   label=label if b == 0 else None)
+            bottom = [t + v for t, v in zip(bottom, values)]
+        for x, total in zip(xs, bottom):
+            ax.annotate(f"{total:.2f} s" + ("" if len(builds) == 1 else f"\n{build}"), (x, total), ha="center",
+                        va="bottom", fontsize=7)
+    ax.set_xticks(range(len(sizes)))
+    ax.set_xticklabels([f"{n:,}" for n in sizes])
+    ax.set_xlabel("simulated agents (c10d rendezvous, cxxrun-rdzv, one thread)"
+                  + ("" if len(builds) == 1 else "; faded: " + ", ".join(builds[1:])))
     ax.set_ylabel("seconds (median)")
     ax.set_title("In-job recovery: one failure -> every agent holds its next-round assignment")
     ax.legend(loc="upper left", fontsize=8)
