@@ -225,6 +225,18 @@ class TcpStoreClient final : public StoreClient {
 
   std::string get(const std::string& key) override { return get(key, options_.timeout); }
 
+  // One request where CHECK, then a GET (itself a WAIT and a GET), made
+  // three: a COMPARE_SET expecting and desiring a value no one stores
+  // answers the key's value if it has one, and that value if it has none
+  // (torch's quirk, every server's: store/state.cc, torch 1.13's and 2.x's),
+  // and writes nothing either way.
+  std::optional<std::string> get_if_set(const std::string& key) override {
+    const std::string kNeverStored("\0cxxrun:absent\0", 15);
+    std::string value = compare_set(key, kNeverStored, kNeverStored);
+    if (value == kNeverStored) return std::nullopt;
+    return value;
+  }
+
   std::string get(const std::string& key, Duration timeout) override {
     std::vector<std::string> wire_keys{checked_key("get", key)};
     return call("get", timeout, Resend::safe,

@@ -59,9 +59,10 @@ class StoreClient {
   virtual std::string compare_set(const std::string& key, const std::string& expected,
                                   const std::string& desired) = 0;
   virtual bool check(const std::vector<std::string>& keys) = 0;
-  // The key's value if it exists, without waiting for it. Here CHECK then
-  // GET (the wire has no single request for it); a store that answers a
-  // read of an absent key does it in one.
+  // The key's value if it exists, without waiting for it. Over a TCPStore
+  // one COMPARE_SET that changes nothing (store/client.cc, kNeverStored);
+  // this default, CHECK then GET, is for stores that answer a read of an
+  // absent key in one request of their own.
   virtual std::optional<std::string> get_if_set(const std::string& key) {
     if (!check({key})) return std::nullopt;
     return get(key);

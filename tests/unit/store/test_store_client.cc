@@ -94,6 +94,26 @@ TEST_CASE("store client: COMPARE_SET and CHECK with modern opcodes and a custom 
   check_clean(server);
 }
 
+TEST_CASE("store client: get_if_set is one COMPARE_SET that changes nothing") {
+  // Expected and desired are the same value no one stores: the answer is the
+  // key's value, or, for an absent key, that value (torch's quirk).
+  const std::string never = "0f00000000000000 0063787872756e3a616273656e7400";
+  scripted::Server server(1, [&](const scripted::Socket& sock, int) {
+    handshake(sock);
+    expect(sock, "02 0400000000000000 2f657674 " + never + " " + never);
+    reply(sock, "0500000000000000 61626f7274");  // "abort"
+    expect(sock, "02 0400000000000000 2f6f7574 " + never + " " + never);
+    reply(sock, never);  // absent
+    expect(sock, "02 0400000000000000 2f656d70 " + never + " " + never);
+    reply(sock, "0000000000000000");  // set, to ""
+  });
+  auto client = StoreClient::connect(options(server.port, Protocol::modern));
+  CHECK(client->get_if_set("evt") == std::optional<std::string>("abort"));
+  CHECK(client->get_if_set("out") == std::nullopt);
+  CHECK(client->get_if_set("emp") == std::optional<std::string>(""));
+  check_clean(server);
+}
+
 TEST_CASE("store client: APPEND MULTI_SET and MULTI_GET on a modern server") {
   scripted::Server server(1, [](const scripted::Socket& sock, int) {
     handshake(sock);
