@@ -159,7 +159,8 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
       seen.declined = std::move(declined);
     }
     if (seen.count < s_.max_nodes && expected_ > 0)
-      seen.stepped_out = first && out_now_ >= 0 ? out_now_ : stepped_out();
+      // Taken once: a node that became a spare and joins a later round reads afresh.
+      seen.stepped_out = first && out_now_ >= 0 ? std::exchange(out_now_, -1) : stepped_out();
     const auto now = Clock::now();
     const RoundCompletion::Next next = rule.next(seen, now);
     if (!next.say.empty()) log_(next.say);
