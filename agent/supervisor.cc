@@ -117,6 +117,9 @@ class Supervisor final : Workers::Listener {
 
   ~Supervisor() {
     group_->observe_lines({});  // the group outlives the tracker, and may drain a pipe yet
+    // A call in flight against a store that is gone would hold this exit for
+    // read_timeout in the join below, after "exiting with code 244".
+    if (store_lost_) rdzv_.abandon();
     link_.reset();  // joins its thread: nothing else calls the rendezvous now
     board_.last(rdzv_);  // the record that shows this agent done (agent/job_board.h)
     if (rdzv_.elastic()) {
@@ -464,8 +467,8 @@ class Supervisor final : Workers::Listener {
     if (phase_ == Phase::barrier) waited = std::chrono::steady_clock::now() - barrier_since_;
     switch (outage_.silent(silent, waited)) {
       case StoreOutage::Then::nothing: return;
-      case StoreOutage::Then::end_job: return end(Cause::lost);
-      case StoreOutage::Then::stop_workers: return stop(Cause::lost, SIGTERM);
+      case StoreOutage::Then::end_job: store_lost_ = true; return end(Cause::lost);
+      case StoreOutage::Then::stop_workers: store_lost_ = true; return stop(Cause::lost, SIGTERM);
     }
   }
 
@@ -594,6 +597,7 @@ class Supervisor final : Workers::Listener {
   const Config c_;
   rendezvous::Assignment placement_;
   int round_;
+  bool store_lost_ = false;  // the job ends because the rendezvous store is gone
   Guardian* guardian_;
   Rendezvous& rdzv_;
   asio::io_context io_;

@@ -339,6 +339,11 @@ std::optional<board::StopRequest> C10dBackend::publish_board(const std::string& 
   return std::nullopt;
 }
 
+void C10dBackend::abandon() {
+  if (store_) store_->client().cancel();
+  if (beats_) beats_->cancel();
+}
+
 void C10dBackend::watch_requests(OnRequest on_request) {
   requests_.reset();
   if (!on_request || !store_) return;

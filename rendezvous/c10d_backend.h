@@ -53,6 +53,7 @@ class C10dBackend : public Rendezvous {
   void inject(const StoreFault& fault) override;
   std::optional<board::StopRequest> publish_board(const std::string& node, const std::string& record) override;
   void watch_requests(OnRequest on_request) override;
+  void abandon() override;
   void answer_request(long long n, const std::string& node, const std::string& answer) override;
 
  private:

@@ -318,6 +318,13 @@ class Rendezvous {
   // with no shared store deliver none.
   using OnRequest = std::function<void(long long n, const std::string& request)>;
   virtual void watch_requests(OnRequest on_request) { (void)on_request; }
+
+  // The agent is leaving because the store is gone: a call in flight stops
+  // reconnecting within a second instead of waiting out read_timeout, and
+  // later calls fail at once. Any thread; nothing may be asked afterwards
+  // but what the agent's exit does (the board's last record has a
+  // connection of its own).
+  virtual void abandon() {}
   // This node's answer to request `n` (at most requests::kMaxAnswerBytes),
   // under the board's short deadline. Logs, never throws.
   virtual void answer_request(long long n, const std::string& node, const std::string& answer) {

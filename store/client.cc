@@ -1,5 +1,6 @@
 // StoreClient over one TCP connection; client.h has the promises, this file
 // how they are kept.
+#include <atomic>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -57,6 +58,7 @@ class TcpStoreClient final : public StoreClient {
       : options_(std::move(options)), endpoint_(net::format_endpoint({options_.host, options_.port})) {}
 
   void set_timeout(Duration timeout) override { options_.timeout = timeout; }
+  void cancel() override { cancelled_ = true; }
 
   void connect_now() {
     net::Backoff backoff;
@@ -115,6 +117,7 @@ class TcpStoreClient final : public StoreClient {
     };
     int broken_handshakes = 0;
     while (!conn_) {
+      if (cancelled_) throw StoreError(where(op) + "given up: this client was cancelled (its owner is leaving)");
       try {
         conn_.emplace(StoreConnection::open(options_.host, options_.port, options_.protocol, deadline,
                                             options_.token));
@@ -362,6 +365,7 @@ class TcpStoreClient final : public StoreClient {
   Options options_;
   std::string endpoint_;
   std::optional<StoreConnection> conn_;
+  std::atomic<bool> cancelled_{false};
   std::string local_address_;
 };
 

@@ -79,6 +79,13 @@ class StoreClient {
   // Changes the default deadline of later calls (Options::timeout).
   virtual void set_timeout(Duration timeout) = 0;
 
+  // Ends the reconnecting of a call in flight within one backoff step (at
+  // most a second), and makes every later reconnect fail at once
+  // (StoreError): for an owner that is leaving because the store is gone and
+  // must not wait out the call's deadline. Any thread; a client that never
+  // reconnects ignores it.
+  virtual void cancel() {}
+
   // The local IP address of this connection: the address the server sees us
   // by, which is how other nodes can reach this one (MASTER_ADDR). Numeric,
   // never a hostname; that of the last connection while none is open.
