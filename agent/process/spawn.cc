@@ -108,7 +108,7 @@ void close_target(CgroupTarget& t) {
   }
 }
 
-pid_t spawn_process(const SpawnRequest& r) {
+PendingSpawn begin_spawn(const SpawnRequest& r) {
   auto argv = c_strings(r.argv);
   auto envp = c_strings(r.envp);
   int report[2] = {-1, -1};
@@ -125,20 +125,31 @@ pid_t spawn_process(const SpawnRequest& r) {
     close(report[0]);
     throw std::runtime_error(std::string("fork failed: ") + strerror(fork_errno));
   }
+  return {pid, report[0], r.argv.empty() ? std::string() : r.argv[0]};
+}
+
+pid_t finish_spawn(PendingSpawn& p) {
+  if (p.report < 0) return p.pid;
   // The report pipe closes on a successful exec; otherwise it says why not.
   StartError e{};
   ssize_t n;
-  do n = read(report[0], &e, sizeof e);
+  do n = read(p.report, &e, sizeof e);
   while (n < 0 && errno == EINTR);
-  close(report[0]);
+  close(p.report);
+  p.report = -1;
   if (n == sizeof e) {
     // The child has exited 127; the agent's SIGCHLD handling reaps it.
     if (e.stage == 0) throw std::runtime_error(std::string("cannot move a worker into its cgroup: ") + strerror(e.error));
     if (e.stage == 2) throw std::runtime_error(std::string("cannot bind a worker to its CPUs (--numa-binding): ") + strerror(e.error));
     if (e.stage == 3) throw std::runtime_error(std::string("cannot bind a worker's memory to its NUMA node (--numa-binding): ") + strerror(e.error));
-    throw std::runtime_error("cannot execute '" + r.argv[0] + "': " + strerror(e.error));
+    throw std::runtime_error("cannot execute '" + p.program + "': " + strerror(e.error));
   }
-  return pid;
+  return p.pid;
+}
+
+pid_t spawn_process(const SpawnRequest& r) {
+  PendingSpawn pending = begin_spawn(r);
+  return finish_spawn(pending);
 }
 
 }  // namespace cxxrun::agent

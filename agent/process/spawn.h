@@ -50,4 +50,18 @@ struct SpawnRequest {
 // child).
 pid_t spawn_process(const SpawnRequest& request);
 
+// spawn_process in two halves, so that a group's forks need not wait for
+// each other's exec: begin_spawn forks (throwing on a fork that fails) and
+// returns at once; finish_spawn waits until the child has exec'd, or
+// throws what spawn_process throws when it could not. Each begun spawn is
+// finished exactly once. A child's own start (joining a v1 cgroup costs the
+// kernel a grace period, then the exec) thereby overlaps the next forks.
+struct PendingSpawn {
+  pid_t pid = -1;
+  int report = -1;  // the child's report pipe; -1: nothing to wait for
+  std::string program;
+};
+PendingSpawn begin_spawn(const SpawnRequest& request);
+pid_t finish_spawn(PendingSpawn& pending);
+
 }  // namespace cxxrun::agent

@@ -104,17 +104,36 @@ std::unique_ptr<FilteredLog> WorkerGroup::filtered_log(const std::vector<std::st
   return std::make_unique<FilteredLog>(filters, logs_.attempt_file(attempt_, name));
 }
 
+struct WorkerGroup::Starting {
+  std::unique_ptr<Worker> w;
+  WorkerStdio io{};
+  PendingSpawn spawn;
+  const NumaPlacement* binding = nullptr;
+  std::string failed;  // why nothing was forked; empty: it was
+};
+
 void WorkerGroup::start_workers() {
   const rendezvous::Assignment& p = placement_;
   log_->info("starting {} workers for entrypoint {} (attempt {}, run id {}, ranks {}..{} of {})", c_.nproc_per_node,
              c_.entrypoint_name, attempt_, c_.run_id, p.base_rank, p.base_rank + c_.nproc_per_node - 1, p.world_size);
+  // Every fork first, then every exec confirmed: each worker's start (its
+  // memory cgroup's move, its exec) overlaps the next forks, and the moves
+  // share the kernel's grace periods instead of waiting one each in turn.
+  std::vector<Starting> starting;
+  starting.reserve(c_.nproc_per_node);
   for (int r = 0; r < c_.nproc_per_node; ++r) {
-    if (!start_worker(r)) {
-      // Reported from the loop, not inside this one: it may start the next
-      // attempt.
-      asio::post(io_, [this, f = failures_.back()] { listener_.on_worker_failed(f); });
-      return;
-    }
+    starting.push_back(begin_worker(r));
+    if (!starting.back().failed.empty()) break;
+  }
+  // Only the first failure is the attempt's, as when the starts went one by
+  // one: those begun after it run, and the stop it brings ends them.
+  bool failed = false;
+  for (Starting& s : starting) failed = !finish_worker(s, !failed) || failed;
+  if (failed) {
+    // Reported from the loop, not inside this one: it may start the next
+    // attempt.
+    asio::post(io_, [this, f = failures_.front()] { listener_.on_worker_failed(f); });
+    return;
   }
   sample_memory();
   warm_.started([this] {
@@ -125,59 +144,81 @@ void WorkerGroup::start_workers() {
   });
 }
 
-bool WorkerGroup::start_worker(int local_rank) {
+void WorkerGroup::record_start_failure(std::unique_ptr<Worker> w, const std::string& what) {
+  log_->error("{}", what);
+  Failure f = failure_of(w->local_rank, w->rank, 0, "");
+  f.exit_code = exit_code::not_executable;
+  f.stderr_tail = {what};
+  failures_.push_back(f);
+  workers_.push_back(std::move(w));
+}
+
+WorkerGroup::Starting WorkerGroup::begin_worker(int local_rank) {
   const Config& c = c_;
-  auto w = std::make_unique<Worker>();
-  w->local_rank = local_rank;
+  Starting s;
+  s.w = std::make_unique<Worker>();
+  Worker& w = *s.w;
+  w.local_rank = local_rank;
   const rendezvous::Assignment& p = placement_;
-  w->rank = p.base_rank + local_rank;
-  const WorkerPlace place{local_rank,   w->rank,       p.world_size,       attempt_,
+  w.rank = p.base_rank + local_rank;
+  const WorkerPlace place{local_rank,   w.rank,        p.world_size,       attempt_,
                           logs_.file(attempt_, local_rank, "error.json"), token_ + ":" + std::to_string(attempt_),
                           p.group_rank, p.group_world_size, p.master_addr, p.master_port};
   EnvMap env = worker_environment(c, place, base_env_);
   if (env_hook_) env_hook_(env, local_rank);
-  WorkerStdio io{};
-  const NumaPlacement* binding =
-      local_rank < static_cast<int>(c.numa_binding.size()) ? &c.numa_binding[local_rank] : nullptr;
+  s.binding = local_rank < static_cast<int>(c.numa_binding.size()) ? &c.numa_binding[local_rank] : nullptr;
   // Its own memory cgroup, where one can be made: an OOM kill is then
   // pinned on this rank (agent/forensics/postmortem.h).
   const int memory = postmortem_ ? postmortem_->rank_cgroup(attempt_, local_rank) : -1;
   try {
-    io = open_worker_stdio(stdio_request(c, local_rank, w->rank));
+    s.io = open_worker_stdio(stdio_request(c, local_rank, w.rank));
     const auto argv = substitute_local_rank(c.command, local_rank);
     const auto envp = to_envp(env);
     char cwd[4096];
     if (!getcwd(cwd, sizeof cwd)) cwd[0] = '\0';
-    w->pid = warm_.fork({argv, envp, cwd, io.out_write, io.err_write, target_.procs, binding});
+    s.spawn.pid = warm_.fork({argv, envp, cwd, s.io.out_write, s.io.err_write, target_.procs, s.binding});
     // The zygote's child is moved from here, a moment after its fork.
-    if (w->pid >= 0 && memory >= 0) (void)!write(memory, std::to_string(w->pid).c_str(), std::to_string(w->pid).size());
-    if (w->pid < 0) {
-      const BindingMasks masks = binding ? binding_masks(*binding) : BindingMasks{};
-      w->pid = spawn_process({argv, envp, -1, io.out_write, io.err_write, target_.dir >= 0 ? &target_ : nullptr, -1,
-                              memory, binding ? &masks : nullptr});
+    if (s.spawn.pid >= 0 && memory >= 0)
+      (void)!write(memory, std::to_string(s.spawn.pid).c_str(), std::to_string(s.spawn.pid).size());
+    if (s.spawn.pid < 0) {
+      const BindingMasks masks = s.binding ? binding_masks(*s.binding) : BindingMasks{};
+      s.spawn = begin_spawn({argv, envp, -1, s.io.out_write, s.io.err_write, target_.dir >= 0 ? &target_ : nullptr,
+                             -1, memory, s.binding ? &masks : nullptr});
     }
     if (memory >= 0) close(memory);
   } catch (const std::exception& e) {
     if (memory >= 0) close(memory);
-    close_all(io);
-    log_->error("{}", e.what());
-    Failure f = failure_of(local_rank, w->rank, 0, "");
-    f.exit_code = exit_code::not_executable;
-    f.stderr_tail = {e.what()};
-    failures_.push_back(f);
-    workers_.push_back(std::move(w));
+    close_all(s.io);
+    s.failed = e.what();
+    if (s.failed.empty()) s.failed = "cannot start a worker";
+    return s;
+  }
+  // The child has its own: a later worker's fork must not carry these.
+  close_write_ends(s.io);
+  return s;
+}
+
+bool WorkerGroup::finish_worker(Starting& s, bool record) {
+  if (!s.failed.empty()) {
+    if (record) record_start_failure(std::move(s.w), s.failed);
     return false;
   }
-  close_write_ends(io);
-  if (postmortem_) postmortem_->started(local_rank, w->pid);
-  if (binding) log_->info("{}", describe_binding(local_rank, *binding));
-  w->running = true;
-  Worker& ref = *w;
-  workers_.push_back(std::move(w));
-  Pipes& pipes = *(pipes_[local_rank] = std::make_unique<Pipes>());
-  open_pipe(ref, pipes.out, io.out_read, STDOUT_FILENO, Std::out, "stdout.log");
-  open_pipe(ref, pipes.err, io.err_read, STDERR_FILENO, Std::err, "stderr.log");
-  listener_.on_worker_started(ref);
+  try {
+    s.w->pid = finish_spawn(s.spawn);
+  } catch (const std::exception& e) {
+    close_all(s.io);
+    if (record) record_start_failure(std::move(s.w), e.what());
+    return false;
+  }
+  Worker& w = *s.w;
+  if (postmortem_) postmortem_->started(w.local_rank, w.pid);
+  if (s.binding) log_->info("{}", describe_binding(w.local_rank, *s.binding));
+  w.running = true;
+  workers_.push_back(std::move(s.w));
+  Pipes& pipes = *(pipes_[w.local_rank] = std::make_unique<Pipes>());
+  open_pipe(w, pipes.out, s.io.out_read, STDOUT_FILENO, Std::out, "stdout.log");
+  open_pipe(w, pipes.err, s.io.err_read, STDERR_FILENO, Std::err, "stderr.log");
+  listener_.on_worker_started(w);
   return true;
 }
 

@@ -95,7 +95,13 @@ class WorkerGroup final : public Workers {
   // of this attempt that was exec'd.
   std::string attempt_token() const;
   void start_workers();
-  bool start_worker(int local_rank);
+  // A worker forked, its exec not yet confirmed: the group forks every
+  // worker before it waits for the first exec (agent/process/spawn.h).
+  struct Starting;
+  Starting begin_worker(int local_rank);
+  // False when it did not start; its failure is recorded when `record`.
+  bool finish_worker(Starting& s, bool record);
+  void record_start_failure(std::unique_ptr<Worker> w, const std::string& what);
   std::unique_ptr<FilteredLog> filtered_log(const std::vector<std::string>& filters, const char* name);
   // A started worker's stdout and stderr.
   struct Pipes {
