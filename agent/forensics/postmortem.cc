@@ -32,6 +32,13 @@ std::string first_line(const std::string& path) {
   return line;
 }
 
+// Whether `pid` is still running: not ended (a zombie), not gone.
+bool alive(pid_t pid) {
+  const std::string stat = first_line("/proc/" + std::to_string(pid) + "/stat");
+  const size_t end = stat.rfind(") ");
+  return end != std::string::npos && end + 2 < stat.size() && stat[end + 2] != 'Z' && stat[end + 2] != 'X';
+}
+
 std::string link_target(const std::string& path) {
   char buf[4096];
   const ssize_t n = readlink(path.c_str(), buf, sizeof buf - 1);
@@ -134,12 +141,30 @@ int Postmortem::rank_cgroup(int attempt, int local_rank) {
   std::string why;
   const int fd = memory_->make_rank(attempt, local_rank, why);
   if (fd < 0) no_rank_cgroup_ = why;
+  if (fd < 0) {
+    rank_cgroups_.erase(local_rank);
+  } else {
+    // Its OOM counter before the worker is in it: a worker that ended before
+    // started() looked (its group forks every rank first) shows no cgroup
+    // of its own any more, and a kill meanwhile must still count.
+    RankCgroup& r = rank_cgroups_[local_rank];
+    r.dir = memory_->tree() + "/attempt-" + std::to_string(attempt) + "/rank-" + std::to_string(local_rank);
+    r.oom_kills = MemoryCgroups::read(r.dir, true).oom_kills.value_or(-1);
+  }
   return fd;
 }
 
-void Postmortem::started(int, pid_t pid) {
+void Postmortem::started(int local_rank, pid_t pid) {
   Watched w;
-  if (auto dir = memory_->cgroup_of(pid)) {
+  const auto made = rank_cgroups_.find(local_rank);
+  const auto dir = memory_->cgroup_of(pid);
+  // Ended already (a zombie's cgroups read as the roots), or in the cgroup
+  // made for it: that one, counted from before the worker joined it.
+  if (made != rank_cgroups_.end() && (!dir || *dir == made->second.dir || !alive(pid))) {
+    w.cgroup = made->second.dir;
+    w.own = true;
+    w.oom_kills_at_start = made->second.oom_kills;
+  } else if (dir) {
     w.cgroup = *dir;
     // Made by rank_cgroup() for it alone.
     w.own = !memory_->job_dir().empty() && dir->rfind(memory_->job_dir() + "/", 0) == 0;

@@ -86,6 +86,13 @@ class Postmortem {
   std::string no_kernel_log_;  // why there is no kernel log
   std::string no_rank_cgroup_;  // why ranks share a memory cgroup
   std::map<pid_t, Watched> watched_;
+  // The memory cgroup made for each local rank this attempt, and its OOM
+  // counter then (-1: none), before its worker joined it.
+  struct RankCgroup {
+    std::string dir;
+    long long oom_kills = -1;
+  };
+  std::map<int, RankCgroup> rank_cgroups_;
 };
 
 // Whether `pid`, ended but not yet reaped, had reaped children of its own
