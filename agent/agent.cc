@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include <pthread.h>
+#include <unistd.h>
 #include <signal.h>
 #include <sys/prctl.h>
 
@@ -8,7 +9,10 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <random>
+#include <thread>
+#include <vector>
 #include <spdlog/spdlog.h>
 
 #include "agent/process/cgroup.h"
@@ -20,6 +24,7 @@
 #include "agent/process/open_files.h"
 #include "agent/forensics/postmortem.h"
 #include "agent/process/private_files.h"
+#include "agent/process/tree_removal.h"
 #include "agent/python/hook.h"
 #include "agent/restart_policy.h"
 #include "agent/supervisor.h"
@@ -67,6 +72,22 @@ struct HookDir {
   }
 };
 
+// At a normal exit the run's temporary directories go on a thread of their
+// own, joined when this goes, while the agent's thread removes the cgroups:
+// each rmdir may wait for its file system (a journal commit), each cgroup's
+// for the kernel, and neither needs the other.
+class DirRemoval {
+ public:
+  void start(std::vector<std::string> dirs) {
+    thread_ = std::jthread([dirs = std::move(dirs)] {
+      for (const std::string& dir : dirs) remove_tree(dir);
+    });
+  }
+
+ private:
+  std::jthread thread_;
+};
+
 // Every Python process of the job, the forkserver included, reads cxxrun's
 // sitecustomize (agent/python/hook.h): the stack dump a hang verdict takes,
 // and the `cxxrun` package beside it, which a worker's `import cxxrun` finds
@@ -76,7 +97,8 @@ struct HookDir {
 // user can change (a --log-dir others can write without the sticky bit, or
 // one of its parents), where they could move the run directory aside and
 // make their own; then, as with no run directory at all (--log-dir=/dev/null),
-// a private temporary directory that nobody else can replace.
+// a private temporary directory that nobody else can replace. A temporary
+// run directory's hook goes to such a directory in /dev/shm.
 void hook_python(const LogDir& logs, HookDir& temporary) {
   std::string dir;
   std::string unsafe;
@@ -84,17 +106,24 @@ void hook_python(const LogDir& logs, HookDir& temporary) {
     dir = logs.run_dir() + "/python";
     unsafe = replaceable_by_others(logs.run_dir());
   }
-  if (dir.empty() || !unsafe.empty()) {
-    const std::string base = safe_temp_base();
-    std::string made = base + "/cxxrun-hook-XXXXXX";
-    if (base.empty() || mkdtemp(made.data()) == nullptr) {
-      spdlog::warn("{} and there is no private temporary directory for cxxrun's Python hook; Python workers cannot "
-                   "import cxxrun unless it is installed, and their stacks cannot be taken at a hang",
-                   unsafe.empty() ? "there is no log directory" : unsafe + " can be changed by other users");
-      return;
-    }
+  const bool elsewhere = dir.empty() || !unsafe.empty();
+  std::string base = elsewhere ? safe_temp_base() : "";
+  // A temporary run directory goes at exit, and nobody reads the hook's copy
+  // in it: on a memory file system its four directories cost no disk (a
+  // directory removed from a disk mounted with discard waits for the device,
+  // milliseconds each, on the agent's way out).
+  if (!elsewhere && !logs.removed_at_exit().empty() && access("/dev/shm", W_OK | X_OK) == 0 &&
+      replaceable_by_others("/dev/shm").empty())
+    base = "/dev/shm";
+  std::string made = base + "/cxxrun-hook-XXXXXX";
+  if (!base.empty() && mkdtemp(made.data()) != nullptr) {
     temporary.removed_at_exit = made;
     dir = made + "/python";
+  } else if (elsewhere) {
+    spdlog::warn("{} and there is no private temporary directory for cxxrun's Python hook; Python workers cannot "
+                 "import cxxrun unless it is installed, and their stacks cannot be taken at a hang",
+                 unsafe.empty() ? "there is no log directory" : unsafe + " can be changed by other users");
+    return;
   }
   std::string why_not;
   if (!install_python_hook(dir, why_not)) {
@@ -165,6 +194,11 @@ int run(const Config& input) {
     }
   }
   pthread_sigmask(SIG_SETMASK, &unblocked, nullptr);
+  // Declared first, so ended last: at a normal exit the guardian's sweep
+  // runs while the agent removes the rest below, and the agent waits for
+  // it only at the very end.
+  std::optional<Guardian> guardian;
+  DirRemoval removal;  // joined after the cgroups went, before the guardian's wait
   LogDir logs(config);
   std::string containment;
   std::unique_ptr<JobCgroup> cgroup = contain(config, token, containment);
@@ -172,8 +206,8 @@ int run(const Config& input) {
   hook_python(logs, hook_dir);
   Postmortem postmortem(token);
   const std::vector<std::string> cgroups = {cgroup ? cgroup->path() : "", postmortem.memory_dir()};
-  Guardian guardian(std::string(env::kJobToken) + "=" + token + ":", {logs.removed_at_exit(), hook_dir.removed_at_exit},
-                    cgroups);
+  guardian.emplace(std::string(env::kJobToken) + "=" + token + ":",
+                   std::vector<std::string>{logs.removed_at_exit(), hook_dir.removed_at_exit}, cgroups);
   // Before the rendezvous: an explicit forkserver's preload overlaps the
   // wait for the other nodes.
   Forkserver forkserver(config, token, cgroup.get());
@@ -214,7 +248,7 @@ int run(const Config& input) {
                  "ranks: ranks beyond it wait at init_process_group; raise the hard limit (ulimit -Hn, LimitNOFILE=)",
                  open_files - 64, first.world_size);
   const int code =
-      supervise(config, first, logs, guardian, cgroup.get(), &forkserver, postmortem, health, *rdzv, token, start);
+      supervise(config, first, logs, *guardian, cgroup.get(), &forkserver, postmortem, health, *rdzv, token, start);
   if (code == exit_code::unkillable) {
     if (cgroup) cgroup->abandon();
     postmortem.abandon();
@@ -223,6 +257,10 @@ int run(const Config& input) {
   // A node that stepped out leaves the job to the others: leave() would
   // close the rendezvous for every node.
   if (code != exit_code::node_unhealthy) rdzv->leave(code == 0);
+  guardian->let_go();  // the workers are gone: its sweep overlaps the rest of the exit
+  removal.start({logs.removed_at_exit(), hook_dir.removed_at_exit});
+  logs.keep();  // removing now, on the removal's thread
+  hook_dir.removed_at_exit.clear();
   return code;
 }
 

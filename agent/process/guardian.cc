@@ -5,10 +5,13 @@
 #include <stdio.h>
 #include <signal.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <stdexcept>
@@ -81,29 +84,64 @@ Guardian::Guardian(const std::string& token_prefix, const std::vector<std::strin
   pipe_w_ = fds[1];
 }
 
-void Guardian::release() {
+void Guardian::let_go() {
   if (pipe_w_ >= 0) {
     const char done = 'x';
     (void)!write(pipe_w_, &done, 1);
     close(pipe_w_);
   }
   pipe_w_ = -1;
-  if (pid_ <= 0) return;
   // A stopped guardian (`pkill -STOP cxxrun` reaches it too) would hold
-  // the agent's exit for ever: it is continued, and one that has not ended
-  // its sweep by the bound is killed. The job's processes are gone by now.
-  kill(pid_, SIGCONT);
-  const auto deadline = std::chrono::steady_clock::now() + kReleaseLimit;
-  pid_t got;
-  while ((got = waitpid(pid_, nullptr, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (got == 0) {
+  // the agent's exit for ever: it is continued.
+  if (pid_ > 0) kill(pid_, SIGCONT);
+}
+
+namespace {
+
+// True once the child `pid` has ended (not reaped), or is no child to wait
+// for any more.
+bool ended(pid_t pid) {
+  siginfo_t info{};
+  if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return errno == ECHILD;
+  return info.si_pid == pid;
+}
+
+// Waits up to `limit` for the child `pid` to end, woken by its exit where
+// the kernel has pidfds (polled every 5 ms where not).
+bool wait_ended(pid_t pid, std::chrono::steady_clock::duration limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  bool done;
+  while (!(done = ended(pid))) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) break;
+    const long long ms = std::min<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1,
+                                             fd >= 0 ? 1000 : 5);
+    if (fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
+      (void)poll(&p, 1, static_cast<int>(ms));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+  }
+  if (fd >= 0) close(fd);
+  return done;
+}
+
+}  // namespace
+
+void Guardian::release() {
+  let_go();
+  if (pid_ <= 0) return;
+  // The job's processes are gone by now: one that has not ended its sweep
+  // by the bound is killed.
+  if (!wait_ended(pid_, kReleaseLimit)) {
     spdlog::warn("the guardian process (pid {}) did not end within {} s of the agent's exit (stopped, or stuck "
                  "in the kernel); killing it",
                  pid_, kReleaseLimit.count());
     kill(pid_, SIGKILL);
-    while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
+  }
+  while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
   }
   pid_ = -1;
 }

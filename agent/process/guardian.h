@@ -32,9 +32,13 @@ class Guardian {
   // How long release() waits for the guardian to end.
   static constexpr std::chrono::seconds kReleaseLimit{5};
 
-  // Normal exit: the guardian sweeps (finding nothing) and ends, leaving the
-  // cleanup directory to the agent. Bounded: a guardian stopped (SIGSTOP)
-  // is continued, and one not gone within kReleaseLimit is SIGKILLed.
+  // Normal exit begins: the guardian starts its sweep (finding nothing) and
+  // ends, leaving the cleanup directory to the agent, while the agent tears
+  // down the rest. Call once the job's workers are gone. Idempotent.
+  void let_go();
+  // let_go(), then waits for the guardian to end, woken by its exit (a
+  // pidfd), not by a timer. Bounded: a guardian stopped (SIGSTOP) is
+  // continued, and one not gone within kReleaseLimit is SIGKILLed.
   void release();
   // The agent's SIGCHLD handling reaped the guardian: don't wait for it again.
   void mark_reaped() { pid_ = -1; }

@@ -53,6 +53,22 @@ class ImportCxxrun(TempDirTest):
         self.assertEqual(rc, 0, err)
         self.assertEqual(out.count("enabled: True"), 2, out + err)
 
+    def test_with_the_temporary_run_directory_the_package_is_in_memory(self):
+        # No --log-dir: the run directory is a temporary one removed at exit,
+        # whose hook nobody reads after; its directories on a disk mounted
+        # with discard each cost the device a wait on the way out, so the
+        # hook goes to /dev/shm instead, and goes with the agent too.
+        if not os.access("/dev/shm", os.W_OK | os.X_OK):
+            self.skipTest("no writable /dev/shm")
+        tmp = os.path.join(self.dir, "tmp")
+        os.mkdir(tmp)
+        rc, out, err = run(["--nproc-per-node=1", self.worker()], env=clean_env(TMPDIR=tmp), timeout=60)
+        self.assertEqual(rc, 0, err)
+        report = self.report(out)
+        self.assertRegex(report["package"], r"^/dev/shm/cxxrun-hook-\w{6}/python/cxxrun$")
+        self.assertFalse(os.path.exists(report["package"]), "the hook's directory outlived the agent")
+        self.assertEqual(os.listdir(tmp), [], "the temporary run directory outlived the agent")
+
     def test_with_a_log_dir_the_package_is_the_run_directory_s(self):
         logs = os.path.join(self.dir, "logs")
         rc, out, err = run(["--nproc-per-node=1", f"--log-dir={logs}", "--section-timeout=step=30",
