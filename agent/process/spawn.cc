@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -41,6 +42,12 @@ struct StartError {
 // Runs in the forked child: only async-signal-safe calls from here on.
 [[noreturn]] void exec_child(pid_t agent, const SpawnRequest& r, int report_w, int cgroup_procs, char** argv,
                              char** envp) {
+  if (r.gate >= 0) {
+    if (r.gate_writer >= 0) close(r.gate_writer);
+    pollfd open{r.gate, POLLIN, 0};
+    while (poll(&open, 1, kGateLimitMs) < 0 && errno == EINTR) {
+    }
+  }
   if (cgroup_procs >= 0 && write(cgroup_procs, "0", 1) != 1) report(report_w, 0);
   // Only evidence rides on this one: a worker that cannot join it still runs.
   if (r.memory_procs >= 0) (void)!write(r.memory_procs, "0", 1);

@@ -37,6 +37,14 @@ struct SpawnRequest {
   // A cgroup.procs of another hierarchy (a v1 memory cgroup) the child
   // joins before exec, when it can; -1: none.
   int memory_procs = -1;
+  // A start gate shared by a group's children: each closes `gate_writer`,
+  // then waits for end of file on `gate` (at most kGateLimit) before it
+  // joins any cgroup. A v1 cgroup move holds the kernel's cgroup lock
+  // through a grace period, which would stall the group's next forks; the
+  // gate lets every fork happen first, and the moves then share one grace
+  // period. -1: no gate.
+  int gate = -1;
+  int gate_writer = -1;
   // --numa-binding's CPUs and memory, taken before exec; nullptr: none.
   const BindingMasks* binding = nullptr;
   // Starts under SCHED_IDLE, its session's autogroup at nice 19: a
@@ -44,6 +52,9 @@ struct SpawnRequest {
   // (agent/warm/forkserver.h); it returns to normal priority itself.
   bool idle = false;
 };
+
+// How long a child waits at its start gate, at most.
+constexpr int kGateLimitMs = 1000;
 
 // Returns the pid. Throws std::runtime_error naming the program when it
 // cannot be started (fork failure, or exec failure reported back by the

@@ -1,5 +1,7 @@
 #include "agent/workers/worker_group.h"
 
+#include <fcntl.h>
+
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -121,9 +123,14 @@ void WorkerGroup::start_workers() {
   // share the kernel's grace periods instead of waiting one each in turn.
   std::vector<Starting> starting;
   starting.reserve(c_.nproc_per_node);
+  if (pipe2(gate_.data(), O_CLOEXEC) != 0) gate_ = {-1, -1};  // no gate: each moves as it comes
   for (int r = 0; r < c_.nproc_per_node; ++r) {
     starting.push_back(begin_worker(r));
     if (!starting.back().failed.empty()) break;
+  }
+  for (int& fd : gate_) {  // every fork done: the children go
+    if (fd >= 0) close(fd);
+    fd = -1;
   }
   // Only the first failure is the attempt's, as when the starts went one by
   // one: those begun after it run, and the stop it brings ends them.
@@ -182,8 +189,12 @@ WorkerGroup::Starting WorkerGroup::begin_worker(int local_rank) {
       (void)!write(memory, std::to_string(s.spawn.pid).c_str(), std::to_string(s.spawn.pid).size());
     if (s.spawn.pid < 0) {
       const BindingMasks masks = s.binding ? binding_masks(*s.binding) : BindingMasks{};
-      s.spawn = begin_spawn({argv, envp, -1, s.io.out_write, s.io.err_write, target_.dir >= 0 ? &target_ : nullptr,
-                             -1, memory, s.binding ? &masks : nullptr});
+      SpawnRequest request{argv, envp, -1, s.io.out_write, s.io.err_write, target_.dir >= 0 ? &target_ : nullptr,
+                           -1, memory};
+      request.gate = gate_[0];
+      request.gate_writer = gate_[1];
+      request.binding = s.binding ? &masks : nullptr;
+      s.spawn = begin_spawn(request);
     }
     if (memory >= 0) close(memory);
   } catch (const std::exception& e) {

@@ -142,6 +142,7 @@ class WorkerGroup final : public Workers {
   EnvHook env_hook_;
   LineObserver observer_;
   CgroupTarget target_;  // the attempt's cgroup, where there is one
+  std::array<int, 2> gate_{-1, -1};  // the start gate while a group forks (agent/process/spawn.h)
   WarmStart warm_;
   // --duplicate-*-filters for this attempt; before workers_, whose sinks use them.
   std::unique_ptr<FilteredLog> filtered_out_;
