@@ -165,8 +165,14 @@ def main():
     ap.add_argument("--nproc", type=int, default=8)
     ap.add_argument("--perf", default=shutil.which("perf") or "perf")
     args = ap.parse_args()
-    if args.runs < 1:
-        sys.exit("launch_phases.py: --runs must be at least 1")
+    if args.runs < 1 or (args.wall_runs is not None and args.wall_runs < 1):
+        print(f"launch_phases.py: --runs {args.runs} / --wall-runs {args.wall_runs}: each must be at least 1",
+              file=sys.stderr)
+        sys.exit(2)
+    for label, path in [("--cxxrun", args.cxxrun), ("--baseline", args.baseline)]:
+        if path is not None and not os.access(path, os.X_OK):
+            print(f"launch_phases.py: {label} {path}: not an executable file", file=sys.stderr)
+            sys.exit(2)
     binaries = [("new", args.cxxrun)] + ([("old", args.baseline)] if args.baseline else [])
     scratch = tempfile.mkdtemp(prefix="cxxrun-phases.")
     # Copies: a rebuild meanwhile cannot swap the binary under the runs.
