@@ -367,7 +367,7 @@ class EtcdJobTest(TempDirTest):
         self.cluster.stop()
         super().tearDown()
 
-    def test_status_logs_and_stop_over_etcd(self):
+    def test_status_top_logs_stacks_and_stop_over_etcd(self):
         job = self.job = Job(self.dir, None, etcd=self.cluster)
         wait_for(lambda: len(job.worker_pids()) == 4, timeout=60, what="every rank started")
 
@@ -381,6 +381,14 @@ class EtcdJobTest(TempDirTest):
         self.assertEqual(sorted(ranks.values()), sorted(job.worker_pids()))
         wait_for(lambda: {int(l.split("]")[0][5:]) for l in ctl("logs", *job.where())[1].splitlines()
                           if l.startswith("[rank")} == {0, 1, 2, 3}, timeout=30, what="every rank's lines")
+        # stacks and top read the same board and requests through etcd.
+        rc, out, err = ctl("stacks", *job.where(), timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(re.findall(r'File ".*worker\.py", line \d+ in train_loop', out)), 4, out)
+        rc, out, err = ctl("top", "-n", "1", *job.where(), timeout=60)
+        self.assertEqual(rc, 0, err)
+        rows = [l.split() for l in out.split("cxxrunctl top: ")[1].splitlines()[2:] if l.strip() and not l.startswith("(")]
+        self.assertEqual(sorted(int(r[0]) for r in rows), [0, 1, 2, 3], out)
         rc, out, err = ctl("stop", *job.where())
         codes = job.wait(self, 60)
         # Both agents' output in the message: a failure here is read from it.
