@@ -98,7 +98,14 @@ std::string core_text(bool dumped, const std::string& pattern, pid_t pid, const 
 
 bool had_reaped_children(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return had_reaped_children(in);
+}
+
+bool had_reaped_children(std::istream& stat_file) {
+  // One line; getline, unlike an istreambuf_iterator, turns the filebuf's
+  // exception into a failed stream.
+  std::string stat;
+  std::getline(stat_file, stat);
   const auto paren = stat.rfind(')');
   if (paren == std::string::npos || paren + 2 > stat.size()) return false;
   std::istringstream fields(stat.substr(paren + 2));

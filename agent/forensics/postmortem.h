@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <istream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -99,6 +100,10 @@ class Postmortem {
 // (or had, before an exec): their page faults count in its cminflt and
 // cmajflt (/proc/<pid>/stat), and their peak in what wait4 gives for it.
 bool had_reaped_children(pid_t pid);
+// The same from that file's text. A read that fails (the process was reaped
+// meanwhile by another thread: ESRCH, which libstdc++'s filebuf throws) is
+// "no": the caller must never die of it.
+bool had_reaped_children(std::istream& stat_file);
 
 // Why the kernel log has no fault line for crashed worker `f` (read from
 // its evidence: faulthandler's report on its stderr): the fault text then.

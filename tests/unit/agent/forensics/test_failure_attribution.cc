@@ -339,3 +339,16 @@ TEST_CASE("peak RSS: an ended worker's /proc says whether it had reaped children
   CHECK(ended_child(true));
   CHECK_FALSE(ended_child(false));
 }
+
+TEST_CASE("postmortem: a stat file whose read fails (the process reaped meanwhile) is no children, not a crash") {
+  // What libstdc++'s filebuf does when read(2) on /proc/<pid>/stat fails
+  // with ESRCH: it throws from underflow. The agent died of it once
+  // ("basic_filebuf::underflow error reading the file: No such process").
+  struct Reaped : std::streambuf {
+    int_type underflow() override { throw std::ios_base::failure("basic_filebuf::underflow error reading the file"); }
+  } reaped;
+  std::istream stat(&reaped);
+  bool had = true;
+  CHECK_NOTHROW(had = had_reaped_children(stat));
+  CHECK_FALSE(had);
+}
