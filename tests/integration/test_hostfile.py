@@ -9,6 +9,10 @@ import signal
 import subprocess
 import time
 
+import unittest
+import uuid
+
+import etcd_cluster
 from harness import CXXRUN, OrphanCheckTest, alive, clean_env, free_port, read_pids, wait_for
 
 HOSTS = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
@@ -237,6 +241,36 @@ echo "hello from rank $RANK"
         self.assertNotEqual(p.returncode, 0, err)
         for pid in read_pids(self.dir, "pid.") + list(agent_of.values()):
             self.assertFalse(alive(pid), f"pid {pid} outlived the job")
+
+
+@unittest.skipIf(etcd_cluster.unavailable(), etcd_cluster.unavailable())
+class HostfileOverEtcd(OrphanCheckTest):
+    """The same one command with etcd as the rendezvous: every host's agent
+    meets through the etcd cluster, and the job ends with its code."""
+
+    def setUp(self):
+        super().setUp()
+        self.rsh = self.script("fake_rsh", FAKE_RSH.format(dir=self.dir))
+        self.cluster = etcd_cluster.EtcdCluster(1)
+        self.cluster.start()
+        self.addCleanup(self.cluster.stop)
+
+    def test_one_job_across_the_hosts_over_etcd(self):
+        worker = self.script("w.sh", f"echo $RANK $WORLD_SIZE > {self.dir}/ran.$RANK\necho \"hello from rank $RANK\"\n")
+        p = subprocess.run([CXXRUN, "--hosts=" + ",".join(HOSTS), f"--rsh={self.rsh}", "--rdzv-backend=etcd-v3",
+                            f"--rdzv-endpoint={self.cluster.endpoints()}", f"--rdzv-id={uuid.uuid4().hex[:12]}",
+                            "--rdzv-conf=join_timeout=30", "--no-python", worker],
+                           env=clean_env(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        ran = {}
+        for n in os.listdir(self.dir):
+            if n.startswith("ran."):
+                with open(os.path.join(self.dir, n)) as f:
+                    ran[int(n.split(".")[1])] = f.read().split()
+        self.assertEqual(ran, {0: ["0", "3"], 1: ["1", "3"], 2: ["2", "3"]})
+        self.assertEqual(sum("hello from rank" in line for line in p.stdout.splitlines()), 3, p.stdout)
+        with open(f"{self.dir}/rsh.log") as f:
+            self.assertEqual(sorted(line.split("\t", 1)[0] for line in f.read().splitlines()), HOSTS)
 
 
 class BadHostLists(OrphanCheckTest):
