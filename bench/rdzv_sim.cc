@@ -9,7 +9,9 @@
 // bytes: COMPARE_SET config and round, ADD count, SET its descriptor (the
 // N-th also COMPARE_SETs complete and SETs its wake key), WAIT+GET complete;
 // the completer WAITs for every descriptor, MULTI_GETs them and MULTI_SETs
-// every assignment; each agent WAIT+GETs its assignment, rank 0 SETs master,
+// every assignment and then the round's `assigned` milestone; each agent
+// WAITs for that and reads its assignment (a COMPARE_SET that writes
+// nothing, as get_if_set does), rank 0 SETs master,
 // and each other WAIT+GETs master. If C10dRendezvous's first round changes, this
 // must follow; tests/unit/rendezvous/test_c10d_rendezvous.cc holds the algorithm itself.
 //
@@ -112,9 +114,17 @@ class Sim {
  private:
   std::string key(const std::string& suffix) const { return "cxxrun/rdzv/" + run_ + "/" + suffix; }
   std::string r0(const std::string& suffix) const { return key("r0/" + suffix); }
-  // The agent's current round's key.
+  // The agent's current round's key, and its milestones (m/r<k>/...).
   std::string rk(const Agent& a, const std::string& suffix) const {
     return key("r" + std::to_string(a.round) + "/" + suffix);
+  }
+  std::string mk(const Agent& a, const std::string& suffix) const {
+    return key("m/r" + std::to_string(a.round) + "/" + suffix);
+  }
+  // StoreClient::get_if_set: one COMPARE_SET that writes nothing.
+  void get_if_set(Agent& a, const std::string& k) {
+    const std::string never("\0cxxrun:absent\0", 15);
+    cas(a, k, never, never);
   }
   std::string addr(int i) const { return "10." + std::to_string(i / 62500) + "." + std::to_string(i / 250 % 250) + "." + std::to_string(i % 250 + 1); }
   // Member::describe: addr|host|pid|nproc|order|group, no node_order.
@@ -265,15 +275,15 @@ class Sim {
         a.slot = static_cast<int>(number) - 1;
         if (++joined_[a.round] == o_.nodes) t_joined_[a.round] = Clock::now();
         set(a, rk(a, "node/" + std::to_string(a.slot)), describe(i));
-        if (a.slot == last) return cas(a, rk(a, "complete"), "", std::to_string(o_.nodes) + "|" + std::to_string(a.slot));
+        if (a.slot == last) return cas(a, mk(a, "complete"), "", std::to_string(o_.nodes) + "|" + std::to_string(a.slot));
         // Re-forming, the first look takes who stepped out from the re-join's read.
         a.step = 4;
-        return wait(a, {rk(a, "complete")});
+        return wait(a, {mk(a, "complete")});
       case 3:  // the completer's COMPARE_SET
-        set(a, rk(a, "wake/" + std::to_string(last)), "complete");
+        set(a, mk(a, "wake/" + std::to_string(last)), "complete");
         return completed(i, v.at(0));
       case 4:  // complete exists
-        return get(a, rk(a, "complete"));
+        return get(a, mk(a, "complete"));
       case 5:
         return completed(i, v.at(0));
       case 6: {  // the assigner: every descriptor is there
@@ -286,23 +296,23 @@ class Sim {
       case 7:
         publish(a, v);
         a.step = 8;
-        return wait(a, {rk(a, "assign/" + std::to_string(a.slot))});
-      case 8:
-        return get(a, rk(a, "assign/" + std::to_string(a.slot)));
+        return wait(a, {mk(a, "assigned")});
+      case 8:  // every assignment is written: this node's, in one read
+        return get_if_set(a, rk(a, "assign/" + std::to_string(a.slot)));
       case 9:
         a.rank = atoi(v.at(0).c_str());
         // Group rank 0 writes the master and knows it; the others wait for it.
-        if (a.rank != 0) return wait(a, {rk(a, "master")});
-        set(a, rk(a, "master"), addr(i) + ":29500");
+        if (a.rank != 0) return wait(a, {mk(a, "master")});
+        set(a, mk(a, "master"), addr(i) + ":29500");
         return assigned(i, addr(i) + ":29500");
       case 10:
-        return get(a, rk(a, "master"));
+        return get(a, mk(a, "master"));
       case 11:
         return assigned(i, v.at(0));
       // In-job recovery: C10dBackend::rejoin after the `abort` event.
       case 20:  // woken: the watcher's GET of the event
         if (++woken_ == o_.nodes) t_woken_ = Clock::now();
-        return get(a, rk(a, "event"));
+        return get(a, mk(a, "event"));
       case 21:  // num_nodes_waiting
         return add(a, rk(a, "count"), 0);
       case 22:  // stepped_out
@@ -327,7 +337,7 @@ class Sim {
     if (++done_[a.round] == o_.nodes && a.round == 0 && o_.recover) fail_one();
     // Its watcher's WAIT on the round's event (RoundWatcher; here on the
     // same connection, which does nothing else during the round).
-    if (a.round == 0 && o_.recover) a.step = 20, wait(a, {rk(a, "event")});
+    if (a.round == 0 && o_.recover) a.step = 20, wait(a, {mk(a, "event")});
   }
 
   // One member's worker fails: its agent adds its failure record and ends
@@ -342,7 +352,7 @@ class Sim {
     std::string out;
     bench_wire::put_validate(out);
     out.push_back(kAppend), str(out, r0("failures")), str(out, "{\"rank\": 7, \"exitcode\": 1}\n");
-    out.push_back(kCas), str(out, r0("event")), str(out, ""), str(out, "abort");
+    out.push_back(kCas), str(out, key("m/r0/event")), str(out, ""), str(out, "abort");
     t_failed_ = Clock::now();
     (void)!send(publisher_, out.data(), out.size(), MSG_NOSIGNAL);
   }
@@ -360,7 +370,7 @@ class Sim {
       return wait(a, keys);
     }
     a.step = 8;
-    wait(a, {rk(a, "assign/" + std::to_string(a.slot))});
+    wait(a, {mk(a, "assigned")});
   }
 
   // C10dRendezvous::publish_assignments: ranks by (order, addr, host, pid, slot).
@@ -382,7 +392,7 @@ class Sim {
     });
     int world = 0;
     for (const M& m : all) world += m.nproc;
-    a.out.push_back(kMultiSet), u64(a.out, all.size() + 1);
+    a.out.push_back(kMultiSet), u64(a.out, all.size() + 2);
     std::string ranks;
     for (int rank = 0, base = 0; rank < static_cast<int>(order.size()); ++rank) {
       const int slot = order[rank];
@@ -393,6 +403,8 @@ class Sim {
     }
     str(a.out, rk(a, "ranks"));
     str(a.out, ranks);
+    str(a.out, mk(a, "assigned"));  // last: it stands for every key before it
+    str(a.out, "1");
     t_assigned_[a.round] = Clock::now();
   }
 

@@ -426,6 +426,13 @@ bool HttpConnection::Impl::read_stream(std::string& out, Clock::time_point deadl
   }
   ioc.restart();
   while (reading) {
+    // A deadline already passed still takes what has arrived (a watch's
+    // events read between two waits): run_one_until would not look.
+    if (Clock::now() >= deadline) {
+      ioc.poll();
+      if (reading) return false;
+      break;
+    }
     if (ioc.run_one_until(deadline) == 0 && reading) return false;
   }
   throw_if_interrupted(true);

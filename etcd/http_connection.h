@@ -72,7 +72,8 @@ class HttpConnection {
 
   // Appends the stream's body bytes as they arrive. False when the deadline
   // passed first; the read stays pending for the next call, so nothing is
-  // lost between calls. Throws TransportError when the stream ends or breaks.
+  // lost between calls. A deadline already passed takes what has arrived
+  // without waiting. Throws TransportError when the stream ends or breaks.
   bool read_stream(std::string& out, Clock::time_point deadline);
 
   // From any thread: the operation in progress, or the next, ends with

@@ -40,7 +40,8 @@ class Watch {
   Watch& operator=(const Watch&) = delete;
 
   // The next batch of events (never empty), or nullopt when the deadline
-  // passes first or the watch was cancelled. While no member can be
+  // passes first or the watch was cancelled (a deadline already passed:
+  // what has arrived, without waiting). While no member can be
   // reached it keeps trying; after options.timeout of that it throws
   // EtcdUnavailable naming each member and why.
   std::optional<std::vector<WatchEvent>> next(Clock::time_point deadline);

@@ -94,7 +94,9 @@ void C10dBackend::watch(OnEvent on_event) {
   if (!on_event) return;
   // The event the watcher hands on stands for its round: the re-join it
   // leads to takes it from the rendezvous instead of reading it again.
-  watcher_ = std::make_unique<RoundWatcher>(store_->connect_another(config_.settings.read_timeout),
+  auto client = store_->connect_another(config_.settings.read_timeout);
+  client->expect_waits_under(rdzv_->milestone_prefix());
+  watcher_ = std::make_unique<RoundWatcher>(std::move(client),
                                             [this, on_event = std::move(on_event)](int round, RoundEvent what) {
                                               rdzv_->learned_event(round, what);
                                               on_event(round, what);

@@ -41,12 +41,20 @@ C10dRendezvous::C10dRendezvous(store::StoreClient& store, RendezvousSettings set
       lease_(settings.keep_alive_interval, [this](const std::string& line) { progress(line); }),
       s_(std::move(settings)),
       pick_port_(std::move(pick_port)),
-      log_(std::move(log)) {}
+      log_(std::move(log)) {
+  store_.expect_waits_under(milestone_prefix());
+}
 
 std::string C10dRendezvous::key(const std::string& suffix) const { return "cxxrun/rdzv/" + s_.run_id + "/" + suffix; }
 
 std::string C10dRendezvous::round_key(int round, const std::string& suffix) const {
   return key("r" + std::to_string(round) + "/" + suffix);
+}
+
+std::string C10dRendezvous::milestone_prefix() const { return key("m/"); }
+
+std::string C10dRendezvous::milestone(int round, const std::string& suffix) const {
+  return key("m/r" + std::to_string(round) + "/" + suffix);
 }
 
 void C10dRendezvous::check_config() {
@@ -102,14 +110,14 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
   // Below the (min-1)-th, no one waits for a joiner's wake key.
   std::optional<Completion> done;
   if (slot == s_.max_nodes - 1) done = complete_round(round, s_.max_nodes, slot);
-  else if (slot + 1 >= s_.min_nodes) store_.set(round_key(round, "wake/" + std::to_string(slot)), "joined");
+  else if (slot + 1 >= s_.min_nodes) store_.set(milestone(round, "wake/" + std::to_string(slot)), "joined");
   log_("node " + me_.addr + " (pid " + std::to_string(me_.pid) + ") attempts to join round " +
        std::to_string(round) + " of rendezvous '" + s_.run_id + "' at " + s_.endpoint);
   if (!done) done = wait_for_completion(round, slot, deadline);
   if (slot >= done->members) {
     // Below max, the running members restart to take this node in.
     if (done->members < s_.max_nodes)
-      store_.compare_set(round_key(round, "event"), "", std::string(to_string(RoundEvent::join)));
+      store_.compare_set(milestone(round, "event"), "", std::string(to_string(RoundEvent::join)));
     wait_for_next_round(round, done->members);
     give_way(round, done->members);
     return false;
@@ -128,7 +136,7 @@ C10dRendezvous::Completion C10dRendezvous::parse_completion(const std::string& t
 // RoundCompletion rules; whoever gets there first writes `complete` and
 // everyone adopts that value.
 C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int slot, Clock::time_point deadline) {
-  const std::string complete = round_key(round, "complete");
+  const std::string complete = milestone(round, "complete");
   const int joined = slot + 1;
   RoundCompletion rule(s_, expected_, deadline);
   RoundSeen seen;
@@ -176,7 +184,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
         // Whoever makes the round full completes it: waiting for the max-th
         // joiner is waiting for `complete`, and brings the member count.
         if (next.milestone == s_.max_nodes) return parse_completion(store_.get(complete, slice));
-        store_.wait({round_key(round, "wake/" + std::to_string(next.milestone - 1))}, slice);
+        store_.wait({milestone(round, "wake/" + std::to_string(next.milestone - 1))}, slice);
         break;
       } catch (const store::StoreTimeout&) {
         waited_out = step >= next.until;
@@ -194,8 +202,8 @@ C10dRendezvous::Completion C10dRendezvous::complete_round(int round, int count, 
   // A spare (slot >= count) may see the count reach max first; the last
   // member computes the assignments in its place.
   const std::string mine = std::to_string(count) + "|" + std::to_string(std::min(slot, count - 1));
-  const Completion done = parse_completion(store_.compare_set(round_key(round, "complete"), "", mine));
-  store_.set(round_key(round, "wake/" + std::to_string(s_.max_nodes - 1)), "complete");
+  const Completion done = parse_completion(store_.compare_set(milestone(round, "complete"), "", mine));
+  store_.set(milestone(round, "wake/" + std::to_string(s_.max_nodes - 1)), "complete");
   return done;
 }
 
@@ -209,7 +217,7 @@ void C10dRendezvous::wait_for_next_round(int round, int members) {
                                      " nodes); this node waits as a spare for the next round"
                                : "round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
                                      "' completed without this node; waiting for the next round");
-  const std::string next = round_key(round, "next");
+  const std::string next = milestone(round, "next");
   BeatCounters::Seen seen;
   for (;;) {
     try {
@@ -269,9 +277,9 @@ bool C10dRendezvous::all_members_gone(int round, int members, BeatCounters::Seen
 // A member still alive, wrongly thought gone, learns of the new round by the
 // event, as of a node waiting to join.
 void C10dRendezvous::open_round_after(int round) {
-  store_.compare_set(round_key(round, "event"), "", std::string(to_string(RoundEvent::join)));
+  store_.compare_set(milestone(round, "event"), "", std::string(to_string(RoundEvent::join)));
   store_.compare_set(key("round"), std::to_string(round), std::to_string(round + 1));
-  store_.set(round_key(round, "next"), std::to_string(round + 1));
+  store_.set(milestone(round, "next"), std::to_string(round + 1));
 }
 
 // Run by one elected member: one read of every descriptor, one write of
@@ -303,6 +311,9 @@ void C10dRendezvous::publish_assignments(int round, int members) {
   }
   assign_keys.push_back(round_key(round, "ranks"));
   values.push_back(describe_ranks(order));
+  // Last: it stands for every key before it (assign).
+  assign_keys.push_back(milestone(round, "assigned"));
+  values.push_back("1");
   store_.multi_set(assign_keys, values);
 }
 
@@ -313,7 +324,17 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   auto get = [&](const std::string& key) {
     return lease_.wait(deadline, [&](milliseconds t) { return store_.get(key, t); });
   };
-  const AssignmentRecord mine = parse_assignment(get(round_key(round, "assign/" + me)));
+  // Every assignment is written before the round's `assigned` milestone:
+  // a wait for it, then a read of this node's. Over etcd the milestone
+  // comes on the watch every member holds, where a wait for the assignment
+  // itself was a watch per member; a TCPStore answers in as many requests
+  // (WAIT and a read, where a get was WAIT and GET).
+  lease_.wait(deadline, [&](milliseconds t) { store_.wait({milestone(round, "assigned")}, t); });
+  const auto text = store_.get_if_set(round_key(round, "assign/" + me));
+  if (!text)
+    throw RendezvousError("rendezvous '" + s_.run_id + "': round " + std::to_string(round) +
+                          " was assigned, but not this node's slot " + me + " (were the job's keys removed?)");
+  const AssignmentRecord mine = parse_assignment(*text);
   lease_.beat_if_due();
   Assignment out;
   out.round = round;
@@ -321,7 +342,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   out.group_rank = mine.group_rank;
   out.base_rank = mine.base_rank;
   out.world_size = mine.world_size;
-  const std::string master = round_key(round, "master");
+  const std::string master = milestone(round, "master");
   std::string where;
   if (out.group_rank == 0) {
     where = me_.addr + ":" + std::to_string(pick_port_(member_addrs(round, members)));
@@ -459,19 +480,19 @@ void C10dRendezvous::start_next_round(bool spares_wait) {
                    "round number");
   // Every member says the same; only the first one writes (over etcd, a
   // write of each of N nodes is N proposals through Raft).
-  if (spares_wait) store_.compare_set(round_key(round_, "next"), "", std::to_string(round_ + 1));
+  if (spares_wait) store_.compare_set(milestone(round_, "next"), "", std::to_string(round_ + 1));
 }
 
 void C10dRendezvous::close(bool succeeded) {
   store_.set(key("config"), kClosed);
-  if (round_ >= 0) store_.set(round_key(round_, "next"), succeeded ? "closed" : "failed");
+  if (round_ >= 0) store_.set(milestone(round_, "next"), succeeded ? "closed" : "failed");
 }
 
 // Round events: how one node tells every other that the current round is
 // over (a failure, a node waiting to join, a dead member, or success). Each
 // is one COMPARE_SET on the round's event key, so every agent that WAITs on
 // that key is woken by the server at once, and all agree on which came first.
-std::string C10dRendezvous::event_key() const { return round_key(round_, "event"); }
+std::string C10dRendezvous::event_key() const { return milestone(round_, "event"); }
 
 RoundEvent C10dRendezvous::publish_event(RoundEvent what) {
   const RoundEvent won = parse_round_event(store_.compare_set(event_key(), "", std::string(to_string(what))));
@@ -515,7 +536,7 @@ RoundEvent C10dRendezvous::finish_round() {
 }
 
 void C10dRendezvous::wait_all_stopped(std::chrono::milliseconds timeout) {
-  const std::string all = round_key(round_, "all_stopped");
+  const std::string all = milestone(round_, "all_stopped");
   // The verdict and then the summary both wait: this node counts once.
   if (counted_stopped_ != round_) {
     counted_stopped_ = round_;

@@ -14,27 +14,10 @@
 //   round              the open round number
 //   r<k>/count         ADD counter: a joiner's slot is the value it gets back
 //   r<k>/node/<slot>   the joiner's descriptor "addr|host|pid|nproc|order"
-//   r<k>/wake/<slot>   written by joiner <slot> >= min-1, the only ones a
-//                      node waits for; wake/<max-1> also by the node that
-//                      completes the round
-//   r<k>/complete      "<n>|<slot>": the round has n members (slots >= n
-//                      wait for a later round), and the completer, at
-//                      <slot>, computes the assignments; first writer wins
 //   r<k>/assign/<slot> "group_rank|base_rank|world_size|liveness snapshot"
 //   r<k>/ranks         slots in group-rank order, comma-separated
-//   r<k>/master        "addr:port" chosen by group rank 0
-//   r<k>/next          "<k+1>" when the next round opens (by a member that
-//                      read a node waiting, or by a waiter that found every
-//                      member gone; a waiter also finds `round` moved at the
-//                      end of each wait slice), "closed"
-//                      when the job succeeded, "failed" when it failed:
-//                      what a spare still waiting exits with
 //   r<k>/alive/<slot>  keep-alive counter
 //   r<k>/dead          how many members the `dead` event found dead
-//   r<k>/event         what ended round k for everyone, first writer wins:
-//                      "abort" (a worker failed), "join" (a node is waiting
-//                      to join), "dead" (a member stopped its keep-alives),
-//                      "done" (every member's workers succeeded)
 //   r<k>/out           ADD counter of members that will not join round k+1
 //                      (a failed health check between rounds)
 //   r<k>/declined      a line ("host (pid) why") per node that declined
@@ -43,7 +26,31 @@
 //                      line each (APPEND), in the order they arrived
 //   r<k>/finished      ADD counter of members whose workers succeeded
 //   r<k>/stopped       ADD counter of members whose workers stopped after a
-//                      failure; r<k>/all_stopped set by the last of them
+//                      failure
+// and the round's milestones, which every member waits for, each written
+// once (`next` at most twice), under "m/" (StoreClient::expect_waits_under:
+// over etcd one watch serves them all, not a watch per wait; nothing that
+// is written once per member goes here, or every member would receive it):
+//   m/r<k>/wake/<slot> written by joiner <slot> >= min-1, the only ones a
+//                      node waits for; wake/<max-1> also by the node that
+//                      completes the round
+//   m/r<k>/complete    "<n>|<slot>": the round has n members (slots >= n
+//                      wait for a later round), and the completer, at
+//                      <slot>, computes the assignments; first writer wins
+//   m/r<k>/assigned    written by the assigner after every assign/<slot>
+//                      and ranks, in the same MULTI_SET
+//   m/r<k>/master      "addr:port" chosen by group rank 0
+//   m/r<k>/next        "<k+1>" when the next round opens (by a member that
+//                      read a node waiting, or by a waiter that found every
+//                      member gone; a waiter also finds `round` moved at the
+//                      end of each wait slice), "closed"
+//                      when the job succeeded, "failed" when it failed:
+//                      what a spare still waiting exits with
+//   m/r<k>/event       what ended round k for everyone, first writer wins:
+//                      "abort" (a worker failed), "join" (a node is waiting
+//                      to join), "dead" (a member stopped its keep-alives),
+//                      "done" (every member's workers succeeded)
+//   m/r<k>/all_stopped set by the last member whose workers stopped
 // Group ranks are the members sorted by (order, addr, host, pid): the same
 // set of nodes always gets the same ranks, whatever order they joined in.
 // `order` is RendezvousSettings::node_order where the launcher knows one
@@ -101,6 +108,10 @@ class C10dRendezvous {
   // Round events. The store key that one event per round
   // is written to; agents WAIT on it with a connection of their own.
   std::string event_key() const;
+  // Where the round's milestones (event_key among them) live: a connection
+  // of another thread that waits for them is told so
+  // (StoreClient::expect_waits_under), as this object tells its own.
+  std::string milestone_prefix() const;
   int round() const { return round_; }
   // The current round's key prefix, for what keeps keys of its own in it
   // (rendezvous/speed_board.h).
@@ -192,6 +203,7 @@ class C10dRendezvous {
   using Clock = std::chrono::steady_clock;
   std::string key(const std::string& suffix) const;
   std::string round_key(int round, const std::string& suffix) const;
+  std::string milestone(int round, const std::string& suffix) const;
   void check_config();
   bool join_round(int round, Clock::time_point deadline, Assignment& out);
   void give_way(int round, int members);

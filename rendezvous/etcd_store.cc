@@ -110,12 +110,17 @@ std::string EtcdStore::get(const std::string& key) { return get(key, timeout_); 
 
 std::string EtcdStore::get(const std::string& key, Duration timeout) {
   const auto deadline = Clock::now() + timeout;
+  if (milestone(etcd_key(key))) {
+    if (auto value = milestone_value("get", key, deadline, true)) return *value;
+    throw store::StoreTimeout("etcd wait " + key + ": the key was not written in time");
+  }
   // A key that is there costs one read; only an absent one is watched for.
   if (auto value = read_or_watch("get", key, deadline)) return *value;
   return await_put(key, deadline);
 }
 
 std::optional<std::string> EtcdStore::get_if_set(const std::string& key) {
+  if (milestone(etcd_key(key))) return milestone_value("get", key, Clock::now(), false);
   auto got = guarded("get", key, [&] { return client_->range(etcd_key(key)); });
   if (!got.kv) return std::nullopt;
   return got.kv->value;
@@ -240,6 +245,10 @@ void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
 }
 
 void EtcdStore::wait_one(const std::string& key, Clock::time_point deadline) {
+  if (milestone(etcd_key(key))) {
+    if (milestone_value("wait", key, deadline, true)) return;
+    throw store::StoreTimeout("etcd wait " + key + ": the key was not written in time");
+  }
   if (read_or_watch("wait", key, deadline)) return;
   await_put(key, deadline);
 }
@@ -294,6 +303,93 @@ std::string EtcdStore::await_put(const std::string& key, Clock::time_point deadl
         return e.kv.value;
       }
   }
+}
+
+void EtcdStore::expect_waits_under(const std::string& prefix) {
+  if (etcd_key(prefix) == milestones_) return;
+  forget_milestones();
+  milestones_ = etcd_key(prefix);
+}
+
+bool EtcdStore::milestone(const std::string& etcd_key) const {
+  return !milestones_.empty() && etcd_key.compare(0, milestones_.size(), milestones_) == 0;
+}
+
+void EtcdStore::forget_milestones() {
+  milestone_watch_.reset();
+  seen_.clear();
+  absent_.clear();
+}
+
+bool EtcdStore::take_milestones(Clock::time_point deadline) {
+  if (!milestone_watch_) return false;
+  std::optional<std::vector<etcd::WatchEvent>> events;
+  try {
+    events = milestone_watch_->next(deadline);
+  } catch (const etcd::EtcdCompacted&) {
+    // What it missed is gone from etcd's history: read each key again.
+    forget_milestones();
+    return false;
+  } catch (const etcd::EtcdAuthError& e) {
+    forget_milestones();
+    throw store::StoreAuthError("etcd watch " + milestones_ + " at " + members(settings_) + ": " + e.what());
+  } catch (const etcd::EtcdError& e) {
+    forget_milestones();
+    throw store::StoreError("etcd watch " + milestones_ + " at " + members(settings_) + ": " + e.what());
+  }
+  if (!events) return false;
+  for (auto& e : *events) {
+    if (e.type == etcd::WatchEvent::Type::del) {
+      seen_.erase(e.kv.key);
+      absent_.insert(e.kv.key);  // written again, the put comes on the watch
+      continue;
+    }
+    Seen& seen = seen_[e.kv.key];
+    // A read may have brought a later value than a put still on its way.
+    if (e.kv.mod_revision >= seen.revision) seen = {std::move(e.kv.value), e.kv.mod_revision};
+    absent_.erase(e.kv.key);
+  }
+  return true;
+}
+
+std::optional<std::string> EtcdStore::milestone_value(const char* what, const std::string& key,
+                                                      Clock::time_point deadline, bool wait) {
+  const std::string k = etcd_key(key);
+  // Bounded: the watch starts again only after etcd compacted what it
+  // missed, once per pass.
+  for (int pass = 0; pass < 3; ++pass) {
+    while (take_milestones(Clock::time_point{})) {
+    }
+    if (auto it = seen_.find(k); it != seen_.end()) return it->second.value;
+    if (!milestone_watch_ || !absent_.count(k)) {
+      auto got = guarded(what, key, [&] { return client_->range(k); });
+      if (got.kv) {
+        // Kept only while the watch runs: it brings every later write.
+        if (milestone_watch_) seen_[k] = {got.kv->value, got.kv->mod_revision};
+        return got.kv->value;
+      }
+      if (!milestone_watch_) {
+        // From the revision after the read: a write in between is delivered.
+        milestone_watch_ = guarded(what, key, [&] {
+          return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), milestones_,
+                                               etcd::Watch::Scope::prefix, got.revision + 1);
+        });
+        // A stream broken by an election is made again for as long as the
+        // store waits, not for what was left of the first wait.
+        milestone_watch_->set_timeout(timeout_);
+      }
+      absent_.insert(k);
+    }
+    if (!wait) return std::nullopt;
+    while (milestone_watch_) {
+      if (!take_milestones(deadline)) {
+        if (!milestone_watch_) break;  // compacted: read again
+        return std::nullopt;           // the deadline passed
+      }
+      if (auto it = seen_.find(k); it != seen_.end()) return it->second.value;
+    }
+  }
+  throw store::StoreError("etcd wait " + key + ": the watch kept losing its history to compaction");
 }
 
 int64_t EtcdStore::num_keys() {

@@ -79,6 +79,14 @@ class StoreClient {
   // Changes the default deadline of later calls (Options::timeout).
   virtual void set_timeout(Duration timeout) = 0;
 
+  // Keys starting with `prefix` are each written once (or rarely) and waited
+  // for by every member: a round's milestones (rendezvous/c10d_rendezvous.h).
+  // A store whose every wait costs a watch of its own (etcd: a stream through
+  // its gateway) may serve waits and reads of them from one watch on the
+  // prefix, kept for the client's life (rendezvous/etcd_store.h). A TCPStore
+  // WAIT costs one request either way: it ignores this.
+  virtual void expect_waits_under(const std::string& prefix) { (void)prefix; }
+
   // Ends the reconnecting of a call in flight within one backoff step (at
   // most a second), and makes every later reconnect fail at once
   // (StoreError): for an owner that is leaving because the store is gone and

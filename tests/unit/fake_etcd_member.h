@@ -1,7 +1,8 @@
 // A fake etcd member on loopback for the client's failover tests: a thread
-// that serves one HTTP/1.1 connection at a time and answers each request
-// with what the script returns for it. Every wait polls with a timeout, so a
-// client bug fails a test instead of hanging it.
+// per HTTP/1.1 connection, each request answered with what the script
+// returns for it (one script call at a time). A watch's stream stays open
+// (push() sends it more). Every wait polls with a timeout, so a client bug
+// fails a test instead of hanging it.
 #pragma once
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <functional>
@@ -63,7 +65,19 @@ class FakeEtcdMember {
   ~FakeEtcdMember() {
     stop_ = true;
     thread_.join();
+    for (auto& t : connection_threads_) t.join();
     close(listener_);
+  }
+
+  // One more message on every watch stream still open; how many got it.
+  int push(const std::string& message) {
+    char size[16];
+    snprintf(size, sizeof size, "%zx", message.size());
+    const std::string chunk = size + std::string("\r\n") + message + "\r\n";
+    std::lock_guard lock(mutex_);
+    int sent = 0;
+    for (int fd : streams_) sent += ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(chunk.size());
+    return sent;
   }
 
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -92,8 +106,14 @@ class FakeEtcdMember {
       int fd = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
       ++connections_;
-      serve_connection(fd);
-      close(fd);
+      connection_threads_.emplace_back([this, fd] {
+        serve_connection(fd);
+        {
+          std::lock_guard lock(mutex_);
+          streams_.erase(std::remove(streams_.begin(), streams_.end(), fd), streams_.end());
+        }
+        close(fd);
+      });
     }
   }
 
@@ -115,11 +135,17 @@ class FakeEtcdMember {
         std::lock_guard lock(mutex_);
         requests_.push_back(r);
       }
-      std::string out = script_(r);
+      std::string out;
+      {
+        std::lock_guard lock(script_mutex_);
+        out = script_(r);
+      }
       if (out.empty()) return;
       bool close_after = out.rfind(kCloseAfter, 0) == 0;
       if (close_after) out.erase(0, std::string(kCloseAfter).size());
+      std::lock_guard lock(mutex_);
       if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size()) || close_after) return;
+      if (out.find("Transfer-Encoding: chunked") != std::string::npos) streams_.push_back(fd);
     }
   }
 
@@ -146,7 +172,10 @@ class FakeEtcdMember {
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int> connections_{0};
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // requests_, streams_, and sends
+  std::mutex script_mutex_;
   std::vector<Request> requests_;
+  std::vector<int> streams_;
+  std::vector<std::thread> connection_threads_;
   std::thread thread_;
 };

@@ -15,7 +15,8 @@ namespace {
 
 // Counts the requests a real client would send for each call that
 // succeeded, as the wire carries them: a GET is WAIT then GET, a MULTI_GET
-// WAIT then MULTI_GET, get_if_set CHECK then (WAIT, GET). A wait slice that
+// WAIT then MULTI_GET, get_if_set one COMPARE_SET that writes nothing
+// (store/client.cc, kNeverStored). A wait slice that
 // times out is left out: how many pass is the clock's, not the algorithm's.
 class CountingClient : public FakeStore::Client {
  public:
@@ -34,6 +35,13 @@ class CountingClient : public FakeStore::Client {
   }
   std::string compare_set(const std::string& k, const std::string& e, const std::string& d) override {
     auto v = Client::compare_set(k, e, d);
+    tally(1);
+    return v;
+  }
+  std::optional<std::string> get_if_set(const std::string& k) override {
+    inner_ = true;
+    auto v = Client::get_if_set(k);
+    inner_ = false;
     tally(1);
     return v;
   }
@@ -126,8 +134,9 @@ TEST_CASE("rendezvous: one failure costs a 3-node job at most 49 store requests 
   // takes the event from it, the round from start_next_round's answer and
   // the step-outs from its own read, and writes no `next` for spares when
   // none waits (6); the wait for the round's completion
-  // (2, the completer's COMPARE_SET and wake key instead), its assignment
-  // and the master (4; group rank 0, which writes it, reads the members
+  // (2, the completer's COMPARE_SET and wake key instead), the wait for
+  // the round's `assigned` and a read of its assignment, and the master
+  // (4; group rank 0, which writes it, reads the members
   // instead, 3), and the assigner's read of every descriptor and write of
   // every assignment (4). It was 71: the watcher read the event twice, the
   // re-join once more, the join asked for the round and the step-outs

@@ -1,0 +1,110 @@
+// EtcdStore's milestones (StoreClient::expect_waits_under): a round's keys
+// that every member waits for are served from one watch on their prefix,
+// against a fake member that counts requests. Each watch is a stream through
+// etcd's gateway: an agent made about five per re-join, a watch per wait.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "etcd/base64.h"
+#include "fake_etcd_member.h"
+#include "rendezvous/etcd_endpoints.h"
+#include "rendezvous/etcd_store.h"
+#include "store/client_errors.h"
+
+using namespace cxxrun;
+using namespace std::chrono_literals;
+using Member = FakeEtcdMember;
+
+namespace {
+
+const std::string kHeader = R"("header":{"cluster_id":"1","member_id":"2","revision":"10"})";
+
+std::string put_event(const std::string& key, const std::string& value, int revision) {
+  return R"({"result":{"header":{"revision":")" + std::to_string(revision) + R"("},"events":[{"kv":{"key":")" +
+         etcd::base64_encode(key) + R"(","value":")" + etcd::base64_encode(value) + R"(","mod_revision":")" +
+         std::to_string(revision) + R"("}}]}})";
+}
+
+rendezvous::EtcdSettings settings_for(const Member& m) {
+  rendezvous::EtcdSettings s;
+  s.endpoints = rendezvous::parse_etcd_endpoints({m.endpoint()}, false);
+  s.prefix = "/p";
+  return s;
+}
+
+// Until the member has `n` watch streams open (the store opened its watch).
+void await_streams(const Member& m, int n) {
+  for (int i = 0; i < 200 && m.count("/v3/watch") < n; ++i) std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(50ms);  // the stream's answer on its way
+}
+
+}  // namespace
+
+TEST_CASE("etcd store: waits for a round's milestones share one watch") {
+  // Every milestone is absent when read: it comes on the watch.
+  Member member([&](const Member::Request& r) -> std::string {
+    if (r.target == "/v3/kv/range") return Member::ok("{" + kHeader + R"(,"count":"0"})");
+    if (r.target == "/v3/watch")
+      return Member::stream({R"({"result":{"header":{"revision":"10"},"created":true}})"});
+    return Member::answer(404, "Not Found");
+  });
+  rendezvous::EtcdStore store(settings_for(member), 5s);
+  bool milestones = true;
+  SECTION("told where the milestones are") { store.expect_waits_under("m/"); }
+  SECTION("not told: a watch per wait") { milestones = false; }
+
+  auto complete = std::async(std::launch::async, [&] { return store.get("m/r1/complete", 5s); });
+  await_streams(member, 1);
+  // The round completes, and group rank 0 names the master before this
+  // node asks for it: the watch has it already.
+  member.push(put_event("/p/m/r1/complete", "4|0", 11));
+  REQUIRE(complete.get() == "4|0");
+  const int ranges = member.count("/v3/kv/range");
+  member.push(put_event("/p/m/r1/master", "10.0.0.1:29500", 12));
+  std::this_thread::sleep_for(50ms);
+  auto master = std::async(std::launch::async, [&] { return store.get("m/r1/master", 5s); });
+  if (!milestones) {
+    await_streams(member, 2);
+    member.push(put_event("/p/m/r1/master", "10.0.0.1:29500", 12));
+  }
+  REQUIRE(master.get() == "10.0.0.1:29500");
+  const auto again = store.get_if_set("m/r1/complete");
+  if (milestones) {
+    CHECK(again == std::optional<std::string>("4|0"));
+    CHECK(member.count("/v3/watch") == 1);
+    CHECK(member.count("/v3/kv/range") == ranges);  // master and complete again: no request
+  } else {
+    CHECK(member.count("/v3/watch") == 2);
+    CHECK(member.count("/v3/kv/range") == ranges + 2);  // master, then complete again
+  }
+}
+
+// The round watcher waits for the event in half-second slices for as long
+// as the round runs: a slice after the first costs no request.
+TEST_CASE("etcd store: a milestone read absent is waited for on the watch, not read again") {
+  Member member([&](const Member::Request& r) -> std::string {
+    if (r.target == "/v3/kv/range") return Member::ok("{" + kHeader + R"(,"count":"0"})");
+    if (r.target == "/v3/watch")
+      return Member::stream({R"({"result":{"header":{"revision":"10"},"created":true}})"});
+    return Member::answer(404, "Not Found");
+  });
+  rendezvous::EtcdStore store(settings_for(member), 5s);
+  store.expect_waits_under("m/");
+  for (int slice = 0; slice < 3; ++slice) CHECK_THROWS_AS(store.get("m/r1/event", 100ms), store::StoreTimeout);
+  // Another milestone of the round: read once, then on the same watch.
+  CHECK_THROWS_AS(store.wait({"m/r1/all_stopped"}, 100ms), store::StoreTimeout);
+  CHECK_FALSE(store.get_if_set("m/r1/next"));
+  CHECK(member.count("/v3/kv/range") == 3);
+  CHECK(member.count("/v3/watch") == 1);
+  member.push(put_event("/p/m/r1/event", "abort", 11));
+  CHECK(store.get("m/r1/event", 5s) == "abort");
+  CHECK(member.count("/v3/kv/range") == 3);
+  // A key outside the milestones is read and watched as before.
+  auto other = std::async(std::launch::async, [&] { return store.get("r1/assign/0", 5s); });
+  await_streams(member, 2);
+  member.push(put_event("/p/r1/assign/0", "0|0|8|", 12));
+  CHECK(other.get() == "0|0|8|");
+  CHECK(member.count("/v3/kv/range") == 4);
+}
