@@ -319,6 +319,7 @@ void EtcdStore::forget_milestones() {
   milestone_watch_.reset();
   seen_.clear();
   absent_.clear();
+  read_groups_.clear();
 }
 
 bool EtcdStore::take_milestones(Clock::time_point deadline) {
@@ -361,13 +362,12 @@ std::optional<std::string> EtcdStore::milestone_value(const char* what, const st
     while (take_milestones(Clock::time_point{})) {
     }
     if (auto it = seen_.find(k); it != seen_.end()) return it->second.value;
-    if (!milestone_watch_ || !absent_.count(k)) {
-      auto got = guarded(what, key, [&] { return client_->range(k); });
-      if (got.kv) {
-        // Kept only while the watch runs: it brings every later write.
-        if (milestone_watch_) seen_[k] = {got.kv->value, got.kv->mod_revision};
-        return got.kv->value;
-      }
+    // A milestone not yet read is read with the rest of its group (the
+    // round's: "r<k>/"), a few keys in one answer: the round's completion,
+    // `assigned`, the master and the event then cost one read, not four.
+    const std::string group = k.substr(0, k.find('/', milestones_.size()) + 1);
+    if (!milestone_watch_ || (!absent_.count(k) && !read_groups_.count(group))) {
+      auto got = guarded(what, key, [&] { return client_->range_prefix(group); });
       if (!milestone_watch_) {
         // From the revision after the read: a write in between is delivered.
         milestone_watch_ = guarded(what, key, [&] {
@@ -378,6 +378,13 @@ std::optional<std::string> EtcdStore::milestone_value(const char* what, const st
         // store waits, not for what was left of the first wait.
         milestone_watch_->set_timeout(timeout_);
       }
+      // Kept: the watch, from before this read, brings every later write.
+      for (auto& kv : got.kvs) {
+        Seen& seen = seen_[kv.key];
+        if (kv.mod_revision >= seen.revision) seen = {std::move(kv.value), kv.mod_revision};
+      }
+      read_groups_.insert(group);
+      if (auto it = seen_.find(k); it != seen_.end()) return it->second.value;
       absent_.insert(k);
     }
     if (!wait) return std::nullopt;

@@ -36,10 +36,13 @@
 // under that prefix is answered from one watch on the whole prefix, made at
 // the first such key found absent and kept for the store's life, and from
 // what it delivered: a key it already delivered costs no request, one read
-// absent once is never read again (its put comes on the watch). Without it
-// every wait was a watch of its own, a stream through etcd's gateway, and
-// each agent opened about five per re-join; a job's milestones are a few
-// keys a round, so every agent receiving all of them is cheap.
+// absent once is never read again (its put comes on the watch). A
+// milestone not yet known is read with its group (the keys sharing its
+// first segment under the prefix: a round's), one range for them all.
+// Without this every wait was a watch of its own, a stream through etcd's
+// gateway, and each agent opened about five per re-join; a job's
+// milestones are a few keys a round, so every agent receiving all of them
+// is cheap.
 // A put, a txn of puts, a compare_set's txn and an add etcd may or may not
 // have applied ("request timed out") are sent again until the store's
 // timeout (resend_while_indeterminate below).
@@ -159,6 +162,7 @@ class EtcdStore : public store::StoreClient {
   std::unique_ptr<etcd::Watch> milestone_watch_;
   std::map<std::string, Seen> seen_;  // milestones written, by etcd key
   std::set<std::string> absent_;      // read absent while the watch ran
+  std::set<std::string> read_groups_; // groups read while it ran: what they lack comes on it
   mutable std::string local_address_;
   // Names this store's adds apart from every other's (the pid and a random
   // number), and a count of them.
