@@ -23,7 +23,9 @@ assignments), and with --plot a PNG of each phase against N (Debian's
 python3-matplotlib). --baseline-sim PATH: an earlier build's rdzv_sim (the
 requests an earlier C10dRendezvous made) run against the same cxxrun-rdzv,
 alternating run by run with this one, and a table of the medians of both
-and their ratio.
+and their ratio; --baseline-rdzv PATH runs that earlier build's own
+cxxrun-rdzv under it (without it, both run against --rdzv). Each row says
+the load average (1 min) when its run ended: the machine may be shared.
 """
 import argparse
 import json
@@ -60,8 +62,9 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_run(args, tool, nodes):
-    server = subprocess.Popen([args.rdzv, f"--port={PORT}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def one_run(args, tool, nodes, rdzv=None):
+    server = subprocess.Popen([rdzv or args.rdzv, f"--port={PORT}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
     try:
         for _ in range(200):
             if listening(PORT):
@@ -75,6 +78,7 @@ def one_run(args, tool, nodes):
         result["rss"] = vm_hwm_mib(server.pid)
         result["store_cpu_s"] = cpu_s(server.pid)
         result["rc"] = out.returncode
+        result["load"] = os.getloadavg()[0]
         return result
     finally:
         server.kill()
@@ -93,6 +97,7 @@ def main():
     ap.add_argument("--recover", action="store_true")
     ap.add_argument("--plot", help="with --recover: where to draw the phases against N (PNG)")
     ap.add_argument("--baseline-sim", help="with --recover: an earlier build's rdzv_sim, run alternately beside this one")
+    ap.add_argument("--baseline-rdzv", help="with --baseline-sim: that build's cxxrun-rdzv (default: --rdzv)")
     outside = netns.enter(__file__)
     if outside is not None:
         return outside
@@ -123,22 +128,24 @@ PHASES = (("abort_push_s", "abort event reaches every agent"), ("rejoin_s", "re-
 
 
 def recovery(args, sizes):
-    builds = [("this build", args.sim)] + ([("baseline", args.baseline_sim)] if args.baseline_sim else [])
+    builds = [("this build", args.sim, args.rdzv)] + (
+        [("baseline", args.baseline_sim, args.baseline_rdzv or args.rdzv)] if args.baseline_sim else [])
     print("| build | agents | run | one failure -> every agent re-assigned (s) | abort push (s) | re-join (s) "
-          "| assign (s) | µs per agent | cxxrun-rdzv CPU, both rounds (s) | ranks |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    medians = {name: {} for name, _ in builds}
+          "| assign (s) | µs per agent | cxxrun-rdzv CPU, both rounds (s) | load (1 min) | ranks |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    medians = {name: {} for name, _, _ in builds}
     for n in sizes:
-        results = {name: [] for name, _ in builds}
+        results = {name: [] for name, _, _ in builds}
         for run in range(1, args.runs + 1):
-            for name, sim in builds:
-                r = one_run(args, sim, n)
+            for name, sim, rdzv in builds:
+                r = one_run(args, sim, n, rdzv)
                 results[name].append(r)
                 ok = r["ranks_ok"] and r["rc"] == 0
                 print(f"| {name} | {n:,} | {run} | {r['recovery_s']:.3f} | {r['abort_push_s']:.3f} "
                       f"| {r['rejoin_s']:.3f} | {r['assign_s']:.3f} | {r['recovery_s'] / n * 1e6:.0f} "
-                      f"| {r['store_cpu_s']:.2f} | {'0..N-1 once each' if ok else 'WRONG'} |", flush=True)
-        for name, _ in builds:
+                      f"| {r['store_cpu_s']:.2f} | {r['load']:.1f} | {'0..N-1 once each' if ok else 'WRONG'} |",
+                      flush=True)
+        for name, _, _ in builds:
             medians[name][n] = {k: sorted(r[k] for r in results[name])[len(results[name]) // 2]
                                 for k in ("recovery_s", "store_cpu_s") + tuple(k for k, _ in PHASES)}
     if args.baseline_sim:
