@@ -313,18 +313,22 @@ class Sim {
       case 20:  // woken: the watcher's GET of the event
         if (++woken_ == o_.nodes) t_woken_ = Clock::now();
         return get(a, rk(a, "event"));
-      case 21:  // waiting_and_stepped_out: two reads (get_if_set's COMPARE_SET), one write
-        cas(a, rk(a, "count"), kNeverStored, kNeverStored);
+      case 21:  // waiting_and_stepped_out: ADD count 0 and a read of the step-outs (get_if_set's COMPARE_SET), one write
+        add(a, rk(a, "count"), 0);
         cas(a, rk(a, "out"), kNeverStored, kNeverStored);
-        a.want = Reply::list, a.list_n = 2;
+        a.want = Reply::i64;
         return;
-      case 22:  // start_next_round (no node waits: no COMPARE_SET of next) with the join's check_config
-        if (v.at(0) != std::to_string(o_.nodes) || v.at(1) != kNeverStored) return fail(i, "count or step-outs wrong");
+      case 22:  // the count; the step-outs' answer comes behind it
+        if (number != o_.nodes) return fail(i, "count is " + std::to_string(number));
+        a.want = Reply::bytes;
+        return;
+      case 23:  // start_next_round (no node waits: no COMPARE_SET of next) with the join's check_config
+        if (v.at(0) != kNeverStored) return fail(i, "someone stepped out");
         cas(a, key("round"), "0", "1");
         cas(a, key("config"), "", config());
         a.want = Reply::list, a.list_n = 2;
         return;
-      case 23:  // round 1: the same join from its ADD on
+      case 24:  // round 1: the same join from its ADD on
         if (v.at(0) != "1" || v.at(1) != config()) return fail(i, "round or config wrong");
         a.round = 1;
         a.step = 2;

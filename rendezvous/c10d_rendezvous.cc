@@ -441,9 +441,9 @@ void C10dRendezvous::step_out() { store_.add(round_key(round_, "out"), 1); }
 
 C10dRendezvous::Waiting C10dRendezvous::waiting_and_stepped_out() {
   if (round_ < 0) return {};
-  const auto read = store_.get_if_set_each({round_key(round_, "count"), round_key(round_, "out")});
-  const int count = read[0] ? to_int(*read[0], "node count") : 0;
-  return {std::max(0, count - members_), read[1] ? to_int(*read[1], "stepped-out count") : 0};
+  const auto read = store_.add_and_get_if_set_each(round_key(round_, "count"), 0, {round_key(round_, "out")});
+  return {std::max(0, static_cast<int>(read.count) - members_),
+          read.values[0] ? to_int(*read.values[0], "stepped-out count") : 0};
 }
 
 int C10dRendezvous::stepped_out() {

@@ -253,6 +253,27 @@ class TcpStoreClient final : public StoreClient {
     return out;
   }
 
+  CountAndValues add_and_get_if_set_each(const std::string& counter, int64_t delta,
+                                         const std::vector<std::string>& keys) override {
+    Request batch(opcode("add", wire::Op::add));
+    batch.str(checked_key("add", counter)).i64(delta);
+    const uint8_t cas = opcode("compare_set", wire::Op::compare_set);
+    for (const std::string& key : keys) batch.then(cas).str(checked_key("compare_set", key)).str(kNeverStored).str(kNeverStored);
+    // An ADD of 0 changes nothing, so the batch may go again; any other would count twice.
+    return call("add", options_.timeout, delta == 0 ? Resend::safe : Resend::unsafe,
+                [&](StoreConnection& conn, Deadline deadline, size_t& sent) {
+                  conn.send(batch, deadline, &sent);
+                  CountAndValues out;
+                  out.count = conn.read_i64(deadline);
+                  for (size_t i = 0; i < keys.size(); ++i) {
+                    std::string value = conn.read_bytes(deadline);
+                    out.values.push_back(value == kNeverStored ? std::nullopt
+                                                               : std::optional<std::string>(std::move(value)));
+                  }
+                  return out;
+                });
+  }
+
   // One write, then every answer in order. Safe to send again whole on a
   // new connection, as a single COMPARE_SET is: a repeat of one that worked
   // compares against its own value and answers it.

@@ -89,6 +89,20 @@ class StoreClient {
     for (const std::string& key : keys) out.push_back(get_if_set(key));
     return out;
   }
+  // add(counter, delta), then get_if_set of each key, in one round trip
+  // where the store can. A counter is read by add(counter, 0), never by its
+  // value: over etcd its count is the key's version (rendezvous/etcd_store.h).
+  struct CountAndValues {
+    int64_t count = 0;
+    std::vector<std::optional<std::string>> values;
+  };
+  virtual CountAndValues add_and_get_if_set_each(const std::string& counter, int64_t delta,
+                                                 const std::vector<std::string>& keys) {
+    CountAndValues out;
+    out.count = add(counter, delta);
+    out.values = get_if_set_each(keys);
+    return out;
+  }
   // Blocks until every key exists; throws StoreTimeout after `timeout`.
   virtual void wait(const std::vector<std::string>& keys, Duration timeout) = 0;
   virtual int64_t num_keys() = 0;

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <future>
 #include <thread>
+#include <utility>
 
 #include "c10d_nodes.h"
 
@@ -21,8 +22,8 @@ namespace {
 // Also counts round trips: the requests whose answer the caller waits for
 // before it sends another (a SET, APPEND or MULTI_SET goes without waiting;
 // get_if_set is one COMPARE_SET, as the TCPStore client makes it; a batch,
-// compare_sets or get_if_set_each, is one write and one round trip, its
-// requests one each).
+// compare_sets, get_if_set_each or add_and_get_if_set_each, is one write
+// and one round trip, its requests one each).
 class CountingClient : public FakeStore::Client {
  public:
   CountingClient(FakeStore& store, std::string addr, std::atomic<int>& count, std::atomic<int>* trips = nullptr)
@@ -59,29 +60,37 @@ class CountingClient : public FakeStore::Client {
   void wait(const std::vector<std::string>& keys, Duration t) override { Client::wait(keys, t), tally(1, 1); }
   void append(const std::string& k, const std::string& v) override { Client::append(k, v), tally(1); }
   std::vector<std::string> multi_get(const std::vector<std::string>& keys) override {
-    inner_ = true;
+    const bool was = std::exchange(inner_, true);
     auto v = Client::multi_get(keys);
-    inner_ = false;
+    inner_ = was;
     tally(2, 2);
     return v;
   }
   void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override {
-    inner_ = true;
+    const bool was = std::exchange(inner_, true);
     Client::multi_set(keys, values);
-    inner_ = false;
+    inner_ = was;
     tally(1);
   }
   std::vector<std::string> compare_sets(const std::vector<CompareSet>& each) override {
-    inner_ = true;
+    const bool was = std::exchange(inner_, true);
     auto v = Client::compare_sets(each);
-    inner_ = false;
+    inner_ = was;
     tally(static_cast<int>(each.size()), 1);
     return v;
   }
+  CountAndValues add_and_get_if_set_each(const std::string& counter, int64_t delta,
+                                         const std::vector<std::string>& keys) override {
+    const bool was = std::exchange(inner_, true);
+    auto v = Client::add_and_get_if_set_each(counter, delta, keys);
+    inner_ = was;
+    tally(1 + static_cast<int>(keys.size()), 1);  // an ADD and a COMPARE_SET a key, written together
+    return v;
+  }
   std::vector<std::optional<std::string>> get_if_set_each(const std::vector<std::string>& keys) override {
-    inner_ = true;
+    const bool was = std::exchange(inner_, true);
     auto v = Client::get_if_set_each(keys);
-    inner_ = false;
+    inner_ = was;
     tally(static_cast<int>(keys.size()), 1);  // one COMPARE_SET a key, written together
     return v;
   }
