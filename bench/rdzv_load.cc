@@ -221,9 +221,8 @@ Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& s
     }
   }
   at_least(sh.last_woken, now_ns());
-  const int waiting = rdzv.num_nodes_waiting();
+  const auto [waiting, left] = rdzv.waiting_and_stepped_out();
   const int expected = std::max(1, rdzv.members() + waiting - (rdzv.current_event() == RoundEvent::dead ? 1 : 0));
-  const int left = rdzv.stepped_out();
   rdzv.start_next_round(waiting != 0);
   Assignment next = rdzv.next_rendezvous(expected, left);
   at_least(sh.last_done, now_ns());

@@ -23,7 +23,9 @@ assignments), and with --plot a PNG of each phase against N (Debian's
 python3-matplotlib). --baseline-sim PATH: an earlier build's rdzv_sim (the
 requests an earlier C10dRendezvous made) run against the same cxxrun-rdzv,
 alternating run by run with this one, and a table of the medians of both
-and their ratio.
+and their ratio; --baseline-rdzv PATH runs that earlier build's own
+cxxrun-rdzv under it (without it, both run against --rdzv). Each row says
+the load average (1 min) when its run ended: the machine may be shared.
 """
 import argparse
 import json
@@ -31,6 +33,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import netns
@@ -60,21 +63,46 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_run(args, tool, nodes):
-    server = subprocess.Popen([args.rdzv, f"--port={PORT}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def one_run(args, tool, nodes, rdzv=None):
+    server = subprocess.Popen([rdzv or args.rdzv, f"--port={PORT}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
     try:
         for _ in range(200):
             if listening(PORT):
                 break
             time.sleep(0.05)
         cmd = [tool, "--port", str(PORT), "--nodes", str(nodes)] + (["--recover", "1"] if args.recover else [])
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        # The store's CPU every 10 ms (its clock ticks at 100 Hz), to take
+        # what the recovery alone cost: the first round is the same for both
+        # builds and would blur their difference.
+        samples, running = [], threading.Event()
+        running.set()
+
+        def sample():
+            while running.is_set():
+                samples.append((time.monotonic(), cpu_s(server.pid)))
+                time.sleep(0.01)
+
+        sampler = threading.Thread(target=sample)
+        started = time.monotonic()
+        sampler.start()
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        finally:
+            running.clear()
+            sampler.join()
         if not out.stdout.strip():
             raise SystemExit(f"rdzv_scale: {tool} failed: {out.stderr}")
         result = json.loads(out.stdout)
         result["rss"] = vm_hwm_mib(server.pid)
         result["store_cpu_s"] = cpu_s(server.pid)
+        if args.recover:
+            # The failure is published when the first round is done, `seconds` after the generator started.
+            failed_at = started + result["seconds"]
+            before = [cpu for t, cpu in samples if t <= failed_at]
+            result["recovery_cpu_s"] = result["store_cpu_s"] - (before[-1] if before else 0.0)
         result["rc"] = out.returncode
+        result["load"] = os.getloadavg()[0]
         return result
     finally:
         server.kill()
@@ -93,6 +121,7 @@ def main():
     ap.add_argument("--recover", action="store_true")
     ap.add_argument("--plot", help="with --recover: where to draw the phases against N (PNG)")
     ap.add_argument("--baseline-sim", help="with --recover: an earlier build's rdzv_sim, run alternately beside this one")
+    ap.add_argument("--baseline-rdzv", help="with --baseline-sim: that build's cxxrun-rdzv (default: --rdzv)")
     outside = netns.enter(__file__)
     if outside is not None:
         return outside
@@ -123,33 +152,40 @@ PHASES = (("abort_push_s", "abort event reaches every agent"), ("rejoin_s", "re-
 
 
 def recovery(args, sizes):
-    builds = [("this build", args.sim)] + ([("baseline", args.baseline_sim)] if args.baseline_sim else [])
+    builds = [("this build", args.sim, args.rdzv)] + (
+        [("baseline", args.baseline_sim, args.baseline_rdzv or args.rdzv)] if args.baseline_sim else [])
     print("| build | agents | run | one failure -> every agent re-assigned (s) | abort push (s) | re-join (s) "
-          "| assign (s) | µs per agent | cxxrun-rdzv CPU, both rounds (s) | ranks |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    medians = {name: {} for name, _ in builds}
+          "| assign (s) | µs per agent | cxxrun-rdzv CPU, both rounds (s) | of which the recovery (s) | load (1 min) "
+          "| ranks |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    medians = {name: {} for name, _, _ in builds}
     for n in sizes:
-        results = {name: [] for name, _ in builds}
+        results = {name: [] for name, _, _ in builds}
         for run in range(1, args.runs + 1):
-            for name, sim in builds:
-                r = one_run(args, sim, n)
+            for name, sim, rdzv in builds:
+                r = one_run(args, sim, n, rdzv)
                 results[name].append(r)
                 ok = r["ranks_ok"] and r["rc"] == 0
                 print(f"| {name} | {n:,} | {run} | {r['recovery_s']:.3f} | {r['abort_push_s']:.3f} "
                       f"| {r['rejoin_s']:.3f} | {r['assign_s']:.3f} | {r['recovery_s'] / n * 1e6:.0f} "
-                      f"| {r['store_cpu_s']:.2f} | {'0..N-1 once each' if ok else 'WRONG'} |", flush=True)
-        for name, _ in builds:
+                      f"| {r['store_cpu_s']:.2f} | {r['recovery_cpu_s']:.2f} | {r['load']:.1f} "
+                      f"| {'0..N-1 once each' if ok else 'WRONG'} |",
+                      flush=True)
+        for name, _, _ in builds:
             medians[name][n] = {k: sorted(r[k] for r in results[name])[len(results[name]) // 2]
-                                for k in ("recovery_s", "store_cpu_s") + tuple(k for k, _ in PHASES)}
+                                for k in ("recovery_s", "store_cpu_s", "recovery_cpu_s") + tuple(k for k, _ in PHASES)}
     if args.baseline_sim:
         print("\n| agents | median recovery: this build (s) | baseline (s) | baseline / this build "
-              "| median cxxrun-rdzv CPU: this build (s) | baseline (s) | baseline / this build |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
+              "| median cxxrun-rdzv CPU: this build (s) | baseline (s) | baseline / this build "
+              "| median cxxrun-rdzv CPU in the recovery: this build (s) | baseline (s) | baseline / this build |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for n in sizes:
             now, before = medians["this build"][n], medians["baseline"][n]
             print(f"| {n:,} | {now['recovery_s']:.3f} | {before['recovery_s']:.3f} "
                   f"| {before['recovery_s'] / now['recovery_s']:.2f}× | {now['store_cpu_s']:.2f} "
-                  f"| {before['store_cpu_s']:.2f} | {before['store_cpu_s'] / now['store_cpu_s']:.2f}× |")
+                  f"| {before['store_cpu_s']:.2f} | {before['store_cpu_s'] / now['store_cpu_s']:.2f}× "
+                  f"| {now['recovery_cpu_s']:.2f} | {before['recovery_cpu_s']:.2f} "
+                  f"| {before['recovery_cpu_s'] / max(now['recovery_cpu_s'], 0.01):.2f}× |")
     if args.plot:
         draw(medians, args.plot)
     return 0

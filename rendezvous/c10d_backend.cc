@@ -62,9 +62,11 @@ Assignment C10dBackend::rejoin() {
     // size when one waits (it stopped, "only N-1 nodes alive", before).
     // Those that stepped out are taken off by the round's join itself, as
     // are those that step out while it waits.
-    waiting = rdzv_->num_nodes_waiting();
+    // One round trip for both reads.
+    const C10dRendezvous::Waiting read = rdzv_->waiting_and_stepped_out();
+    waiting = read.waiting;
     expected = std::max(1, rdzv_->members() - dead + waiting);
-    left = read_left = rdzv_->stepped_out();
+    left = read_left = read.stepped_out;
   } catch (const store::StoreError&) {
     // The next round's join reports a store that is really gone.
   }

@@ -57,9 +57,13 @@ std::string C10dRendezvous::milestone(int round, const std::string& suffix) cons
   return key("m/r" + std::to_string(round) + "/" + suffix);
 }
 
-void C10dRendezvous::check_config() {
+std::string C10dRendezvous::config_text() const {
+  return describe(JobConfig{std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes), s_.entrypoint});
+}
+
+void C10dRendezvous::check_config(std::optional<std::string> answer) {
   const JobConfig mine{std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes), s_.entrypoint};
-  const std::string theirs = store_.compare_set(key("config"), "", describe(mine));
+  const std::string theirs = answer ? std::move(*answer) : store_.compare_set(key("config"), "", config_text());
   if (theirs == describe(mine)) return;
   if (theirs == kClosed)
     throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
@@ -83,10 +87,10 @@ Assignment C10dRendezvous::join(int expected, int stepped_out_now) {
   const auto deadline = Clock::now() + s_.join_timeout;
   expected_ = expected;
   out_now_ = stepped_out_now;
-  check_config();
-  // After start_next_round, its answer is the round number this COMPARE_SET
-  // would read (a round opened since is found by the join, as one opened
-  // after this read always was).
+  // After start_next_round, the config's answer came with its own, and its
+  // round number is the one this COMPARE_SET would read (a round opened
+  // since is found by the join, as one opened after this read always was).
+  check_config(std::exchange(config_answer_, std::nullopt));
   int round = std::exchange(opened_, -1);
   if (round <= round_) round = to_int(store_.compare_set(key("round"), "", "0"), "round number");
   round = std::max(round, round_ + 1);
@@ -456,6 +460,13 @@ int C10dRendezvous::dead_count() {
 
 void C10dRendezvous::step_out() { store_.add(round_key(round_, "out"), 1); }
 
+C10dRendezvous::Waiting C10dRendezvous::waiting_and_stepped_out() {
+  if (round_ < 0) return {};
+  const auto read = store_.add_and_get_if_set_each(round_key(round_, "count"), 0, {round_key(round_, "out")});
+  return {std::max(0, static_cast<int>(read.count) - members_),
+          read.values[0] ? to_int(*read.values[0], "stepped-out count") : 0};
+}
+
 int C10dRendezvous::stepped_out() {
   if (round_ < 0) return 0;
   auto text = store_.get_if_set(round_key(round_, "out"));
@@ -474,13 +485,19 @@ std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
   return parse_lines(store_.get_if_set(round_key(round, "declined")).value_or(""));
 }
 
+// One round trip: opening the round, waking spares where some wait, and the
+// join's check of the job's config (which depends on neither answer) go
+// together.
 void C10dRendezvous::start_next_round(bool spares_wait) {
   lease_.beat_if_due();
-  opened_ = to_int(store_.compare_set(key("round"), std::to_string(round_), std::to_string(round_ + 1)),
-                   "round number");
+  std::vector<store::StoreClient::CompareSet> batch{{key("round"), std::to_string(round_), std::to_string(round_ + 1)}};
   // Every member says the same; only the first one writes (over etcd, a
   // write of each of N nodes is N proposals through Raft).
-  if (spares_wait) store_.compare_set(milestone(round_, "next"), "", std::to_string(round_ + 1));
+  if (spares_wait) batch.push_back({milestone(round_, "next"), "", std::to_string(round_ + 1)});
+  batch.push_back({key("config"), "", config_text()});
+  std::vector<std::string> answers = store_.compare_sets(batch);
+  opened_ = to_int(answers.front(), "round number");
+  config_answer_ = std::move(answers.back());
 }
 
 void C10dRendezvous::close(bool succeeded) {

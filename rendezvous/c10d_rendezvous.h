@@ -62,6 +62,7 @@
 #include <chrono>
 #include <functional>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -181,7 +182,16 @@ class C10dRendezvous {
   // read a node waiting, or could not read): a COMPARE_SET of N members
   // for none. One that came after every member's read finds the round
   // number moved at the end of its wait slice (keep_alive_interval).
+  // The join that follows (next_rendezvous) checks the job's config by the
+  // answer of a COMPARE_SET sent with these, in the same round trip.
   void start_next_round(bool spares_wait = true);
+  // num_nodes_waiting() and stepped_out() read together, in one round trip
+  // where the store can: what a re-join reads before it opens the next round.
+  struct Waiting {
+    int waiting = 0;
+    int stepped_out = 0;
+  };
+  Waiting waiting_and_stepped_out();
   // This node, a member of the current round, will not join the next one
   // (a failed health check). Nodes waiting for it in the next round count
   // it out at once: they complete without it, or throw RendezvousLost when
@@ -204,7 +214,10 @@ class C10dRendezvous {
   std::string key(const std::string& suffix) const;
   std::string round_key(int round, const std::string& suffix) const;
   std::string milestone(int round, const std::string& suffix) const;
-  void check_config();
+  // `answer`: the config key's value as a COMPARE_SET of this node's
+  // config just answered it (start_next_round's); none: asks.
+  void check_config(std::optional<std::string> answer = std::nullopt);
+  std::string config_text() const;
   bool join_round(int round, Clock::time_point deadline, Assignment& out);
   void give_way(int round, int members);
   // "host (pid N) why" of each node that declined `round`, in order.
@@ -245,6 +258,9 @@ class C10dRendezvous {
   // The round number start_next_round's COMPARE_SET answered: the join that
   // follows opens it without asking again (-1: none).
   int opened_ = -1;
+  // What the config's COMPARE_SET sent with start_next_round's answered,
+  // for that join's check_config.
+  std::optional<std::string> config_answer_;
   // next_rendezvous's stepped_out_now, for the join's first look.
   int out_now_ = -1;
   // (round << 8) | event of the last event known to stand, -1 none; written

@@ -126,6 +126,10 @@ std::optional<std::string> EtcdStore::get_if_set(const std::string& key) {
   return got.kv->value;
 }
 
+std::vector<std::optional<std::string>> EtcdStore::get_if_set_each(const std::vector<std::string>& keys) {
+  return read_many("get_if_set", keys).values;
+}
+
 int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   const std::string k = etcd_key(key);
   if (delta == 0) {

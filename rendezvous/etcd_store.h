@@ -100,6 +100,8 @@ class EtcdStore : public store::StoreClient {
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   bool check(const std::vector<std::string>& keys) override;
   std::optional<std::string> get_if_set(const std::string& key) override;
+  // One txn of ranges, as multi_get's.
+  std::vector<std::optional<std::string>> get_if_set_each(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, Duration timeout) override;
   int64_t num_keys() override;
   bool delete_key(const std::string& key) override;

@@ -46,6 +46,9 @@ constexpr std::pair<wire::Op, wire::LegacyOp> kLegacyOps[] = {
     {wire::Op::delete_key, wire::LegacyOp::delete_key},
 };
 
+// What get_if_set's COMPARE_SET expects and desires: a value no one stores.
+const std::string kNeverStored("\0cxxrun:absent\0", 15);
+
 std::string joined(const std::vector<std::string>& keys) {
   std::string out;
   for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
@@ -234,10 +237,68 @@ class TcpStoreClient final : public StoreClient {
   // (torch's quirk, every server's: store/state.cc, torch 1.13's and 2.x's),
   // and writes nothing either way.
   std::optional<std::string> get_if_set(const std::string& key) override {
-    const std::string kNeverStored("\0cxxrun:absent\0", 15);
     std::string value = compare_set(key, kNeverStored, kNeverStored);
     if (value == kNeverStored) return std::nullopt;
     return value;
+  }
+
+  std::vector<std::optional<std::string>> get_if_set_each(const std::vector<std::string>& keys) override {
+    std::vector<CompareSet> reads;
+    reads.reserve(keys.size());
+    for (const std::string& key : keys) reads.push_back({key, kNeverStored, kNeverStored});
+    std::vector<std::optional<std::string>> out;
+    out.reserve(keys.size());
+    for (std::string& value : compare_sets(reads))
+      out.push_back(value == kNeverStored ? std::nullopt : std::optional<std::string>(std::move(value)));
+    return out;
+  }
+
+  CountAndValues add_and_get_if_set_each(const std::string& counter, int64_t delta,
+                                         const std::vector<std::string>& keys) override {
+    Request batch(opcode("add", wire::Op::add));
+    batch.str(checked_key("add", counter)).i64(delta);
+    const uint8_t cas = opcode("compare_set", wire::Op::compare_set);
+    for (const std::string& key : keys) batch.then(cas).str(checked_key("compare_set", key)).str(kNeverStored).str(kNeverStored);
+    // An ADD of 0 changes nothing, so the batch may go again; any other would count twice.
+    return call("add", options_.timeout, delta == 0 ? Resend::safe : Resend::unsafe,
+                [&](StoreConnection& conn, Deadline deadline, size_t& sent) {
+                  conn.send(batch, deadline, &sent);
+                  CountAndValues out;
+                  out.count = conn.read_i64(deadline);
+                  for (size_t i = 0; i < keys.size(); ++i) {
+                    std::string value = conn.read_bytes(deadline);
+                    out.values.push_back(value == kNeverStored ? std::nullopt
+                                                               : std::optional<std::string>(std::move(value)));
+                  }
+                  return out;
+                });
+  }
+
+  // One write, then every answer in order. Safe to send again whole on a
+  // new connection, as a single COMPARE_SET is: a repeat of one that worked
+  // compares against its own value and answers it.
+  std::vector<std::string> compare_sets(const std::vector<CompareSet>& each) override {
+    if (each.empty()) return {};
+    const uint8_t op = opcode("compare_set", wire::Op::compare_set);
+    std::optional<Request> batch;
+    for (const CompareSet& c : each) {
+      auto wire_key = checked_key("compare_set", c.key);
+      check_value("compare_set", c.expected);
+      check_value("compare_set", c.desired);
+      if (batch)
+        batch->then(op);
+      else
+        batch.emplace(op);
+      batch->str(wire_key).str(c.expected).str(c.desired);
+    }
+    return call("compare_set", options_.timeout, Resend::safe,
+                [&](StoreConnection& conn, Deadline deadline, size_t&) {
+                  conn.send(*batch, deadline);
+                  std::vector<std::string> answers;
+                  answers.reserve(each.size());
+                  for (size_t i = 0; i < each.size(); ++i) answers.push_back(conn.read_bytes(deadline));
+                  return answers;
+                });
   }
 
   std::string get(const std::string& key, Duration timeout) override {

@@ -9,7 +9,8 @@
 // cxxrun agents see the same key space.
 //
 // Not thread-safe: a client keeps one request outstanding on its one
-// connection and nothing serialises callers; give each thread its own.
+// connection (or one batch: compare_sets, get_if_set_each) and nothing
+// serialises callers; give each thread its own.
 #pragma once
 
 #include <chrono>
@@ -66,6 +67,41 @@ class StoreClient {
   virtual std::optional<std::string> get_if_set(const std::string& key) {
     if (!check({key})) return std::nullopt;
     return get(key);
+  }
+  // Several COMPARE_SETs, each answered as compare_set would answer it, in
+  // one round trip where the store can (a TCPStore: written together, the
+  // answers read in order); this default makes them one at a time. For
+  // requests none of which depends on another's answer: at 10,000 agents
+  // the store's cost is its round trips (bench/RESULTS.md, issue 45).
+  struct CompareSet {
+    std::string key, expected, desired;
+  };
+  virtual std::vector<std::string> compare_sets(const std::vector<CompareSet>& each) {
+    std::vector<std::string> out;
+    out.reserve(each.size());
+    for (const CompareSet& c : each) out.push_back(compare_set(c.key, c.expected, c.desired));
+    return out;
+  }
+  // get_if_set of each key, in one round trip where the store can.
+  virtual std::vector<std::optional<std::string>> get_if_set_each(const std::vector<std::string>& keys) {
+    std::vector<std::optional<std::string>> out;
+    out.reserve(keys.size());
+    for (const std::string& key : keys) out.push_back(get_if_set(key));
+    return out;
+  }
+  // add(counter, delta), then get_if_set of each key, in one round trip
+  // where the store can. A counter is read by add(counter, 0), never by its
+  // value: over etcd its count is the key's version (rendezvous/etcd_store.h).
+  struct CountAndValues {
+    int64_t count = 0;
+    std::vector<std::optional<std::string>> values;
+  };
+  virtual CountAndValues add_and_get_if_set_each(const std::string& counter, int64_t delta,
+                                                 const std::vector<std::string>& keys) {
+    CountAndValues out;
+    out.count = add(counter, delta);
+    out.values = get_if_set_each(keys);
+    return out;
   }
   // Blocks until every key exists; throws StoreTimeout after `timeout`.
   virtual void wait(const std::vector<std::string>& keys, Duration timeout) = 0;

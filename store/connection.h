@@ -40,6 +40,12 @@ struct StoreAuthBroken : StoreHandshakeBroken {
 class Request {
  public:
   explicit Request(uint8_t op) { bytes_.push_back(static_cast<char>(op)); }
+  // Starts another request behind this one, to leave in the same write (a
+  // pipelined batch: the server answers each in order).
+  Request& then(uint8_t op) {
+    bytes_.push_back(static_cast<char>(op));
+    return *this;
+  }
   Request& u32(uint32_t v) { return raw(&v, sizeof v); }
   Request& u64(uint64_t v) { return raw(&v, sizeof v); }
   Request& i64(int64_t v) { return raw(&v, sizeof v); }

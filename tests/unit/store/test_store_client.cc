@@ -114,6 +114,33 @@ TEST_CASE("store client: get_if_set is one COMPARE_SET that changes nothing") {
   check_clean(server);
 }
 
+TEST_CASE("store client: compare_sets, get_if_set_each and add_and_get_if_set_each send every request before reading an answer") {
+  // One round trip for the batch: the server gets all of it before it
+  // answers anything, and the answers are taken in order.
+  const std::string never = "0f00000000000000 0063787872756e3a616273656e7400";
+  scripted::Server server(1, [&](const scripted::Socket& sock, int) {
+    handshake(sock);
+    expect(sock,
+           "02 0600000000000000 2f726f756e64 0100000000000000 30 0100000000000000 31"
+           " 02 0400000000000000 2f636667 0000000000000000 0100000000000000 63");
+    reply(sock, "0100000000000000 31 0100000000000000 78");  // round 1, config "x" (someone else's)
+    expect(sock,
+           "02 0400000000000000 2f636e74 " + never + " " + never + " 02 0400000000000000 2f6f7574 " + never + " " +
+               never);
+    reply(sock, "0100000000000000 33 " + never);  // "3", absent
+    expect(sock, "04 0400000000000000 2f636e74 0000000000000000 02 0400000000000000 2f6f7574 " + never + " " + never);
+    reply(sock, "0300000000000000 0100000000000000 31");  // 3; "1"
+  });
+  auto client = StoreClient::connect(options(server.port, Protocol::modern));
+  CHECK(client->compare_sets({{"round", "0", "1"}, {"cfg", "", "c"}}) == std::vector<std::string>{"1", "x"});
+  CHECK(client->get_if_set_each({"cnt", "out"}) ==
+        std::vector<std::optional<std::string>>{std::string("3"), std::nullopt});
+  const auto counted = client->add_and_get_if_set_each("cnt", 0, {"out"});
+  CHECK(counted.count == 3);
+  CHECK(counted.values == std::vector<std::optional<std::string>>{std::string("1")});
+  check_clean(server);
+}
+
 TEST_CASE("store client: APPEND MULTI_SET and MULTI_GET on a modern server") {
   scripted::Server server(1, [](const scripted::Socket& sock, int) {
     handshake(sock);
