@@ -8,7 +8,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
@@ -20,11 +19,13 @@
 #include "agent/job_board.h"
 #include "agent/keep_alive.h"
 #include "agent/progress/progress_tracker.h"
+#include "agent/phase.h"
 #include "agent/round_gate.h"
 #include "agent/rendezvous_link.h"
 #include "agent/report/board_record.h"
 #include "agent/report/reporter.h"
 #include "agent/restart_policy.h"
+#include "agent/signal_watch.h"
 #include "agent/store_outage.h"
 #include "agent/health/nvml_clocks.h"
 #include "agent/straggler/straggler_watch.h"
@@ -41,28 +42,6 @@ namespace asio = boost::asio;
 using rendezvous::Rendezvous;
 using rendezvous::RoundEvent;
 
-// running: workers up. stopping: taking the group down. restarting: a
-// restart here is being prepared. rendezvous: the link re-forms the job.
-// barrier: our workers succeeded, others' not yet. reporting: gathering the
-// job's failures for the summary. judging: settling the restart verdict
-// with the other nodes (agent/verdict/job_history.h).
-enum class Phase { running, stopping, restarting, rendezvous, barrier, judging, reporting, done };
-
-// The board's words for a phase (docs/cxxrunctl.md).
-const char* phase_name(Phase p) {
-  switch (p) {
-    case Phase::running: return "running";
-    case Phase::stopping: return "stopping";
-    case Phase::restarting: return "restarting";
-    case Phase::rendezvous: return "rendezvous";
-    case Phase::barrier: return "barrier";
-    case Phase::judging: return "judging";
-    case Phase::reporting: return "reporting";
-    case Phase::done: break;
-  }
-  return "done";
-}
-
 long long wall_ms(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
@@ -72,10 +51,12 @@ class Supervisor final : Workers::Listener {
   Supervisor(const Config& c, const rendezvous::Assignment& placement, LogDir& logs, Guardian* guardian,
              NodeHealth* health, Rendezvous& rdzv, const MakeWorkers& make_workers, std::function<void(int)> exit_now,
              const AgentStart& start)
-      : c_(c), placement_(placement), round_(placement.round), guardian_(guardian), rdzv_(rdzv),
-        signals_(io_), window_(io_),
+      : c_(c), placement_(placement), round_(placement.round), rdzv_(rdzv), window_(io_),
         host_(this_hostname()), exit_now_(std::move(exit_now)),
         group_(make_workers(io_, *this)),
+        signals_(io_, c_, *group_, guardian, log_, [this](int sig) {
+          shut_down(sig, fmt::format("received {}", signal_name(sig)));
+        }),
         watchdog_(io_, c_, logs, *group_,
                   [this](const Worker& w, const HangWatchdog::Report& r) {
                     reporter_.worker_hung(w, r);
@@ -129,9 +110,7 @@ class Supervisor final : Workers::Listener {
   }
 
   int run() {
-    signals_.add(SIGCHLD);
-    for (int sig : c_.signals_to_handle) signals_.add(sig);
-    wait_signal();
+    signals_.start();
     if (rdzv_.elastic()) link_->call([this](Rendezvous& r) -> RendezvousLink::Then {
       r.watch([this](int round, RoundEvent e) { asio::post(io_, [this, round, e] { on_round_event(round, e); }); });
       return {};
@@ -484,31 +463,6 @@ class Supervisor final : Workers::Listener {
     stop(Cause::lost, SIGTERM);
   }
 
-  void wait_signal() {
-    signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
-      if (ec) return;
-      if (sig == SIGCHLD)
-        group_->reap([this](pid_t pid) { on_other_child(pid); });
-      else
-        on_signal(sig);
-      if (phase_ != Phase::done) wait_signal();
-    });
-  }
-
-  void on_other_child(pid_t pid) {
-    if (guardian_ == nullptr || pid != guardian_->pid()) return;
-    guardian_->mark_reaped();
-    log_->warn("the guardian process exited; workers are no longer protected against the agent's death");
-  }
-
-  void on_signal(int sig) {
-    if (c_.forward_only_signals.count(sig) > 0) {
-      log_->info("forwarding {} to {} workers", signal_name(sig), group_->running());
-      return group_->signal_all(sig);
-    }
-    shut_down(sig, fmt::format("received {}", signal_name(sig)));
-  }
-
   // cxxrunctl stop: the whole job stops as on SIGTERM (docs/cxxrunctl.md).
   void on_stop_request(const rendezvous::board::StopRequest& r) {
     if (phase_ == Phase::done) return;
@@ -550,19 +504,7 @@ class Supervisor final : Workers::Listener {
     return board_record(f, reporter_.snapshot(), rendezvous::board::kMaxRecordBytes);
   }
 
-  GroupState group_state() const {
-    switch (phase_) {
-      case Phase::running: return group_->paused() ? GroupState::unhealthy : GroupState::healthy;
-      case Phase::stopping:
-      case Phase::restarting:
-      case Phase::rendezvous:
-      case Phase::judging:
-      case Phase::reporting: return GroupState::stopped;
-      case Phase::barrier: return GroupState::succeeded;
-      case Phase::done: return exit_code_ == 0 ? GroupState::succeeded : GroupState::failed;
-    }
-    return GroupState::unknown;
-  }
+  GroupState group_state() const { return agent::group_state(phase_, group_->paused(), exit_code_); }
 
   // The job ends here for `cause`, with the code the policy gives it.
   void end(Cause cause) {
@@ -585,8 +527,7 @@ class Supervisor final : Workers::Listener {
     }
     exit_code_ = code;
     phase_ = Phase::done;
-    boost::system::error_code ignored;
-    signals_.cancel(ignored);
+    signals_.cancel();
     keep_alive_.cancel();
     board_.cancel();
     io_.stop();
@@ -598,16 +539,15 @@ class Supervisor final : Workers::Listener {
   rendezvous::Assignment placement_;
   int round_;
   bool store_lost_ = false;  // the job ends because the rendezvous store is gone
-  Guardian* guardian_;
   Rendezvous& rdzv_;
   asio::io_context io_;
-  asio::signal_set signals_;
   asio::steady_timer window_;  // kConsequenceWindow after a communication error
   const std::string host_;
   // std::_Exit, unless a test gives another (agent/supervisor.h).
   const std::function<void(int)> exit_now_;
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<Workers> group_;
+  SignalWatch signals_;  // SIGCHLD, and the signals that end the job or reach the workers
   HangWatchdog watchdog_;
   ProgressTracker progress_;
   FaultInjector faults_;

@@ -8,27 +8,10 @@
 #include <fmt/format.h>
 
 #include "launcher/errors.h"
+#include "launcher/text.h"
 
 namespace cxxrun::launcher {
 namespace {
-
-// Its own trim and split: launcher/values.h's would make an include circle
-// (values -> raw_options -> parsed -> fanout_plan -> hostfile).
-std::string_view trim_field(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\r");
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
-}
-
-std::vector<std::string_view> split_fields(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  for (;;) {
-    const auto at = s.find(sep);
-    out.push_back(s.substr(0, at));
-    if (at == std::string_view::npos) return out;
-    s.remove_prefix(at + 1);
-  }
-}
 
 bool name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
@@ -117,7 +100,7 @@ std::vector<Host> parse_hostfile(std::string_view text, const std::string& origi
     text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
     ++number;
     if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-    line = trim_field(line);
+    line = trim(line);
     if (line.empty()) continue;
     const std::string where = fmt::format("{} line {}", origin, number);
     hosts.push_back(parse_line(line, where));
@@ -131,12 +114,12 @@ std::vector<Host> parse_hostfile(std::string_view text, const std::string& origi
 std::vector<Host> parse_hosts_list(std::string_view text, const std::string& origin) {
   std::vector<Host> hosts;
   std::vector<std::string> wheres;
-  if (trim_field(text).empty()) throw UsageError(origin + ": no hosts (give h1,h2,... or h1:N,...)");
+  if (trim(text).empty()) throw UsageError(origin + ": no hosts (give h1,h2,... or h1:N,...)");
   int number = 0;
-  for (std::string_view item : split_fields(text, ',')) {
+  for (std::string_view item : split(text, ',')) {
     ++number;
     const std::string where = fmt::format("{} (host {})", origin, number);
-    item = trim_field(item);
+    item = trim(item);
     if (item.empty()) throw UsageError(where + ": an empty host between commas");
     if (item.find_first_of(" \t") != std::string_view::npos)
       throw UsageError(fmt::format("{}: host '{}' holds a blank (a host is [user@]name[:slots])", where, item));

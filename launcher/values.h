@@ -13,6 +13,7 @@
 #include "agent/config.h"
 #include "launcher/errors.h"
 #include "launcher/raw_options.h"
+#include "launcher/text.h"  // trim, split: every includer parses with them
 
 namespace cxxrun::launcher {
 
@@ -26,8 +27,6 @@ std::optional<long long> integer_of(std::string_view text);
 std::optional<double> number_of(std::string_view text);  // finite only
 // "SIGTERM", "TERM", "term" or "15" -> 15; 0 when it is none of these.
 int signal_of(std::string_view text);
-std::string_view trim(std::string_view s);
-std::vector<std::string_view> split(std::string_view s, char sep);
 
 // "N" or "MIN:MAX" with 0 < MIN <= MAX.
 std::pair<int, int> parse_nnodes(const RawValue& value);

@@ -11,8 +11,8 @@
 namespace cxxrun::rendezvous {
 namespace {
 
-// The deadline of a board publish: short, since the link thread that makes
-// it also carries the keep-alives.
+// The deadline of a board publish and of a straggler exchange: short, since
+// the link thread that makes them also carries the keep-alives.
 constexpr std::chrono::milliseconds kBoardTimeout{2000};
 
 }  // namespace
@@ -86,7 +86,8 @@ Assignment C10dBackend::rejoin() {
 Assignment C10dBackend::joined(const Assignment& a) {
   dead_seen_ = 0;
   last_beat_ok_ = std::chrono::steady_clock::now();  // the round just proved the store alive
-  speeds_ = std::make_unique<SpeedBoard>(store_->client(), rdzv_->round_prefix(), a.group_rank, a.group_world_size);
+  speeds_ = std::make_unique<SpeedBoard>([this] { return store_->connect_another(kBoardTimeout); },
+                                         rdzv_->round_prefix(), a.group_rank, a.group_world_size);
   if (watcher_) watcher_->watch(a.round, rdzv_->event_key());
   return a;
 }

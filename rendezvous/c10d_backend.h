@@ -78,7 +78,9 @@ class C10dBackend : public Rendezvous {
   // Members found dead in this round: the next round expects them gone.
   int dead_seen_ = 0;
   StoreFault fault_;
-  std::unique_ptr<SpeedBoard> speeds_;  // the current round's straggler summaries
+  // The current round's straggler summaries, on a connection of their own
+  // (kBoardTimeout).
+  std::unique_ptr<SpeedBoard> speeds_;
   // The board's connection (kBoardTimeout), made at the first publish and
   // again after a failed one; whether this node's id is in the index yet.
   std::unique_ptr<store::StoreClient> board_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "agent/forensics/failure.h"
+#include "agent/forensics/library_file.h"
 #include "agent/forensics/memory_cgroup.h"
 #include "agent/forensics/python_traceback.h"
 

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "agent/forensics/library_file.h"
+
 namespace cxxrun::agent {
 namespace {
 
@@ -65,20 +67,6 @@ std::string shortened(std::string_view s) {
 }
 
 }  // namespace
-
-bool python_library_file(std::string_view file) {
-  if (file.starts_with("<frozen ")) return true;
-  if (file.find("/site-packages/") != std::string_view::npos || file.find("/dist-packages/") != std::string_view::npos)
-    return true;
-  // The standard library: ".../lib/python3.11/threading.py".
-  for (size_t at = file.find("/lib/python"); at != std::string_view::npos; at = file.find("/lib/python", at + 1)) {
-    size_t i = at + 11;
-    size_t digits = 0;
-    while (i < file.size() && (std::isdigit(static_cast<unsigned char>(file[i])) || file[i] == '.')) ++i, ++digits;
-    if (digits > 0 && i < file.size() && file[i] == '/') return true;
-  }
-  return false;
-}
 
 std::optional<PythonTraceback> parse_traceback(std::string_view text) {
   const std::vector<std::string_view> lines = split_lines(text);

@@ -44,11 +44,6 @@ struct PythonTraceback {
 // its last traceback, the one that ended the program.
 std::optional<PythonTraceback> parse_traceback(std::string_view text);
 
-// Whether `file` is Python's own or an installed package's
-// (site-packages, dist-packages, the standard library, "<frozen ...>"):
-// not the user's code.
-bool python_library_file(std::string_view file);
-
 // The innermost frame of the user's own code; the innermost frame when
 // every frame is a library's; nullptr when there are none.
 const PythonFrame* innermost_user_frame(const PythonTraceback& tb);

@@ -5,6 +5,8 @@
 #include <regex>
 #include <sstream>
 
+#include "agent/forensics/library_file.h"
+
 namespace cxxrun::agent {
 namespace {
 
@@ -131,14 +133,6 @@ std::optional<Frame> eu_stack_frame(const std::string& line) {
 std::vector<Frame> main_thread_frames(const std::string& dump) {
   std::vector<Frame> frames = python_main_thread(dump);
   return frames.empty() ? native_main_thread(dump) : frames;
-}
-
-bool library_file(const std::string& file) {
-  if (file.empty() || file.rfind("<frozen ", 0) == 0) return true;
-  for (const char* part : {"/site-packages/", "/dist-packages/", "/lib/python3", "/usr/lib/", "/lib/x86_64-linux-gnu/",
-                           "/lib/aarch64-linux-gnu/", "/lib64/", "/usr/include/"})
-    if (file.find(part) != std::string::npos) return true;
-  return false;
 }
 
 bool library_frame(const Frame& f) {

@@ -45,10 +45,8 @@ std::vector<Frame> main_thread_frames(const std::string& dump);
 // what follows. nullopt for a line that is not a frame.
 std::optional<Frame> eu_stack_frame(const std::string& line);
 
-// Whether `file` (a source file or a module) is the interpreter's or a
-// library's rather than the user's.
-bool library_file(const std::string& file);
-// A frame of a library: by its module when it has one, else its file; a
+// A frame of a library (agent/forensics/library_file.h decides for a file):
+// by its module when it has one, else its file; a
 // frame of the user's binary whose source is a system header (an inlined
 // std:: template) is the library's too.
 bool library_frame(const Frame& f);

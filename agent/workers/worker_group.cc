@@ -35,8 +35,6 @@ constexpr size_t kTailLines = 10;
 // After every worker is gone and strays are SIGKILLed, pipes close at once;
 // this only bounds a process that escaped the job token and holds one open.
 constexpr std::chrono::seconds kPipeDrainLimit{2};
-// How often the agent says that only stopped workers keep the job alive.
-constexpr std::chrono::seconds kPausedReminder{30};
 // How often each worker's own peak memory is read while it runs: wait4's
 // includes its reaped children's (agent/forensics/postmortem.h).
 constexpr std::chrono::seconds kMemorySample{1};
@@ -58,11 +56,12 @@ Failure failure_of(int local_rank, int rank, pid_t pid, const std::string& error
 WorkerGroup::WorkerGroup(asio::io_context& io, LogDir& logs, const std::string& job_token, JobCgroup* cgroup,
                          pid_t guardian, Forkserver* forkserver, Postmortem* postmortem, Listener& listener)
     : io_(io), logs_(logs), token_(job_token), cgroup_(cgroup), guardian_(guardian), postmortem_(postmortem),
-      listener_(listener), base_env_(current_environment()), timer_(io), paused_timer_(io), memory_timer_(io), warm_(io, forkserver),
+      listener_(listener), base_env_(current_environment()), timer_(io), memory_timer_(io), warm_(io, forkserver),
       kills_(io, [this](pid_t pid) {
         for (auto& w : workers_)
           if (w->running && w->pid == pid) give_up_on(*w);
-      }) {}
+      }),
+      paused_(io, workers_, log_, [this] { return stopping_; }) {}
 
 WorkerGroup::~WorkerGroup() = default;
 
@@ -352,45 +351,10 @@ void WorkerGroup::sample_memory() {
 }
 
 void WorkerGroup::on_pause(Worker& w, int status) {
-  if (WIFSTOPPED(status)) {
-    if (w.paused_since) return;
-    w.paused_since = std::chrono::system_clock::now();
-    log_->warn("rank {} (local_rank {}, pid {}) was stopped by {}; the job waits for it until it gets SIGCONT", w.rank,
-               w.local_rank, w.pid, signal_name(WSTOPSIG(status)));
-    if (!stopping_) remind_paused();
-  } else if (WIFCONTINUED(status) && w.paused_since) {
-    w.paused_since.reset();
-    log_->info("rank {} (local_rank {}, pid {}) continued", w.rank, w.local_rank, w.pid);
-  } else {
-    return;
-  }
-  listener_.on_worker_paused(w);
+  if (paused_.changed(w, status)) listener_.on_worker_paused(w);
 }
 
-// While every worker still running is stopped, nothing but a SIGCONT (or a
-// kill) can end the job: say so, with who and since when.
-void WorkerGroup::remind_paused() {
-  paused_timer_.expires_after(kPausedReminder);
-  paused_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || stopping_ || !paused()) return;
-    std::string who;
-    for (const auto& w : workers_) {
-      if (!w->running) continue;
-      if (!w->paused_since) return remind_paused();  // someone still works
-      who += (who.empty() ? "" : ", ") + ("rank " + std::to_string(w->rank) + " (pid " + std::to_string(w->pid) +
-                                          ", since " + clock_time(*w->paused_since) + ")");
-    }
-    if (who.empty()) return;
-    log_->warn("only stopped workers keep the job alive: {}; send them SIGCONT or stop the job", who);
-    remind_paused();
-  });
-}
-
-bool WorkerGroup::paused() const {
-  for (const auto& w : workers_)
-    if (w->running && w->paused_since) return true;
-  return false;
-}
+bool WorkerGroup::paused() const { return paused_.any(); }
 
 int WorkerGroup::running() const {
   int n = 0;
@@ -557,7 +521,7 @@ void WorkerGroup::check_stopped() {
   }
   if (open_pipes_ > 0) return;
   timer_.cancel();
-  paused_timer_.cancel();
+  paused_.cancel();
   memory_timer_.cancel();
   kills_.stop_watching();
   strays_killed_ = false;

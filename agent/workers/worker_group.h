@@ -26,6 +26,7 @@
 #include "agent/workers/filtered_log.h"
 #include "agent/workers/kill_ledger.h"
 #include "agent/workers/output.h"
+#include "agent/workers/paused_workers.h"
 #include "agent/process/spawn.h"
 #include "agent/workers/warm_start.h"
 #include "agent/process/worker_env_writer.h"
@@ -111,7 +112,6 @@ class WorkerGroup final : public Workers {
   void open_pipe(Worker& w, WorkerPipe& p, int fd, int console, Std which, const char* file);
   void on_exit(Worker& w, int status);
   void on_pause(Worker& w, int status);
-  void remind_paused();
   // Every kMemorySample, each running worker's own peak memory, for the
   // postmortem.
   void sample_memory();
@@ -133,7 +133,6 @@ class WorkerGroup final : public Workers {
   Listener& listener_;
   const EnvMap base_env_;
   boost::asio::steady_timer timer_;
-  boost::asio::steady_timer paused_timer_;
   boost::asio::steady_timer memory_timer_;
   std::shared_ptr<spdlog::logger> log_;
   Config c_;
@@ -151,6 +150,7 @@ class WorkerGroup final : public Workers {
   std::map<int, std::unique_ptr<Pipes>> pipes_;  // by local rank
   std::vector<Failure> failures_;
   KillLedger kills_;
+  PausedWorkers paused_;  // workers a signal stopped, and the reminder while only they remain
   int open_pipes_ = 0;
   bool stopping_ = false;
   bool failing_ = false;

@@ -4,6 +4,7 @@ quoting, the token on stdin and nowhere else, host prefixes on the output,
 the job's exit code from every agent's, an unreachable host, Ctrl-C, a
 dropped connection, and bad host lists. Real sshd between network
 namespaces: test_hostfile_netns.py."""
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import unittest
 import uuid
 
 import etcd_cluster
-from harness import CXXRUN, OrphanCheckTest, alive, clean_env, free_port, read_pids, wait_for
+from harness import CXXRUN, OrphanCheckTest, alive, clean_env, end, free_port, read_pids, wait_for
 
 HOSTS = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
 
@@ -56,9 +57,16 @@ class Hostfile(OrphanCheckTest):
                            timeout=timeout, stdin=subprocess.DEVNULL)
         return p.returncode, p.stdout, p.stderr
 
-    def start(self, *args, env=None, **kw):
-        return subprocess.Popen(self.argv(*args, **kw), env=env or clean_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    @contextlib.contextmanager
+    def running(self, *args, env=None, **kw):
+        """The launcher, started; on the way out (a failed wait, a timeout),
+        killed and reaped if it still runs, so no test leaves one behind."""
+        p = subprocess.Popen(self.argv(*args, **kw), env=env or clean_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        try:
+            yield p
+        finally:
+            end(p)
 
     def sleeper(self):
         # Each worker records its pid and its agent's, then sleeps.
@@ -150,18 +158,13 @@ echo "hello from rank $RANK"
 
     def test_ctrl_c_stops_every_host(self):
         sleeper = self.sleeper()
-        p = self.start("--nproc-per-node=2", "--no-python", sleeper)
-        try:
+        with self.running("--nproc-per-node=2", "--no-python", sleeper) as p:
             wait_for(lambda: len(read_pids(self.dir, "pid.")) == 6, 60, "six workers")
             workers = read_pids(self.dir, "pid.")
             agents = set(read_pids(self.dir, "agent."))
             self.assertEqual(len(agents), 3)
             p.send_signal(signal.SIGINT)
             out, err = p.communicate(timeout=60)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
         self.assertEqual(p.returncode, 130, err)
         self.assertIn("received SIGINT: stopping the job on every host", err)
         self.assertEqual(err.count("the launcher forwards SIGINT"), 3, err)
@@ -178,8 +181,7 @@ echo "hello from rank $RANK"
     def test_a_second_ctrl_c_kills_workers_that_ignore_sigterm(self):
         # A grace of 300 s: the first Ctrl-C alone would hold the job that
         # long; the second has every agent kill its workers now.
-        p = self.start("--no-python", "--shutdown-timeout=300", self.stubborn())
-        try:
+        with self.running("--no-python", "--shutdown-timeout=300", self.stubborn()) as p:
             wait_for(lambda: len(read_pids(self.dir, "pid.")) == 3, 60, "three workers")
             workers = read_pids(self.dir, "pid.")
             p.send_signal(signal.SIGINT)
@@ -188,10 +190,6 @@ echo "hello from rank $RANK"
             self.assertIsNone(p.poll())
             p.send_signal(signal.SIGINT)
             out, err = p.communicate(timeout=60)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
         self.assertEqual(p.returncode, 130, err)
         for pid in workers:
             self.assertFalse(alive(pid), f"worker {pid} outlived the second Ctrl-C")
@@ -200,20 +198,17 @@ echo "hello from rank $RANK"
         # One agent is stopped (SIGSTOP): told to stop, it cannot. The
         # launcher waits --shutdown-timeout + --kill-timeout + 30 s for it,
         # then kills its rsh and ends; the others stop as usual.
-        p = self.start("--no-python", "--shutdown-timeout=1", "--kill-timeout=1", self.sleeper())
-        frozen = None
-        try:
-            wait_for(lambda: len(read_pids(self.dir, "pid.")) == 3, 60, "three workers")
-            frozen = sorted(set(read_pids(self.dir, "agent.")))[0]
-            os.kill(frozen, signal.SIGSTOP)
-            p.send_signal(signal.SIGTERM)
-            out, err = p.communicate(timeout=120)
-        finally:
-            if frozen:
-                os.kill(frozen, signal.SIGCONT)
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+        with self.running("--no-python", "--shutdown-timeout=1", "--kill-timeout=1", self.sleeper()) as p:
+            frozen = None
+            try:
+                wait_for(lambda: len(read_pids(self.dir, "pid.")) == 3, 60, "three workers")
+                frozen = sorted(set(read_pids(self.dir, "agent.")))[0]
+                os.kill(frozen, signal.SIGSTOP)
+                p.send_signal(signal.SIGTERM)
+                out, err = p.communicate(timeout=120)
+            finally:
+                if frozen:
+                    os.kill(frozen, signal.SIGCONT)
         self.assertEqual(p.returncode, 143, err)
         self.assertRegex(err, r"host \S+: its agent did not stop within 32 s of being told to; killing its --rsh")
         # Its rsh gone, the agent thawed reads end of file and stops its worker.
@@ -221,8 +216,7 @@ echo "hello from rank $RANK"
 
     def test_a_dropped_connection_stops_that_hosts_workers(self):
         sleeper = self.sleeper()
-        p = self.start("--no-python", sleeper)
-        try:
+        with self.running("--no-python", sleeper) as p:
             wait_for(lambda: len(read_pids(self.dir, "pid.")) == 3, 60, "three workers")
             with open(f"{self.dir}/conn.127.0.0.2") as f:
                 conn = int(f.read())
@@ -232,10 +226,6 @@ echo "hello from rank $RANK"
                     agent_of[r] = int(f.read())
             os.kill(conn, signal.SIGKILL)
             out, err = p.communicate(timeout=90)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
         self.assertIn("[127.0.0.2] ", err)
         self.assertIn("the launcher's connection closed (stdin ended): stopping this node's workers", err)
         self.assertNotEqual(p.returncode, 0, err)

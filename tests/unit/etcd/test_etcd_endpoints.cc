@@ -11,7 +11,7 @@ std::vector<Endpoint> parse(const std::string& text, Protocol p = Protocol::http
   return parse_endpoints({text}, p);
 }
 
-std::string failure(const std::string& text, Protocol p = Protocol::http) {
+std::string endpoints_error(const std::string& text, Protocol p = Protocol::http) {
   try {
     parse(text, p);
   } catch (const EtcdError& e) {
@@ -50,21 +50,21 @@ TEST_CASE("etcd endpoints: IPv6 in brackets, or bare without a port") {
 TEST_CASE("etcd endpoints: a scheme must match the protocol") {
   CHECK(parse("http://h:1/")[0] == Endpoint{"h", 1});
   CHECK(parse("https://h:1", Protocol::https)[0] == Endpoint{"h", 1});
-  CHECK_THAT(failure("https://h:1"), Catch::Contains("an https:// endpoint for a client set up for http"));
-  CHECK_THAT(failure("http://h:1", Protocol::https), Catch::Contains("an http:// endpoint"));
+  CHECK_THAT(endpoints_error("https://h:1"), Catch::Contains("an https:// endpoint for a client set up for http"));
+  CHECK_THAT(endpoints_error("http://h:1", Protocol::https), Catch::Contains("an http:// endpoint"));
 }
 
 TEST_CASE("etcd endpoints: mistakes are named") {
-  CHECK_THAT(failure("h:99999"), Catch::Contains("etcd endpoint 'h:99999'") && Catch::Contains("port"));
-  CHECK_THAT(failure("h:0"), Catch::Contains("port"));
-  CHECK_THAT(failure("h:x"), Catch::Contains("port"));
-  CHECK_THAT(failure("h:"), Catch::Contains("port"));
-  CHECK_THAT(failure("[::1:2379"), Catch::Contains("']'"));
-  CHECK_THAT(failure("[::1]x"), Catch::Contains("':port'"));
-  CHECK_THAT(failure("a:1,,b:2"), Catch::Contains("empty"));
-  CHECK_THAT(failure(":2379"), Catch::Contains("no host"));
-  CHECK_THAT(failure("h:1/v3"), Catch::Contains("path"));
-  CHECK_THAT(failure(""), Catch::Contains("empty"));
+  CHECK_THAT(endpoints_error("h:99999"), Catch::Contains("etcd endpoint 'h:99999'") && Catch::Contains("port"));
+  CHECK_THAT(endpoints_error("h:0"), Catch::Contains("port"));
+  CHECK_THAT(endpoints_error("h:x"), Catch::Contains("port"));
+  CHECK_THAT(endpoints_error("h:"), Catch::Contains("port"));
+  CHECK_THAT(endpoints_error("[::1:2379"), Catch::Contains("']'"));
+  CHECK_THAT(endpoints_error("[::1]x"), Catch::Contains("':port'"));
+  CHECK_THAT(endpoints_error("a:1,,b:2"), Catch::Contains("empty"));
+  CHECK_THAT(endpoints_error(":2379"), Catch::Contains("no host"));
+  CHECK_THAT(endpoints_error("h:1/v3"), Catch::Contains("path"));
+  CHECK_THAT(endpoints_error(""), Catch::Contains("empty"));
   CHECK_THROWS_AS(parse_endpoints({}, Protocol::http), EtcdError);
 }
 

@@ -11,7 +11,7 @@
 #include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/round_records.h"
 #include "store/client.h"
-#include "store/server.h"
+#include "vanishing_store.h"
 
 using namespace cxxrun::rendezvous;
 using namespace c10d_nodes;
@@ -387,21 +387,14 @@ TEST_CASE("rendezvous: the liveness check of a node whose store went away ends o
   // The chaos suite's restarted-host: the store died before the first
   // check, so the check's first read of the round's ranks reconnected with
   // the main client's deadline (read_timeout) and held the agent's exit.
-  cxxrun::store::StoreServerOptions options;
-  options.host = "127.0.0.1";
-  options.port = 0;
-  cxxrun::store::BackgroundStoreServer server(options);
-  cxxrun::store::StoreClient::Options o;
-  o.port = server.port();
-  o.timeout = 60s;
-  auto main_client = cxxrun::store::StoreClient::connect(o);
-  o.timeout = 500ms;
-  auto beats = cxxrun::store::StoreClient::connect(o);
+  VanishingStore store;
+  auto main_client = store.client();
+  auto beats = store.client(500ms);
   C10dRendezvous rdzv(*main_client, settings(1, 1), [](const std::vector<std::string>&) { return 1000; },
                       [](const std::string&) {});
   rdzv.use_for_keep_alives(*beats);
   rdzv.next_rendezvous();
-  server.stop();
+  store.stop();
   const auto began = std::chrono::steady_clock::now();
   CHECK_THROWS(rdzv.dead_members());
   CHECK(std::chrono::steady_clock::now() - began < 10s);

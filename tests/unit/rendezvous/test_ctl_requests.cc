@@ -11,7 +11,7 @@
 #include "rendezvous/ctl_requests.h"
 #include "rendezvous/request_watcher.h"
 #include "store/client.h"
-#include "store/server.h"
+#include "vanishing_store.h"
 
 using namespace cxxrun::rendezvous;
 using namespace std::chrono_literals;
@@ -75,15 +75,9 @@ TEST_CASE("ctl requests: answers gathered by the deadline, the silent node left 
 TEST_CASE("ctl requests: a watcher whose store went away stops within its slices, not the client's deadline") {
   // The chaos suite's restarted-host: the agent's store died; its exit must
   // not wait out the watcher's reconnects (a minute here, read_timeout there).
-  cxxrun::store::StoreServerOptions options;
-  options.host = "127.0.0.1";
-  options.port = 0;
-  cxxrun::store::BackgroundStoreServer server(options);
-  cxxrun::store::StoreClient::Options o;
-  o.port = server.port();
-  o.timeout = 60s;
-  auto client = cxxrun::store::StoreClient::connect(o);
-  server.stop();  // the watcher's first call (the sequence) must reconnect
+  VanishingStore store;
+  auto client = store.client();
+  store.stop();  // the watcher's first call (the sequence) must reconnect
   auto watcher = std::make_unique<RequestWatcher>(std::move(client), "job", [](long long, const std::string&) {});
   std::this_thread::sleep_for(300ms);
   const auto began = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "c10d_nodes.h"
+#include "vanishing_store.h"
 
 using namespace cxxrun::rendezvous;
 using namespace c10d_nodes;
@@ -55,4 +56,53 @@ TEST_CASE("rendezvous: a spare is called in only when one waits") {
   a.leave(false);
   b.leave(false);
   CHECK_THROWS(js.get());
+}
+
+namespace {
+
+// The job's store as JobStore opens it, over a real store that the test
+// stops: the main client with the long deadline (read_timeout), each other
+// connection with the deadline its caller asks for.
+class StoppableStateStore : public StateStore {
+ public:
+  explicit StoppableStateStore(VanishingStore& store) : store_(store), main_(store.client()) {}
+  cxxrun::store::StoreClient& client() override { return *main_; }
+  std::unique_ptr<cxxrun::store::StoreClient> connect_another(std::chrono::milliseconds timeout) const override {
+    return store_.client(timeout);
+  }
+  void leave(bool, int, const std::function<void()>& first) override { first(); }
+
+ private:
+  VanishingStore& store_;
+  std::unique_ptr<cxxrun::store::StoreClient> main_;
+};
+
+}  // namespace
+
+TEST_CASE("rendezvous: a straggler exchange with a store that went away ends on a short deadline, not read_timeout") {
+  // The exchange runs on the link thread, which also carries the
+  // keep-alives: on the main client it waited out read_timeout (60 s here)
+  // reconnecting, and the beats queued behind it delayed the lost-store
+  // verdict by as much.
+  VanishingStore store;
+  RendezvousConfig config;
+  config.backend = Backend::c10d;
+  config.settings = settings(1, 1);
+  config.settings.local_addr = "127.0.0.1";
+  config.settings.read_timeout = VanishingStore::kLongDeadline;
+  C10dBackend node(config, WorkerStorePlan{},
+                   [&store](const RendezvousConfig&) { return std::make_unique<StoppableStateStore>(store); });
+  REQUIRE(node.join().group_world_size == 1);
+  CHECK(node.exchange_speed("summary").empty());  // the control: it works while the store runs
+  store.stop();
+  // Each call is one window's (the node's, then group rank 0's two).
+  auto began = std::chrono::steady_clock::now();
+  CHECK(node.exchange_speed("summary, again").empty());
+  CHECK(std::chrono::steady_clock::now() - began < 10s);
+  began = std::chrono::steady_clock::now();
+  CHECK(node.node_speeds().empty());
+  CHECK(std::chrono::steady_clock::now() - began < 10s);
+  began = std::chrono::steady_clock::now();
+  node.tell_node(0, "you are slow");
+  CHECK(std::chrono::steady_clock::now() - began < 10s);
 }

@@ -6,6 +6,7 @@
 
 #include "store/client.h"
 #include "store/server.h"
+#include "vanishing_store.h"
 
 using namespace cxxrun::store;
 using namespace std::chrono_literals;
@@ -129,15 +130,9 @@ TEST_CASE("store client and server: a value of the largest size goes in and come
 TEST_CASE("store client: a cancelled client stops reconnecting to a store that went away, long before its deadline") {
   // The agent leaving after its store died must not wait out read_timeout
   // in a call still reconnecting (Rendezvous::abandon).
-  StoreServerOptions options;
-  options.host = "127.0.0.1";
-  options.port = 0;
-  BackgroundStoreServer server(options);
-  StoreClient::Options o;
-  o.port = server.port();
-  o.timeout = std::chrono::seconds(60);
-  auto client = StoreClient::connect(o);
-  server.stop();
+  VanishingStore store;
+  auto client = store.client();
+  store.stop();
   auto call = std::async(std::launch::async, [&] { return client->add("k", 1); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // reconnecting by now
   const auto began = std::chrono::steady_clock::now();

@@ -13,6 +13,7 @@
 
 #include "agent/forensics/death.h"
 #include "agent/forensics/failure.h"
+#include "agent/forensics/library_file.h"
 #include "agent/workers/output.h"
 #include "agent/forensics/postmortem.h"
 #include "agent/forensics/python_traceback.h"

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "agent/forensics/library_file.h"
 #include "agent/hang/culprit.h"
 #include "agent/hang/progress_monitor.h"
 
