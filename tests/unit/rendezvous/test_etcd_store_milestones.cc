@@ -19,15 +19,15 @@ using Member = FakeEtcdMember;
 
 namespace {
 
-const std::string kHeader = R"("header":{"cluster_id":"1","member_id":"2","revision":"10"})";
+const std::string kMilestoneHeader = R"("header":{"cluster_id":"1","member_id":"2","revision":"10"})";
 
-std::string put_event(const std::string& key, const std::string& value, int revision) {
+std::string milestone_put(const std::string& key, const std::string& value, int revision) {
   return R"({"result":{"header":{"revision":")" + std::to_string(revision) + R"("},"events":[{"kv":{"key":")" +
          etcd::base64_encode(key) + R"(","value":")" + etcd::base64_encode(value) + R"(","mod_revision":")" +
          std::to_string(revision) + R"("}}]}})";
 }
 
-rendezvous::EtcdSettings settings_for(const Member& m) {
+rendezvous::EtcdSettings milestone_settings(const Member& m) {
   rendezvous::EtcdSettings s;
   s.endpoints = rendezvous::parse_etcd_endpoints({m.endpoint()}, false);
   s.prefix = "/p";
@@ -35,7 +35,7 @@ rendezvous::EtcdSettings settings_for(const Member& m) {
 }
 
 // Until the member has `n` watch streams open (the store opened its watch).
-void await_streams(const Member& m, int n) {
+void await_milestone_streams(const Member& m, int n) {
   for (int i = 0; i < 200 && m.count("/v3/watch") < n; ++i) std::this_thread::sleep_for(10ms);
   std::this_thread::sleep_for(50ms);  // the stream's answer on its way
 }
@@ -45,29 +45,29 @@ void await_streams(const Member& m, int n) {
 TEST_CASE("etcd store: waits for a round's milestones share one watch") {
   // Every milestone is absent when read: it comes on the watch.
   Member member([&](const Member::Request& r) -> std::string {
-    if (r.target == "/v3/kv/range") return Member::ok("{" + kHeader + R"(,"count":"0"})");
+    if (r.target == "/v3/kv/range") return Member::ok("{" + kMilestoneHeader + R"(,"count":"0"})");
     if (r.target == "/v3/watch")
       return Member::stream({R"({"result":{"header":{"revision":"10"},"created":true}})"});
     return Member::answer(404, "Not Found");
   });
-  rendezvous::EtcdStore store(settings_for(member), 5s);
+  rendezvous::EtcdStore store(milestone_settings(member), 5s);
   bool milestones = true;
   SECTION("told where the milestones are") { store.expect_waits_under("m/"); }
   SECTION("not told: a watch per wait") { milestones = false; }
 
   auto complete = std::async(std::launch::async, [&] { return store.get("m/r1/complete", 5s); });
-  await_streams(member, 1);
+  await_milestone_streams(member, 1);
   // The round completes, and group rank 0 names the master before this
   // node asks for it: the watch has it already.
-  member.push(put_event("/p/m/r1/complete", "4|0", 11));
+  member.push(milestone_put("/p/m/r1/complete", "4|0", 11));
   REQUIRE(complete.get() == "4|0");
   const int ranges = member.count("/v3/kv/range");
-  member.push(put_event("/p/m/r1/master", "10.0.0.1:29500", 12));
+  member.push(milestone_put("/p/m/r1/master", "10.0.0.1:29500", 12));
   std::this_thread::sleep_for(50ms);
   auto master = std::async(std::launch::async, [&] { return store.get("m/r1/master", 5s); });
   if (!milestones) {
-    await_streams(member, 2);
-    member.push(put_event("/p/m/r1/master", "10.0.0.1:29500", 12));
+    await_milestone_streams(member, 2);
+    member.push(milestone_put("/p/m/r1/master", "10.0.0.1:29500", 12));
   }
   REQUIRE(master.get() == "10.0.0.1:29500");
   const auto again = store.get_if_set("m/r1/complete");
@@ -85,12 +85,12 @@ TEST_CASE("etcd store: waits for a round's milestones share one watch") {
 // as the round runs: a slice after the first costs no request.
 TEST_CASE("etcd store: a milestone read absent is waited for on the watch, not read again") {
   Member member([&](const Member::Request& r) -> std::string {
-    if (r.target == "/v3/kv/range") return Member::ok("{" + kHeader + R"(,"count":"0"})");
+    if (r.target == "/v3/kv/range") return Member::ok("{" + kMilestoneHeader + R"(,"count":"0"})");
     if (r.target == "/v3/watch")
       return Member::stream({R"({"result":{"header":{"revision":"10"},"created":true}})"});
     return Member::answer(404, "Not Found");
   });
-  rendezvous::EtcdStore store(settings_for(member), 5s);
+  rendezvous::EtcdStore store(milestone_settings(member), 5s);
   store.expect_waits_under("m/");
   for (int slice = 0; slice < 3; ++slice) CHECK_THROWS_AS(store.get("m/r1/event", 100ms), store::StoreTimeout);
   // The round's other milestones were read with it (one range of the
@@ -99,7 +99,7 @@ TEST_CASE("etcd store: a milestone read absent is waited for on the watch, not r
   CHECK_FALSE(store.get_if_set("m/r1/next"));
   CHECK(member.count("/v3/kv/range") == 1);
   CHECK(member.count("/v3/watch") == 1);
-  member.push(put_event("/p/m/r1/event", "abort", 11));
+  member.push(milestone_put("/p/m/r1/event", "abort", 11));
   CHECK(store.get("m/r1/event", 5s) == "abort");
   CHECK(member.count("/v3/kv/range") == 1);
   // The next round's: one more read, the same watch.
@@ -109,8 +109,8 @@ TEST_CASE("etcd store: a milestone read absent is waited for on the watch, not r
   CHECK(member.count("/v3/watch") == 1);
   // A key outside the milestones is read and watched as before.
   auto other = std::async(std::launch::async, [&] { return store.get("r1/assign/0", 5s); });
-  await_streams(member, 2);
-  member.push(put_event("/p/r1/assign/0", "0|0|8|", 12));
+  await_milestone_streams(member, 2);
+  member.push(milestone_put("/p/r1/assign/0", "0|0|8|", 12));
   CHECK(other.get() == "0|0|8|");
   CHECK(member.count("/v3/kv/range") == 3);
 }
