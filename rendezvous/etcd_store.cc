@@ -165,17 +165,22 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
 }
 
 std::string EtcdStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
-  using etcd::Compare;
-  const std::string k = etcd_key(key);
   // Only the first of many writers finds the key as expected (absent, or
   // the round they all move on from). etcd runs a transaction through Raft
   // even when its compare fails: a read answers the others without a
   // proposal, and a read costs a member a fraction of a write.
-  auto got = guarded("compare_set", key, [&] { return client_->range(k); });
-  if (got.kv && (expected.empty() || got.kv->value != expected)) return got.kv->value;
+  auto got = guarded("compare_set", key, [&] { return client_->range(etcd_key(key)); });
+  return compare_set_after(key, expected, desired, got.kv ? std::optional(got.kv->value) : std::nullopt);
+}
+
+std::string EtcdStore::compare_set_after(const std::string& key, const std::string& expected,
+                                         const std::string& desired, const std::optional<std::string>& now) {
+  using etcd::Compare;
+  const std::string k = etcd_key(key);
+  if (now && (expected.empty() || *now != expected)) return *now;
   // torch's quirk (store/client.h): an absent key with a non-empty expected
   // value answers `expected`.
-  if (!got.kv && !expected.empty()) return expected;
+  if (!now && !expected.empty()) return expected;
   const Compare holds = expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
                                          : Compare::value_is(k, Compare::Result::equal, expected);
   // Sent again if etcd may or may not have applied it: a second send finds
@@ -190,6 +195,38 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
   // Deleted since the read: torch's quirk again.
   if (r.responses.empty() || r.responses.front().kvs.empty()) return expected;
   return r.responses.front().kvs.front().value;
+}
+
+// Every key read in one transaction of ranges (read-only: etcd answers it
+// as it answers a range, without Raft), then a write only where a key is as
+// expected: a re-joining agent's opening of the round and check of the
+// job's config cost one request where they cost two.
+std::vector<std::string> EtcdStore::compare_sets(const std::vector<CompareSet>& each) {
+  if (each.size() < 2 || each.size() > kMaxTxnOps) return store::StoreClient::compare_sets(each);
+  std::vector<std::string> keys;
+  for (const CompareSet& c : each) keys.push_back(c.key);
+  const Reads now = read_many("compare_set", keys);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < each.size(); ++i)
+    out.push_back(compare_set_after(each[i].key, each[i].expected, each[i].desired, now.values[i]));
+  return out;
+}
+
+// A count read with the keys, in one transaction of ranges: the count is
+// the counter's version (add's rule).
+store::StoreClient::CountAndValues EtcdStore::add_and_get_if_set_each(const std::string& counter, int64_t delta,
+                                                              const std::vector<std::string>& keys) {
+  if (delta != 0 || keys.size() + 1 > kMaxTxnOps) return store::StoreClient::add_and_get_if_set_each(counter, delta, keys);
+  std::vector<etcd::Op> ops{etcd::Op::get(etcd_key(counter))};
+  for (const auto& k : keys) ops.push_back(etcd::Op::get(etcd_key(k)));
+  auto r = guarded("add", counter, [&] { return client_->txn({}, ops); });
+  CountAndValues out;
+  if (!r.responses.empty() && !r.responses[0].kvs.empty()) out.count = r.responses[0].kvs.front().version;
+  for (size_t i = 1; i < ops.size(); ++i) {
+    if (i < r.responses.size() && !r.responses[i].kvs.empty()) out.values.push_back(r.responses[i].kvs.front().value);
+    else out.values.emplace_back();
+  }
+  return out;
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {

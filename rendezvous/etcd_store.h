@@ -12,7 +12,12 @@
 //                       reads instead of proposing a write
 //   get                 a range; an absent key is waited for as below, and
 //                       its value comes with the watch's event
-//   get_if_set          a range
+//   get_if_set          a range; get_if_set_each a txn of ranges
+//   compare_sets        one txn of ranges (read-only: answered without
+//                       Raft), then compare_set's txn only for a key found
+//                       as expected
+//   add_and_get_if_set_each(k, 0, keys)  one txn of ranges: k's version
+//                       and the keys
 //   add(k, 1)           a txn of [put k, range k, put k's marker of this
 //                       add] if the marker is absent: the key's version is
 //                       the count, so concurrent adds never retry. An add
@@ -102,6 +107,11 @@ class EtcdStore : public store::StoreClient {
   std::optional<std::string> get_if_set(const std::string& key) override;
   // One txn of ranges, as multi_get's.
   std::vector<std::optional<std::string>> get_if_set_each(const std::vector<std::string>& keys) override;
+  // One transaction of ranges, then a write only where needed.
+  std::vector<std::string> compare_sets(const std::vector<CompareSet>& each) override;
+  // With delta 0: the count and the keys in one transaction of ranges.
+  CountAndValues add_and_get_if_set_each(const std::string& counter, int64_t delta,
+                                         const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, Duration timeout) override;
   int64_t num_keys() override;
   bool delete_key(const std::string& key) override;
@@ -123,6 +133,9 @@ class EtcdStore : public store::StoreClient {
   template <typename F>
   auto guarded(const char* what, const std::string& key, F&& call);
   void wait_one(const std::string& key, std::chrono::steady_clock::time_point deadline);
+  // compare_set given the key's value as just read (nullopt: absent).
+  std::string compare_set_after(const std::string& key, const std::string& expected, const std::string& desired,
+                                const std::optional<std::string>& now);
   // Each key's value (nullopt: absent), read in txns of 128, and the
   // revision of the first read: a watch from after it misses nothing.
   struct Reads {

@@ -198,3 +198,53 @@ TEST_CASE("etcd store: an append etcd may have applied is read back, not written
   CHECK(stored == "a\nb\n");
   CHECK(txns == (applied ? 1 : 2));
 }
+
+// A re-joining agent opens the next round and checks the job's config
+// together (compare_sets), and reads the waiting count with the step-outs
+// (add_and_get_if_set_each): each was a request per key, through etcd's
+// gateway, from every one of N agents.
+TEST_CASE("etcd store: a batch of compare_sets and a count with reads are one request each") {
+  std::string round = "4", config = "2:2|x";
+  int txns_with_puts = 0;
+  auto range = [](const std::string& key, const std::string& value, int version) {
+    if (value.empty() && version == 0) return std::string(R"({"response_range":{"count":"0"}})");
+    return R"({"response_range":{"kvs":[{"key":")" + etcd::base64_encode(key) + R"(","create_revision":"3","mod_revision":"5","version":")" +
+           std::to_string(version) + R"(","value":")" + etcd::base64_encode(value) + R"("}],"count":"1"}})";
+  };
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target != "/v3/kv/txn") return EtcdMember::answer(404, "Not Found");
+    if (r.body.find("request_put") != std::string::npos) {
+      ++txns_with_puts;
+      return kTxnSucceeded;
+    }
+    // The reads: answered in the order asked.
+    std::string responses;
+    if (r.body.find(etcd::base64_encode("/p/round")) != std::string::npos)
+      responses = range("/p/round", round, 1) + "," + range("/p/config", config, 1);
+    else
+      responses = range("/p/r3/count", "", 3) + "," + range("/p/r3/out", "", 0);
+    return EtcdMember::ok("{" + kRequestsHeader + R"(,"succeeded":true,"responses":[)" + responses + "]}");
+  });
+  rendezvous::EtcdStore store(requests_settings_for(member).etcd, 5s);
+  SECTION("the round already moved on: one read, no write") {
+    const auto answers = store.compare_sets({{"round", "3", "4"}, {"config", "", "2:2|x"}});
+    CHECK(answers == std::vector<std::string>{"4", "2:2|x"});
+    CHECK(member.count("/v3/kv/txn") == 1);
+    CHECK(member.count("/v3/kv/range") == 0);
+    CHECK(txns_with_puts == 0);
+  }
+  SECTION("this node moves it on: the read, then its one write") {
+    round = "3";
+    const auto answers = store.compare_sets({{"round", "3", "4"}, {"config", "", "2:2|x"}});
+    CHECK(answers == std::vector<std::string>{"4", "2:2|x"});
+    CHECK(member.count("/v3/kv/txn") == 2);
+    CHECK(txns_with_puts == 1);
+  }
+  SECTION("the waiting count and the step-outs") {
+    const auto got = store.add_and_get_if_set_each("r3/count", 0, {"r3/out"});
+    CHECK(got.count == 3);
+    CHECK(got.values == std::vector<std::optional<std::string>>{std::nullopt});
+    CHECK(member.count("/v3/kv/txn") == 1);
+    CHECK(member.count("/v3/kv/range") == 0);
+  }
+}
