@@ -126,9 +126,7 @@ class Sim : Loop {
     for (auto& a : agents_) tasks.push_back(agent(a));
     for (auto& t : tasks) t.start();
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.timeout));
-    for (;;) {
-      const bool all_done = std::all_of(tasks.begin(), tasks.end(), [](const Task<>& t) { return t.done(); });
-      if (all_done || Clock::now() >= deadline) break;
+    while (finished_ < agents_.size() && sh_.failures == 0 && Clock::now() < deadline) {
       poll(5);  // the barriers are polled in shared memory
       // The barrier: every agent of every process holds round 0.
       if (barrier_open_ == false && sh_.done0.load() >= o_.nodes) {
@@ -138,15 +136,10 @@ class Sim : Loop {
       }
       bury();
     }
-    for (auto& t : tasks)
-      if (!t.done()) ++sh_.failures;
-      else if (t.error()) {
-        try {
-          std::rethrow_exception(t.error());
-        } catch (const std::exception& e) {
-          if (sh_.failures++ == 0) fprintf(stderr, "etcd_sim: %s\n", e.what());
-        }
-      }
+    if (finished_ < agents_.size() && sh_.failures == 0) {
+      fprintf(stderr, "etcd_sim: %zu agents not done within --timeout\n", agents_.size() - finished_);
+      ++sh_.failures;
+    }
     for (auto& a : agents_) close_conn(a.unary);
     for (auto& s : st_) close_conn(s.watch), close_conn(s.alive);
     bury();
@@ -168,7 +161,17 @@ class Sim : Loop {
 
   // ---- the sequence: C10dRendezvous and rdzv_load's recover() -------------
 
+  // One agent, start to end; a failure is counted and ends this process's run.
   Task<> agent(Agent& a) {
+    try {
+      co_await steps(a);
+    } catch (const std::exception& e) {
+      if (sh_.failures++ == 0) fprintf(stderr, "etcd_sim: agent %d: %s\n", a.index, e.what());
+    }
+    ++finished_;
+  }
+
+  Task<> steps(Agent& a) {
     co_await call(a, "/v3/kv/range", body::keyed(job("config")));  // EtcdJobStore::reach
     co_await join(a, 0);
     at_least(sh_.t_done0, now_ns());
@@ -178,20 +181,24 @@ class Sim : Loop {
       co_await recover(a);
       at_least(sh_.t_done1, now_ns());
     }
-    // rank check
     AgentState& s = st(a);
     if (s.rank >= 0 && s.rank < o_.nodes) ++sh_.ranks()[s.rank];
     const uint64_t h = std::hash<std::string>()(s.master);
     uint64_t zero = 0;
     if (!sh_.master_hash.compare_exchange_strong(zero, h) && zero != h) ++sh_.masters_differ;
     // Not timed: EtcdJobStore::leave(true) once every agent here is done,
-    // as rdzv_load's agents leave; the last deletes the job's keys.
-    if (++done_here_ == static_cast<int>(agents_.size())) open_leave_ = true;
-    while (!open_leave_) co_await sleep(a, std::chrono::milliseconds(5));
-    close_conn(s.alive);
-    if (co_await add(a, job("left")) >= o_.nodes) {
-      co_await call(a, "/v3/kv/deleterange", body::prefix(job(""), prefix_end(job(""))));
+    // as rdzv_load's agents leave; the last deletes the job's keys. Those
+    // done first wait without a timer: no CPU taken from etcd meanwhile.
+    leaving_.push_back(&a);
+    if (leaving_.size() == agents_.size()) {
+      for (Agent* other : leaving_)
+        if (other != &a && other->waiter) resume(*other);
+    } else {
+      co_await park(a, nullptr, Clock::time_point::max());
     }
+    close_conn(s.alive);
+    if (co_await add(a, job("left")) >= o_.nodes)
+      co_await call(a, "/v3/kv/deleterange", body::prefix(job(""), prefix_end(job(""))));
     close_conn(s.watch);
   }
 
@@ -459,8 +466,9 @@ class Sim : Loop {
   std::vector<AgentState> st_;
   const Clock::duration interval_;
   std::set<int> in_barrier_;
-  bool barrier_open_ = false, open_leave_ = false;
-  int done_here_ = 0;
+  bool barrier_open_ = false;
+  std::vector<Agent*> leaving_;
+  size_t finished_ = 0;
 };
 
 }  // namespace
