@@ -33,9 +33,10 @@
 // --recover, the phases after the failure (abort push: to the last agent
 // woken; re-join: to the last agent that learned round 1 complete; assign:
 // to the last holding its assignment and master), the requests it sent per
-// gateway path, the alive keys deleted under the agents' watches (lapsed
-// leases: with any, the figures are not of a healthy job), and whether
-// group ranks 0..N-1 came out exactly once with one master.
+// gateway path, the alive keys deleted under the agents' watches (lapses:
+// leases that expired; with any, the figures are not of a healthy job) and
+// the leases a beat found expired and granted again (regranted), and
+// whether group ranks 0..N-1 came out exactly once with one master.
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -68,7 +69,7 @@ struct Options {
 // What every process shares: counts, the last time each phase ended
 // (steady-clock ns, one clock for all processes), each group rank's count.
 struct Shared {
-  std::atomic<int> done0{0}, done1{0}, woken{0}, complete1{0}, failures{0}, lapses{0}, left{0};
+  std::atomic<int> done0{0}, done1{0}, woken{0}, complete1{0}, failures{0}, lapses{0}, regranted{0};
   std::atomic<int64_t> t_start{0}, t_done0{0}, t_failed{0}, t_woken{0}, t_complete1{0}, t_done1{0};
   std::atomic<int64_t> requests[8]{};
   std::atomic<uint64_t> master_hash{0};
@@ -450,7 +451,7 @@ class Sim : Loop {
     AgentState& s = st(a);
     s.last_beat = Clock::now();
     if (s.lease == 0 || co_await keep_alive(a) > 0) co_return;
-    ++sh_.lapses;
+    ++sh_.regranted;
     co_await grant(a);
     if (s.slot >= 0)
       co_await call(a, "/v3/kv/put", body::put(alive_key(s.round, s.slot), "", s.lease));
@@ -544,9 +545,9 @@ int main(int argc, char** argv) {
   auto at = [&](int64_t t) { return t == 0 ? -1.0 : static_cast<double>(t - sh->t_start) / 1e9; };
   auto span = [](int64_t a, int64_t b) { return a == 0 || b == 0 ? -1.0 : static_cast<double>(b - a) / 1e9; };
   printf("{\"store\": \"etcd\", \"generator\": \"etcd_sim\", \"nodes\": %d, \"seconds\": %.3f, \"failures\": %d, "
-         "\"ranks_ok\": %s, \"one_master\": %s, \"lapses\": %d",
+         "\"ranks_ok\": %s, \"one_master\": %s, \"lapses\": %d, \"regranted\": %d",
          o.nodes, at(sh->t_done0), sh->failures.load(), ranks_ok ? "true" : "false",
-         sh->masters_differ == 0 ? "true" : "false", sh->lapses.load());
+         sh->masters_differ == 0 ? "true" : "false", sh->lapses.load(), sh->regranted.load());
   if (o.recover)
     printf(", \"recovery_s\": %.3f, \"abort_push_s\": %.3f, \"rejoin_s\": %.3f, \"assign_s\": %.3f, \"rejoin_assign_s\": %.3f",
            span(sh->t_failed, sh->t_done1), span(sh->t_failed, sh->t_woken), span(sh->t_woken, sh->t_complete1),
