@@ -356,6 +356,7 @@ def recover_rows(build, args, cluster, port, rows):
                                    ("re-join and assignment", "rejoin_assign_s", 3),
                                    ("alive keys deleted under the agents' watches (etcd_sim)", "lapses", 0),
                                    ("leases found expired and granted again (etcd_sim)", "regranted", 0),
+                                   ("requests refused and sent again, as our client does (etcd_sim)", "retries", 0),
                                    ("leases expired during the run (etcd's lease_expired_total)", "expired", 0),
                                    ("CPU seconds, busiest etcd member (both rounds)", "busiest_cpu", 1),
                                    ("CPU seconds, all etcd members", "all_cpu", 1),
@@ -364,7 +365,7 @@ def recover_rows(build, args, cluster, port, rows):
             for label, backend, _ in kinds:
                 v = pick(label, key)
                 skip = key.endswith("cpu") and backend == "c10d" or all(x is None for x in v) and key != "recovery_s"
-                cells.append("" if skip else fmt(v, unit="" if key in ("lapses", "regranted", "expired", "load1") or key.endswith("cpu") else "s",
+                cells.append("" if skip else fmt(v, unit="" if key in ("lapses", "regranted", "retries", "expired", "load1") or key.endswith("cpu") else "s",
                                                   digits=digits))
             rows.append(f"| {title} | " + " | ".join(cells) + " |")
     if args.plot:

@@ -69,7 +69,7 @@ struct Options {
 // What every process shares: counts, the last time each phase ended
 // (steady-clock ns, one clock for all processes), each group rank's count.
 struct Shared {
-  std::atomic<int> done0{0}, done1{0}, woken{0}, complete1{0}, failures{0}, lapses{0}, regranted{0};
+  std::atomic<int> done0{0}, done1{0}, woken{0}, complete1{0}, failures{0}, lapses{0}, regranted{0}, retries{0};
   std::atomic<int64_t> t_start{0}, t_done0{0}, t_failed{0}, t_woken{0}, t_complete1{0}, t_done1{0};
   std::atomic<int64_t> requests[8]{};
   std::atomic<uint64_t> master_hash{0};
@@ -110,12 +110,12 @@ struct AgentState {
 class Sim : Loop {
  public:
   Sim(const Options& o, Shared& sh, std::string run, int first, int last)
-      : Loop(o.etcd, sh.requests, sh.lapses), o_(o), sh_(sh), run_(std::move(run)),
+      : Loop(o.etcd, sh.requests, sh.lapses, sh.retries), o_(o), sh_(sh), run_(std::move(run)),
         agents_(static_cast<size_t>(last - first)), st_(agents_.size()),
         interval_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.keep_alive))) {
     for (size_t k = 0; k < agents_.size(); ++k) {
       agents_[k].index = first + static_cast<int>(k);
-      agents_[k].member = o.spread ? agents_[k].index % static_cast<int>(members_.size()) : 0;
+      agents_[k].home = agents_[k].member = o.spread ? agents_[k].index % static_cast<int>(members_.size()) : 0;
       st_[k].adder = std::to_string(getpid()) + "-" + std::to_string(agents_[k].index);
       st_[k].last_beat = Clock::now();
     }
@@ -359,7 +359,11 @@ class Sim : Loop {
     AgentState& s = st(a);
     const std::string marker = k + "/adds/" + s.adder + "-" + std::to_string(++s.adds);
     const json r = co_await call(a, "/v3/kv/txn", body::add(k, marker));
-    co_return i64(r.at("responses").at(1).at("response_range").at("kvs").at(0), "version");
+    if (r.value("succeeded", false)) co_return i64(r.at("responses").at(1).at("response_range").at("kvs").at(0), "version");
+    // A resend of an add that had applied: the count as of its marker's revision.
+    const int64_t applied = i64(r.at("responses").at(0).at("response_range").at("kvs").at(0), "create_revision");
+    const json then = co_await call(a, "/v3/kv/range", body::at_revision(k, applied));
+    co_return i64(then.at("kvs").at(0), "version");
   }
 
   // append: a range, then a txn on its mod_revision (or its absence).
@@ -545,9 +549,9 @@ int main(int argc, char** argv) {
   auto at = [&](int64_t t) { return t == 0 ? -1.0 : static_cast<double>(t - sh->t_start) / 1e9; };
   auto span = [](int64_t a, int64_t b) { return a == 0 || b == 0 ? -1.0 : static_cast<double>(b - a) / 1e9; };
   printf("{\"store\": \"etcd\", \"generator\": \"etcd_sim\", \"nodes\": %d, \"seconds\": %.3f, \"failures\": %d, "
-         "\"ranks_ok\": %s, \"one_master\": %s, \"lapses\": %d, \"regranted\": %d",
+         "\"ranks_ok\": %s, \"one_master\": %s, \"lapses\": %d, \"regranted\": %d, \"retries\": %d",
          o.nodes, at(sh->t_done0), sh->failures.load(), ranks_ok ? "true" : "false",
-         sh->masters_differ == 0 ? "true" : "false", sh->lapses.load(), sh->regranted.load());
+         sh->masters_differ == 0 ? "true" : "false", sh->lapses.load(), sh->regranted.load(), sh->retries.load());
   if (o.recover)
     printf(", \"recovery_s\": %.3f, \"abort_push_s\": %.3f, \"rejoin_s\": %.3f, \"assign_s\": %.3f, \"rejoin_assign_s\": %.3f",
            span(sh->t_failed, sh->t_done1), span(sh->t_failed, sh->t_woken), span(sh->t_woken, sh->t_complete1),

@@ -112,6 +112,7 @@ struct Conn {
   bool watch = false;
   bool closed = false;
   bool liveness = false;  // EtcdLiveness's watch of the round's alive keys
+  int member = 0;         // which endpoint
   std::string out, in;
   // The answer being read.
   bool have_headers = false, chunked = false;
@@ -126,7 +127,9 @@ struct Conn {
 
 struct Agent {
   int index = 0;
-  int member = 0;  // which endpoint all its connections go to
+  int home = 0;    // the first endpoint it lists (--spread): where its watches go
+  int member = 0;  // where its unary calls go: home, until a member refuses one
+  int retries = 0;
   std::unique_ptr<Conn> unary;
   // Waiting: the coroutine to resume, what it waits on (a connection, or
   // null for a timer or the barrier), and the timer generation (a timer of
@@ -269,8 +272,9 @@ inline const char* const kPaths[] = {"/v3/kv/range", "/v3/kv/put", "/v3/kv/txn",
 // `requests`; each alive key deleted under a liveness watch in `lapses`.
 class Loop {
  public:
-  Loop(const std::vector<std::string>& endpoints, std::atomic<int64_t>* requests, std::atomic<int>& lapses)
-      : endpoints_(endpoints), requests_(requests), lapses_(&lapses) {
+  Loop(const std::vector<std::string>& endpoints, std::atomic<int64_t>* requests, std::atomic<int>& lapses,
+       std::atomic<int>& retries)
+      : endpoints_(endpoints), requests_(requests), lapses_(&lapses), retries_(&retries) {
     ep_ = epoll_create1(EPOLL_CLOEXEC);
     for (const auto& e : endpoints) {
       sockaddr_in a{};
@@ -323,7 +327,8 @@ class Loop {
     from.sin_addr.s_addr = htonl((127u << 24) | ((1u + static_cast<uint32_t>(a.index / 1000)) << 8) | 1u);
     if (bind(c->fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0)
       throw std::runtime_error(std::string("bind: ") + strerror(errno));
-    const sockaddr_in& to = members_.at(static_cast<size_t>(a.member));
+    c->member = watch ? a.home : a.member;
+    const sockaddr_in& to = members_.at(static_cast<size_t>(c->member));
     if (connect(c->fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0 && errno != EINPROGRESS)
       throw std::runtime_error(std::string("connect: ") + strerror(errno));
     epoll_event ev{};
@@ -341,7 +346,7 @@ class Loop {
 
   void send_request(Conn& c, const char* path, const std::string& body) {
     count(path);
-    c.out += http_post(endpoints_.at(static_cast<size_t>(c.agent->member)), path, body);
+    c.out += http_post(endpoints_.at(static_cast<size_t>(c.member)), path, body);
     flush(c);
   }
 
@@ -352,17 +357,41 @@ class Loop {
   }
 
   // A unary call on the agent's kept-alive connection; the answer, parsed.
+  // A refusal that says nothing was applied, or an answer etcd may or may
+  // not have applied, is sent again as our client and EtcdStore do
+  // (docs/etcd-client.md: the next member, a pause of 10 ms doubling to
+  // 500 ms after each round of members): an overloaded etcd answers "too
+  // many requests". Each resend is counted in `retries`.
   Task<json> call(Agent& a, const char* path, const json& body) {
-    if (!a.unary) a.unary = connect_to(a, false);
-    Conn& c = *a.unary;
-    send_request(c, path, body.dump());
-    while (!c.ready && c.error.empty()) co_await park(a, &c, Clock::time_point::max());
-    if (!c.error.empty()) throw std::runtime_error(std::string(path) + ": " + c.error);
-    c.ready = false;
-    json r = json::parse(c.body, nullptr, false);
-    if (c.status != 200 || r.is_discarded())
-      throw std::runtime_error(std::string(path) + ": HTTP " + std::to_string(c.status) + " " + c.body.substr(0, 200));
-    co_return r;
+    const std::string text = body.dump();
+    auto pause = std::chrono::milliseconds(10);
+    for (size_t tries = 1;; ++tries) {
+      if (!a.unary) a.unary = connect_to(a, false);
+      Conn& c = *a.unary;
+      send_request(c, path, text);
+      while (!c.ready && c.error.empty()) co_await park(a, &c, Clock::time_point::max());
+      std::string why = c.error;
+      if (why.empty()) {
+        c.ready = false;
+        json r = json::parse(c.body, nullptr, false);
+        if (c.status == 200 && !r.is_discarded()) co_return r;
+        why = "HTTP " + std::to_string(c.status) + " " + c.body.substr(0, 200);
+      }
+      static const char* const kAgain[] = {"too many requests", "no leader", "not capable", "leader changed",
+                                           "unhealthy cluster", "request timed out", "server stopped",
+                                           "closed the connection", "reset by peer"};
+      if (std::none_of(std::begin(kAgain), std::end(kAgain), [&](const char* k) { return why.find(k) != std::string::npos; }) ||
+          tries > 100)
+        throw std::runtime_error(std::string(path) + ": " + why);
+      ++a.retries;
+      ++*retries_;
+      close_conn(a.unary);
+      a.member = (a.member + 1) % static_cast<int>(members_.size());
+      if (tries % members_.size() == 0) {
+        co_await park(a, nullptr, Clock::now() + pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(500));
+      }
+    }
   }
 
   // Until the watch holds events (true) or `until` passes (false).
@@ -472,6 +501,7 @@ class Loop {
   std::vector<sockaddr_in> members_;
   std::atomic<int64_t>* const requests_;
   std::atomic<int>* const lapses_;
+  std::atomic<int>* const retries_;
   int ep_ = -1;
   std::vector<std::unique_ptr<Conn>> graveyard_;
   std::set<std::string> deleted_;

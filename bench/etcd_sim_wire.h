@@ -13,6 +13,9 @@
 namespace etcd_sim::body {
 
 inline json keyed(const std::string& k) { return json{{"key", b64(k)}}; }
+inline json at_revision(const std::string& k, int64_t revision) {
+  return json{{"key", b64(k)}, {"revision", std::to_string(revision)}};
+}
 
 // A range of [from, to): count_only or keys_only.
 inline json span(const std::string& from, const std::string& to, const char* shape) {
