@@ -113,6 +113,9 @@ struct Conn {
   bool closed = false;
   bool liveness = false;  // EtcdLiveness's watch of the round's alive keys
   int member = 0;         // which endpoint
+  json create;            // a watch's create_request
+  int64_t last_revision = 0;  // the last event it delivered
+  int reopened = 0;
   std::string out, in;
   // The answer being read.
   bool have_headers = false, chunked = false;
@@ -315,27 +318,49 @@ class Loop {
     auto c = std::make_unique<Conn>();
     c->agent = &a;
     c->watch = watch;
-    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0) throw std::runtime_error(std::string("socket: ") + strerror(errno));
+    c->member = watch ? a.home : a.member;
+    dial(*c);
+    return c;
+  }
+
+  // A new connection for `c`, to its member.
+  void dial(Conn& c) {
+    Agent& a = *c.agent;
+    c.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c.fd < 0) throw std::runtime_error(std::string("socket: ") + strerror(errno));
     int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(c.fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
     // A source address per 1,000 agents: every watch is a connection, and
     // 10,000 agents' would use up one address's ports to a member.
     sockaddr_in from{};
     from.sin_family = AF_INET;
     from.sin_addr.s_addr = htonl((127u << 24) | ((1u + static_cast<uint32_t>(a.index / 1000)) << 8) | 1u);
-    if (bind(c->fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0)
+    if (bind(c.fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0)
       throw std::runtime_error(std::string("bind: ") + strerror(errno));
-    c->member = watch ? a.home : a.member;
-    const sockaddr_in& to = members_.at(static_cast<size_t>(c->member));
-    if (connect(c->fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0 && errno != EINPROGRESS)
+    const sockaddr_in& to = members_.at(static_cast<size_t>(c.member));
+    if (connect(c.fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0 && errno != EINPROGRESS)
       throw std::runtime_error(std::string("connect: ") + strerror(errno));
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT;
-    ev.data.ptr = c.get();
-    epoll_ctl(ep_, EPOLL_CTL_ADD, c->fd, &ev);
-    return c;
+    ev.data.ptr = &c;
+    epoll_ctl(ep_, EPOLL_CTL_ADD, c.fd, &ev);
+  }
+
+  // A watch stream that broke is made again on the next member, from the
+  // revision after the last event it delivered, as etcd::Watch does.
+  void reopen(Conn& c) {
+    if (++c.reopened > 100) throw std::runtime_error("watch: " + c.error + " (made again 100 times)");
+    epoll_ctl(ep_, EPOLL_CTL_DEL, c.fd, nullptr);
+    close(c.fd);
+    c.member = (c.member + 1) % static_cast<int>(members_.size());
+    c.in.clear(), c.out.clear(), c.stream.clear(), c.error.clear();
+    c.have_headers = c.chunked = c.ready = false;
+    json create = c.create;
+    if (c.last_revision > 0) create["start_revision"] = std::to_string(c.last_revision + 1);
+    ++*retries_;
+    dial(c);
+    send_request(c, "/v3/watch", json{{"create_request", create}}.dump());
   }
 
   void count(const char* path) {
@@ -352,6 +377,7 @@ class Loop {
 
   std::unique_ptr<Conn> open_watch(Agent& a, const json& create) {
     auto c = connect_to(a, true);
+    c->create = create;
     send_request(*c, "/v3/watch", json{{"create_request", create}}.dump());
     return c;
   }
@@ -397,7 +423,7 @@ class Loop {
   // Until the watch holds events (true) or `until` passes (false).
   Task<bool> events(Agent& a, Conn& w, Clock::time_point until) {
     for (;;) {
-      if (!w.error.empty()) throw std::runtime_error("watch: " + w.error);
+      if (!w.error.empty()) reopen(w);
       for (const json& m : w.messages)
         if (m.contains("result") && m["result"].contains("events")) co_return true;
       w.messages.clear();  // created, progress notifications
@@ -479,11 +505,28 @@ class Loop {
         break;
       }
       if (c->error.empty()) parse_http(*c);
+      if (c->error.empty() && c->watch) delivered(*c);
       if (c->error.empty() && c->watch) count_deletes(*c);
+      if (!c->error.empty() && c->liveness) {
+        try {
+          reopen(*c);
+        } catch (const std::exception&) {
+          // Given up on: no one waits on it; its lapses go uncounted.
+        }
+        return;
+      }
     }
     Agent& a = *c->agent;
     const bool news = !c->error.empty() || (c->watch ? !c->messages.empty() : c->ready);
     if (news && a.waiter && a.waiting_on == c) resume(a);
+  }
+
+  // The last revision a watch delivered, for a stream made again.
+  void delivered(Conn& c) {
+    for (const json& m : c.messages)
+      if (m.contains("result"))
+        for (const json& e : m["result"].value("events", json::array()))
+          c.last_revision = std::max(c.last_revision, i64(e.value("kv", json::object()), "mod_revision"));
   }
 
   // A liveness watch sees every alive key of its round deleted: a lease that
