@@ -406,8 +406,13 @@ class Loop {
       static const char* const kAgain[] = {"too many requests", "no leader", "not capable", "leader changed",
                                            "unhealthy cluster", "request timed out", "server stopped",
                                            "closed the connection", "reset by peer"};
-      if (std::none_of(std::begin(kAgain), std::end(kAgain), [&](const char* k) { return why.find(k) != std::string::npos; }) ||
-          tries > 100)
+      // Any other 5xx (the gateway's "context deadline exceeded") is one our
+      // client sends again too: the next member for a read, EtcdStore's
+      // resend for a write.
+      const bool again = c.status >= 500 || std::any_of(std::begin(kAgain), std::end(kAgain), [&](const char* k) {
+        return why.find(k) != std::string::npos;
+      });
+      if (!again || tries > 100)
         throw std::runtime_error(std::string(path) + ": " + why);
       ++a.retries;
       ++*retries_;
