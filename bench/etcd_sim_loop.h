@@ -400,6 +400,9 @@ class Loop {
       if (why.empty()) {
         c.ready = false;
         json r = json::parse(c.body, nullptr, false);
+        // A streamed answer (keep-alive) may carry an error message after
+        // its result, one message a line: the result is the answer.
+        if (r.is_discarded()) r = json::parse(c.body.substr(0, c.body.find('\n')), nullptr, false);
         if (c.status == 200 && !r.is_discarded()) co_return r;
         why = "HTTP " + std::to_string(c.status) + " " + c.body.substr(0, 200);
       }
