@@ -8,11 +8,16 @@ and a cxxrun-rdzv serve every case below; each case alternates the two backends.
             C10dRendezvous) meet through etcd and through cxxrun-rdzv, N = 100
             and 1,000, 8 workers each
   recover   the same agents after their first round: one failure, then
-            every agent re-forms the job (rdzv_load --recover 1): the time to
-            the last agent woken by the abort event and to the last holding its
-            next-round assignment, N = 100 and 1,000 (or each --recover-nodes
-            N); a process per 1,000 agents (rdzv_load --procs), as each agent
-            holds about a dozen descriptors over etcd
+            every agent re-forms the job: the time to the last agent woken by
+            the abort event and to the last holding its next-round assignment,
+            N = 100 and 1,000 (or each --recover-nodes N). --generator sim (the
+            default): event-driven agents, one thread a process, etcd_sim over
+            etcd and rdzv_sim over cxxrun-rdzv, with the re-join and assignment
+            apart; --generator threads: rdzv_load --recover 1, a thread per
+            agent running the real code (a process per 1,000 agents)
+  validate  the same 100 agents (--validate-nodes) through rdzv_load and
+            through etcd_sim, each against a fresh cluster: the requests every
+            member started per gRPC method, per agent, side by side
   abort     3 agents x 2 workers, a worker on one node exits 1: the failure ->
             the last worker on the other nodes got SIGTERM (all stopped), and
             -> the last of 6 replacement workers exec'd (bench/elastic.py)
@@ -24,12 +29,14 @@ and a cxxrun-rdzv serve every case below; each case alternates the two backends.
             job's wall time against the same job undisturbed, its exit codes
             and whether any worker was started twice (a restart)
 
-Usage: bench/etcd.py [--runs N] [--build build] [--only rdzv|recover|abort|dead|outage] [--recover-nodes N ...]
-                    [--keep-alive S] [--spread] [--plot recovery-etcd.png] [--baseline BUILD]
+Usage: bench/etcd.py [--runs N] [--build build] [--only rdzv|recover|abort|dead|outage|validate]
+                    [--recover-nodes N ...] [--generator sim|threads] [--keep-alive S] [--spread]
+                    [--plot recovery-etcd.png] [--baseline BUILD] [--validate-nodes N]
        (after scripts/build.sh)
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -185,7 +192,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
-    ap.add_argument("--only", action="append", choices=["rdzv", "recover", "abort", "dead", "outage"])
+    ap.add_argument("--only", action="append", choices=["rdzv", "recover", "abort", "dead", "outage", "validate"])
     ap.add_argument("--recover-nodes", type=int, action="append", help="agents of a recover case (100 and 1000)")
     ap.add_argument("--keep-alive", type=float, default=5.0,
                     help="recover: the agents' keep_alive_interval in seconds (5, torch's default; cxxrun's is 1). "
@@ -197,9 +204,13 @@ def main():
     ap.add_argument("--plot", help="recover: where to draw each backend's phases against N (PNG, python3-matplotlib)")
     ap.add_argument("--baseline", help="recover: also run etcd with this build's rdzv_load (an earlier commit's), "
                                        "alternating")
+    ap.add_argument("--generator", action="append", choices=["sim", "threads"],
+                    help="recover: the load generator (repeat for both): sim (etcd_sim and rdzv_sim, event-driven, the "
+                         "default) or threads (rdzv_load, the real code in a thread per agent)")
+    ap.add_argument("--validate-nodes", type=int, default=100, help="validate: the agents of each generator's job")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
-    only = set(args.only or ["rdzv", "recover", "abort", "dead", "outage"])
+    only = set(args.only or ["rdzv", "recover", "abort", "dead", "outage", "validate"])
     why = unavailable()
     if why:
         sys.exit(why)
@@ -223,49 +234,9 @@ def main():
                 print(f"[bench] rdzv {n}: c10d {t_c10d} etcd {t_etcd}", file=sys.stderr)
                 rows.append(f"| rendezvous of {n:,} simulated agents | {fmt(t_c10d, digits=3)} | {fmt(t_etcd, digits=3)} |")
         if "recover" in only:
-            # One failure -> every agent holds the next round's assignment,
-            # the real C10dRendezvous in a thread per agent (rdzv_load
-            # --recover 1); the abort push is the part until the last agent
-            # was woken.
-            rows.append(f"recover: the agents renew their leases every {args.keep_alive:g} s"
-                        + ("; agent i asks member i mod 3 first" if args.spread else ""))
-            drawn = {}  # n -> {backend: (median abort push, median recovery)}
-            for n in args.recover_nodes or (100, 1000):
-                got = {"c10d": ([], []), "etcd": ([], []), "baseline": ([], [])}
-                cpu = {"etcd": ([], []), "baseline": ([], [])}  # the busiest member's CPU seconds, all members'
-                scale = ["--procs", str(max(1, -(-n // 1000))), "--timeout", str(max(60, n // 10))]
-                load = ["--keep-alive", str(args.keep_alive)] + (["--spread", "1"] if args.spread else [])
-                kinds = [("c10d", build, ["--port", str(port)]), ("etcd", build, ["--etcd", cluster.endpoints()])]
-                if args.baseline:
-                    kinds.append(("baseline", os.path.abspath(args.baseline), ["--etcd", cluster.endpoints()]))
-                for _ in range(args.runs):
-                    for name, where, flags in kinds:
-                        if name != "c10d":
-                            compact(cluster)
-                        extra = scale + load if name != "baseline" or knows_procs(where) else load
-                        before = member_cpu(cluster)
-                        r = rdzv_load(where, flags + ["--nodes", str(n), "--recover", "1"] + extra,
-                                      timeout=max(240, n // 5), key=None)
-                        spent = [b - a for a, b in zip(before, member_cpu(cluster))]
-                        got[name][0].append(r["recovery_s"] if r else None)
-                        got[name][1].append(r["abort_push_s"] if r else None)
-                        if name != "c10d":
-                            cpu[name][0].append(max(spent))
-                            cpu[name][1].append(sum(spent))
-                print(f"[bench] recover {n}: {got}", file=sys.stderr)
-                drawn[n] = {name: (median(got[name][1]), median(got[name][0])) for name in ("c10d", "etcd")}
-                print(f"[bench] recover {n}: etcd members' CPU seconds (busiest, all): {cpu}", file=sys.stderr)
-                for label, c10d, etcd, baseline, digits in (
-                        ("one failure -> every agent re-assigned", got["c10d"][0], got["etcd"][0], got["baseline"][0], 3),
-                        ("of which the abort event reaching every agent", got["c10d"][1], got["etcd"][1],
-                         got["baseline"][1], 3),
-                        ("CPU seconds of the busiest etcd member, first round and recovery", None, cpu["etcd"][0],
-                         cpu["baseline"][0], 1),
-                        ("CPU seconds of all three etcd members", None, cpu["etcd"][1], cpu["baseline"][1], 1)):
-                    row = f"| {n:,} agents: {label} | {fmt(c10d, digits=digits) if c10d else ''} | {fmt(etcd, digits=digits)}"
-                    rows.append(row + (f" | {fmt(baseline, digits=digits)} |" if args.baseline else " |"))
-            if args.plot:
-                draw_recovery(drawn, args.plot, args.keep_alive)
+            recover_rows(build, args, cluster, port, rows)
+        if "validate" in only:
+            validate_rows(build, args, rows)
         if "abort" in only:
             res = {"c10d": ([], []), "etcd": ([], [])}
             for _ in range(args.runs):
@@ -299,6 +270,165 @@ def main():
     print("|---|---|---|")
     for r in rows:
         print(r)
+
+
+def run_json(cmd, timeout):
+    """The last line of a generator's output, as JSON; None if it failed."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        print(f"{' '.join(cmd)} failed: {(r.stderr.strip() or r.stdout.strip())[-500:]}", file=sys.stderr)
+        return None
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def sim_procs(n):
+    """etcd_sim's processes for n agents: an agent holds up to three
+    connections at once (its unary one and two watches), and one process
+    may open about 20,000 descriptors here."""
+    return max(1, -(-n * 3 // 18000))
+
+
+def recover_rows(build, args, cluster, port, rows):
+    """One failure -> every agent holds the next round's assignment. With
+    --generator sim: etcd_sim over etcd beside rdzv_sim over cxxrun-rdzv,
+    event-driven, with each phase; with threads: rdzv_load (the real code in
+    a thread per agent), whose re-join and assignment are one figure."""
+    gens = args.generator or ["sim"]
+    rows.append(f"recover: the agents renew their leases every {args.keep_alive:g} s"
+                + ("; agent i asks member i mod 3 first" if args.spread else "")
+                + f"; generators: {', '.join(gens)}")
+    drawn = {}  # n -> {backend: (median abort push, median recovery)}
+    for n in args.recover_nodes or (100, 1000):
+        timeout = max(60, n // 10)
+        spread = ["--spread", "1"] if args.spread else []
+        load = ["--keep-alive", str(args.keep_alive)] + spread
+        bench = lambda name: os.path.join(build, "bench", name)  # noqa: E731
+        kinds = []  # (label, backend, argv)
+        if "sim" in gens:
+            kinds.append(("c10d (rdzv_sim)", "c10d", [bench("rdzv_sim"), "--port", str(port), "--timeout", str(timeout)]))
+            kinds.append(("etcd (etcd_sim)", "etcd", [bench("etcd_sim"), "--etcd", cluster.endpoints(),
+                                                       "--procs", str(sim_procs(n)), "--timeout", str(timeout)] + load))
+        if "threads" in gens:
+            threads = [bench("rdzv_load"), "--procs", str(max(1, -(-n // 1000))), "--timeout", str(timeout)]
+            if "sim" not in gens:
+                kinds.append(("c10d (rdzv_load)", "c10d", threads + ["--port", str(port)]))
+            kinds.append(("etcd (rdzv_load)", "etcd", threads + ["--etcd", cluster.endpoints()] + load))
+        if args.baseline:
+            where = os.path.abspath(args.baseline)
+            extra = ["--procs", str(max(1, -(-n // 1000)))] if knows_procs(where) else []
+            kinds.append(("etcd (baseline rdzv_load)", "etcd", [os.path.join(where, "bench", "rdzv_load"),
+                                                                  "--etcd", cluster.endpoints()] + extra + load))
+        got = {label: [] for label, _, _ in kinds}
+        ttl = math.ceil(args.keep_alive * 3)  # the agents' lease TTL (keep_alive_max_attempt 3)
+        last_end = 0.0
+        for _ in range(args.runs):
+            for label, backend, argv in kinds:
+                if backend == "etcd":
+                    # The last run's leases (not revoked: its job ended well)
+                    # lapse first, so that etcd's count of expired leases
+                    # during this run is this run's lapses.
+                    time.sleep(max(0.0, last_end + ttl + 2 - time.monotonic()))
+                    compact(cluster)
+                before, expired = member_cpu(cluster), leases_expired(cluster)
+                r = run_json(argv + ["--nodes", str(n), "--recover", "1"], timeout=max(240, n // 5))
+                spent = [b - a for a, b in zip(before, member_cpu(cluster))]
+                if backend == "etcd":
+                    last_end = time.monotonic()
+                if r:
+                    if backend == "etcd":
+                        r["expired"] = leases_expired(cluster) - expired
+                    r["busiest_cpu"], r["all_cpu"] = max(spent), sum(spent)
+                    r["load1"] = os.getloadavg()[0]
+                    if "rejoin_assign_s" not in r and "rejoin_s" in r:
+                        r["rejoin_assign_s"] = r["rejoin_s"] + r["assign_s"]
+                got[label].append(r)
+        print(f"[bench] recover {n}: {json.dumps(got)}", file=sys.stderr)
+        pick = lambda label, key: [r.get(key) if r else None for r in got[label]]  # noqa: E731
+        first = {backend: label for label, backend, _ in reversed(kinds)}
+        drawn[n] = {b: (median(pick(first[b], "abort_push_s")), median(pick(first[b], "recovery_s")))
+                    for b in ("c10d", "etcd") if b in first}
+        rows.append(f"| {n:,} agents | " + " | ".join(label for label, _, _ in kinds) + " |")
+        rows.append("|---|" + "---|" * len(kinds))
+        for title, key, digits in (("one failure -> every agent re-assigned", "recovery_s", 3),
+                                   ("abort event reaching every agent", "abort_push_s", 3),
+                                   ("re-join (to round 1 complete for all)", "rejoin_s", 3),
+                                   ("assignment and master", "assign_s", 3),
+                                   ("re-join and assignment", "rejoin_assign_s", 3),
+                                   ("alive keys deleted under the agents' watches (etcd_sim)", "lapses", 0),
+                                   ("leases found expired and granted again (etcd_sim)", "regranted", 0),
+                                   ("requests refused and sent again, as our client does (etcd_sim)", "retries", 0),
+                                   ("leases expired during the run (etcd's lease_expired_total)", "expired", 0),
+                                   ("CPU seconds, busiest etcd member (both rounds)", "busiest_cpu", 1),
+                                   ("CPU seconds, all etcd members", "all_cpu", 1),
+                                   ("load average (1 min) after the run", "load1", 2)):
+            cells = []
+            for label, backend, _ in kinds:
+                v = pick(label, key)
+                skip = key.endswith("cpu") and backend == "c10d" or all(x is None for x in v) and key != "recovery_s"
+                cells.append("" if skip else fmt(v, unit="" if key in ("lapses", "regranted", "retries", "expired", "load1") or key.endswith("cpu") else "s",
+                                                  digits=digits))
+            rows.append(f"| {title} | " + " | ".join(cells) + " |")
+    if args.plot:
+        draw_recovery(drawn, args.plot, args.keep_alive)
+
+
+# The gRPC methods the rendezvous calls, as each member counts them
+# (grpc_server_started_total: a watch or keep-alive stream counts when it opens).
+METHODS = ("Range", "Put", "Txn", "DeleteRange", "Watch", "LeaseGrant", "LeaseKeepAlive")
+
+
+def started_calls(cluster):
+    """{gRPC method: calls started}, summed over the members."""
+    import urllib.request
+    out = dict.fromkeys(METHODS, 0)
+    for m in cluster.members:
+        body = urllib.request.urlopen(f"http://{m.endpoint}/metrics", timeout=5).read().decode()
+        for line in body.splitlines():
+            if line.startswith("grpc_server_started_total{"):
+                method = line.split('grpc_method="', 1)[1].split('"', 1)[0]
+                if method in out:
+                    out[method] += int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+def leases_expired(cluster):
+    """etcd_debugging_server_lease_expired_total, summed over the members
+    (the leader counts the leases it expires)."""
+    import urllib.request
+    total = 0
+    for m in cluster.members:
+        body = urllib.request.urlopen(f"http://{m.endpoint}/metrics", timeout=5).read().decode()
+        for line in body.splitlines():
+            if line.startswith("etcd_debugging_server_lease_expired_total "):
+                total += int(float(line.split()[1]))
+    return total
+
+
+def validate_rows(build, args, rows):
+    """rdzv_load (the product's requests) and etcd_sim, the same job of N
+    agents with one recovery, each against a fresh three-member cluster:
+    the calls each member started per method, per agent."""
+    n = args.validate_nodes
+    load = ["--keep-alive", str(args.keep_alive)] + (["--spread", "1"] if args.spread else [])
+    per = {}
+    for name in ("rdzv_load", "etcd_sim"):
+        cluster = EtcdCluster(3)
+        cluster.start()
+        try:
+            before = started_calls(cluster)
+            r = run_json([os.path.join(build, "bench", name), "--etcd", cluster.endpoints(), "--nodes", str(n),
+                          "--recover", "1"] + load, timeout=240)
+            time.sleep(0.5)  # the last watches' streams closed
+            after = started_calls(cluster)
+        finally:
+            cluster.stop()
+        per[name] = {m: (after[m] - before[m]) / n for m in METHODS}
+        print(f"[bench] validate {name}: {json.dumps(r)}", file=sys.stderr)
+    rows.append(f"| calls per agent, {n} agents, one recovery (all members) | rdzv_load (real code) | etcd_sim | etcd_sim / rdzv_load |")
+    rows.append("|---|---|---|---|")
+    for m in METHODS:
+        a, b = per["rdzv_load"][m], per["etcd_sim"][m]
+        rows.append(f"| {m} | {a:.2f} | {b:.2f} | {b / a:.2f} |" if a else f"| {m} | {a:.2f} | {b:.2f} | |")
 
 
 def outage_rows(build, stamp, cluster, etcd_flags, rows, runs):

@@ -1,4 +1,4 @@
-"""The load generators' command lines (bench/args.h, one loop for all four):
+"""The load generators' command lines (bench/args.h, one loop for all five):
 every name each one documents is taken, an unknown one is refused in one line
 naming the program, exit 2."""
 import os
@@ -17,7 +17,12 @@ NAMES = {
                  "--port", "0"],
     "rdzv_load": ["--host", "127.0.0.1", "--nodes", "2", "--nproc", "1", "--recover", "1", "--procs", "1",
                   "--timeout", "1", "--spread", "0", "--keep-alive", "0.5", "--port", "0"],
+    # No --port: its members are --etcd's, here one that is not an address.
+    "etcd_sim": ["--nodes", "2", "--nproc", "1", "--procs", "1", "--timeout", "1", "--recover", "1",
+                 "--spread", "1", "--keep-alive", "0.5", "--etcd", "nowhere"],
 }
+# Where each generator's own check starts its line.
+REFUSAL = {"etcd_sim": "etcd_sim: --etcd IP:PORT"}
 
 
 @unittest.skipIf(not os.path.isdir(BENCH), f"no bench programs in {BENCH}")
@@ -31,11 +36,11 @@ class BenchArgs(unittest.TestCase):
             rc, err = self.run_bench(program, args)
             self.assertEqual(rc, 2, (program, err))
             self.assertNotIn("unknown argument", err, program)
-            self.assertTrue(err.startswith(f"{program}: --port P"), (program, err))
+            self.assertTrue(err.startswith(REFUSAL.get(program, f"{program}: --port P")), (program, err))
 
     def test_an_unknown_name_is_one_line_naming_the_program(self):
         for program in NAMES:
-            rc, err = self.run_bench(program, ["--port", "1", "--bogus", "1"])
+            rc, err = self.run_bench(program, NAMES[program][:2] + ["--bogus", "1"])
             self.assertEqual((rc, err), (2, f"{program}: unknown argument --bogus\n"), program)
 
 

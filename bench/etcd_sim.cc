@@ -1,0 +1,565 @@
+// An event-driven load generator for the etcd rendezvous: N simulated agents
+// from one thread and one epoll per process (bench/rdzv_sim.cc does the same
+// for the c10d store), so that the generator is not the limit (rdzv_load
+// --etcd runs a thread per agent with our real client, and on 2 cores the
+// threads are what is measured).
+//
+// Each agent makes the etcd requests the product makes, in its order, with
+// its keys: C10dRendezvous (rendezvous/c10d_rendezvous.cc) over EtcdStore
+// (how each store primitive maps onto etcd: rendezvous/etcd_store.h) and
+// EtcdJobStore/EtcdLiveness (a lease, the alive key, the watch on the
+// round's alive keys), over etcd's v3 JSON gateway: one kept-alive HTTP/1.1
+// connection per agent for unary calls, one per open watch. The sequence is
+// written once, below, one coroutine per step of the product (join,
+// wait_for_completion, publish_assignments, assign, recover); if the
+// product's sequence changes, these must follow. Checked against the real
+// code by the members' request counts (bench/RESULTS.md, issue 45).
+//
+//   etcd_sim --etcd h1:p1,h2:p2,h3:p3 --nodes 1000 [--nproc 8] [--recover 1]
+//            [--spread 1] [--keep-alive S] [--procs K] [--timeout S]
+//
+// --recover 1: then in-job recovery, as rdzv_load --recover 1 drives it
+// through the real code: once every agent holds round 0, agent 0 publishes
+// a failure record and the `abort` event; every agent, woken by its watch
+// on the round's event, reads the waiting count and who stepped out, opens
+// round 1, and joins it expecting N (C10dBackend::rejoin).
+// --spread 1: agent i talks to member i mod M only (rdzv_load --spread 1).
+// --keep-alive S: the agents' keep_alive_interval (1 s, the agent's
+// default): each renews its lease every S while it waits, as LeaseKeeper
+// and the agent do. --procs K: the agents over K processes (forked), for the
+// descriptor limit: an agent holds up to three connections at once.
+//
+// Prints one line of JSON: the first round's wall time and, with
+// --recover, the phases after the failure (abort push: to the last agent
+// woken; re-join: to the last agent that learned round 1 complete; assign:
+// to the last holding its assignment and master), the requests it sent per
+// gateway path, the alive keys deleted under the agents' watches (lapses:
+// leases that expired; with any, the figures are not of a healthy job) and
+// the leases a beat found expired and granted again (regranted), and
+// whether group ranks 0..N-1 came out exactly once with one master.
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <new>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "args.h"
+#include "etcd_sim_loop.h"
+#include "etcd_sim_wire.h"
+
+using namespace etcd_sim;
+
+namespace {
+
+struct Options {
+  std::vector<std::string> etcd;
+  int nodes = 1000, nproc = 8, procs = 1;
+  double timeout = 120, keep_alive = 1.0;
+  bool recover = false, spread = false;
+};
+
+// What every process shares: counts, the last time each phase ended
+// (steady-clock ns, one clock for all processes), each group rank's count.
+struct Shared {
+  std::atomic<int> done0{0}, done1{0}, woken{0}, complete1{0}, failures{0}, lapses{0}, regranted{0}, retries{0};
+  std::atomic<int64_t> t_start{0}, t_done0{0}, t_failed{0}, t_woken{0}, t_complete1{0}, t_done1{0};
+  std::atomic<int64_t> requests[8]{};
+  std::atomic<uint64_t> master_hash{0};
+  std::atomic<int> masters_differ{0};
+  std::atomic<int>* ranks() { return reinterpret_cast<std::atomic<int>*>(this + 1); }
+};
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+void at_least(std::atomic<int64_t>& v, int64_t t) {
+  for (int64_t seen = v.load(); seen < t && !v.compare_exchange_weak(seen, t);) {
+  }
+}
+
+// etcd's default --max-txn-ops: EtcdStore reads and writes many keys 128 a txn.
+constexpr size_t kMaxTxnOps = 128;
+
+// A key's range end for "every key under it" (etcd/wire's prefix rule).
+std::string prefix_end(std::string p) {
+  while (!p.empty() && static_cast<uint8_t>(p.back()) == 0xff) p.pop_back();
+  if (!p.empty()) ++p.back();
+  return p;
+}
+
+// Per agent, what the product's objects hold between calls.
+struct AgentState {
+  std::string adder;  // EtcdStore::adder_
+  int adds = 0;
+  int64_t lease = 0;
+  Clock::time_point last_beat;  // LeaseKeeper::last_
+  std::unique_ptr<Conn> watch;  // EtcdStore::watch_, kept while waits are on one key
+  std::string watched;
+  std::unique_ptr<Conn> alive;  // EtcdLiveness::watch_
+  int round = -1, slot = -1, members = 0, opened = -1;
+  int rank = -1;
+  std::string master;
+};
+
+class Sim : Loop {
+ public:
+  Sim(const Options& o, Shared& sh, std::string run, int first, int last)
+      : Loop(o.etcd, sh.requests, sh.lapses, sh.retries), o_(o), sh_(sh), run_(std::move(run)),
+        agents_(static_cast<size_t>(last - first)), st_(agents_.size()),
+        interval_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.keep_alive))) {
+    for (size_t k = 0; k < agents_.size(); ++k) {
+      agents_[k].index = first + static_cast<int>(k);
+      agents_[k].home = agents_[k].member = o.spread ? agents_[k].index % static_cast<int>(members_.size()) : 0;
+      st_[k].adder = std::to_string(getpid()) + "-" + std::to_string(agents_[k].index);
+      st_[k].last_beat = Clock::now();
+    }
+  }
+
+  // Runs this process's agents to the end; their failures are counted in sh_.
+  void run() {
+    std::vector<Task<>> tasks;
+    for (auto& a : agents_) tasks.push_back(agent(a));
+    for (auto& t : tasks) t.start();
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.timeout));
+    while (finished_ < agents_.size() && sh_.failures == 0 && Clock::now() < deadline) {
+      poll(5);  // the barriers are polled in shared memory
+      // The barrier: every agent of every process holds round 0.
+      if (barrier_open_ == false && sh_.done0.load() >= o_.nodes) {
+        barrier_open_ = true;
+        for (auto& a : agents_)
+          if (a.waiter && a.waiting_on == nullptr && in_barrier_.count(a.index)) resume(a);
+      }
+      bury();
+    }
+    if (finished_ < agents_.size() && sh_.failures == 0) {
+      fprintf(stderr, "etcd_sim: %zu agents not done within --timeout\n", agents_.size() - finished_);
+      ++sh_.failures;
+    }
+    for (auto& a : agents_) close_conn(a.unary);
+    for (auto& s : st_) close_conn(s.watch), close_conn(s.alive);
+    bury();
+  }
+
+ private:
+  // ---- keys and values, as C10dRendezvous writes them ---------------------
+  std::string job(const std::string& suffix) const { return "/torchelastic/p2p/cxxrun/rdzv/" + run_ + "/" + suffix; }
+  std::string rk(int round, const std::string& suffix) const { return job("r" + std::to_string(round) + "/" + suffix); }
+  std::string config() const { return std::to_string(o_.nodes) + ":" + std::to_string(o_.nodes) + "|etcd_sim"; }
+  std::string addr(int i) const { return "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1); }
+  std::string describe(int i) const { return addr(i) + "|sim|" + std::to_string(i) + "|" + std::to_string(o_.nproc) + "|1073741824|"; }
+  std::string alive_key(int round, int slot) const {
+    char digits[16];
+    snprintf(digits, sizeof digits, "%010d", slot);
+    return rk(round, "alive/") + digits;
+  }
+  AgentState& st(Agent& a) { return st_[&a - agents_.data()]; }
+
+  // ---- the sequence: C10dRendezvous and rdzv_load's recover() -------------
+
+  // One agent, start to end; a failure is counted and ends this process's run.
+  Task<> agent(Agent& a) {
+    try {
+      co_await steps(a);
+    } catch (const std::exception& e) {
+      if (sh_.failures++ == 0) fprintf(stderr, "etcd_sim: agent %d: %s\n", a.index, e.what());
+    }
+    ++finished_;
+  }
+
+  Task<> steps(Agent& a) {
+    co_await call(a, "/v3/kv/range", body::keyed(job("config")));  // EtcdJobStore::reach
+    co_await join(a, 0);
+    at_least(sh_.t_done0, now_ns());
+    ++sh_.done0;
+    if (o_.recover) {
+      co_await barrier(a);
+      co_await recover(a);
+      at_least(sh_.t_done1, now_ns());
+    }
+    AgentState& s = st(a);
+    if (s.rank >= 0 && s.rank < o_.nodes) ++sh_.ranks()[s.rank];
+    const uint64_t h = std::hash<std::string>()(s.master);
+    uint64_t zero = 0;
+    if (!sh_.master_hash.compare_exchange_strong(zero, h) && zero != h) ++sh_.masters_differ;
+    // Not timed: EtcdJobStore::leave(true) once every agent here is done,
+    // as rdzv_load's agents leave; the last deletes the job's keys. Those
+    // done first wait without a timer: no CPU taken from etcd meanwhile.
+    leaving_.push_back(&a);
+    if (leaving_.size() == agents_.size()) {
+      for (Agent* other : leaving_)
+        if (other != &a && other->waiter) resume(*other);
+    } else {
+      co_await park(a, nullptr, Clock::time_point::max());
+    }
+    close_conn(s.alive);
+    if (co_await add(a, job("left")) >= o_.nodes)
+      co_await call(a, "/v3/kv/deleterange", body::prefix(job(""), prefix_end(job(""))));
+    close_conn(s.watch);
+  }
+
+  // rdzv_load's recover(): the failure, the event, C10dBackend::rejoin.
+  Task<> recover(Agent& a) {
+    AgentState& s = st(a);
+    if (a.index == 0) {
+      sh_.t_failed = now_ns();
+      co_await append(a, rk(s.round, "failures"), "{\"rank\": 0, \"exitcode\": 1}\n");  // publish_failure
+      co_await compare_set(a, rk(s.round, "event"), "", "abort");                      // publish_event(abort)
+    }
+    // The round watcher's get of the event, a keep-alive interval at a time.
+    co_await get(a, rk(s.round, "event"), /*beat=*/true);
+    ++sh_.woken;
+    at_least(sh_.t_woken, now_ns());
+    co_await call(a, "/v3/kv/range", body::keyed(rk(s.round, "count")));  // num_nodes_waiting: add(count, 0)
+    co_await call(a, "/v3/kv/range", body::keyed(rk(s.round, "out")));    // stepped_out: get_if_set(out)
+    // start_next_round(false)
+    co_await beat_if_due(a);
+    s.opened = std::stoi(co_await compare_set(a, job("round"), std::to_string(s.round), std::to_string(s.round + 1)));
+    co_await join(a, o_.nodes);
+  }
+
+  // C10dRendezvous::join and join_round, for a round of min = max = N.
+  Task<> join(Agent& a, int expected) {
+    AgentState& s = st(a);
+    const int n = o_.nodes;
+    co_await beat_if_due(a);
+    co_await compare_set(a, job("config"), "", config());  // check_config
+    int round = std::exchange(s.opened, -1);
+    if (round <= s.round) round = std::stoi(co_await compare_set(a, job("round"), "", "0"));
+    round = std::max(round, s.round + 1);
+    co_await beat_if_due(a);
+    const int slot = static_cast<int>(co_await add(a, rk(round, "count"))) - 1;
+    // EtcdLiveness::joining: the last round's watch closed, the lease kept (or granted), the alive key.
+    close_conn(s.alive);
+    if (s.lease == 0 || co_await keep_alive(a) == 0) co_await grant(a);
+    co_await call(a, "/v3/kv/put", body::put(alive_key(round, slot), "", s.lease));
+    s.last_beat = Clock::now();
+    co_await call(a, "/v3/kv/put", body::put(rk(round, "node/" + std::to_string(slot)), describe(a.index)));
+    std::string done;
+    if (slot == n - 1) {  // complete_round
+      done = co_await compare_set(a, rk(round, "complete"), "", std::to_string(n) + "|" + std::to_string(slot));
+      co_await call(a, "/v3/kv/put", body::put(rk(round, "wake/" + std::to_string(n - 1)), "complete"));
+    } else {
+      // wait_for_completion: the first pass knows the count from the ADD and
+      // (expected > 0) who stepped out from the re-join; the milestone is max.
+      (void)expected;
+      co_await beat_if_due(a);
+      done = co_await get(a, rk(round, "complete"), true);
+    }
+    if (round == 1) {
+      ++sh_.complete1;
+      at_least(sh_.t_complete1, now_ns());
+    }
+    const int members = std::stoi(done.substr(0, done.find('|')));
+    const int assigner = std::stoi(done.substr(done.find('|') + 1));
+    co_await assign(a, round, members, assigner, slot);
+  }
+
+  // C10dRendezvous::assign (and publish_assignments for the assigner).
+  Task<> assign(Agent& a, int round, int members, int assigner, int slot) {
+    AgentState& s = st(a);
+    std::vector<std::string> nodes;
+    for (int i = 0; i < members; ++i) nodes.push_back(rk(round, "node/" + std::to_string(i)));
+    if (assigner == slot) co_await publish_assignments(a, round, members, nodes);
+    const std::string mine = co_await get(a, rk(round, "assign/" + std::to_string(slot)), true);
+    co_await beat_if_due(a);
+    std::vector<std::string> f;
+    for (std::stringstream in(mine); std::getline(in, f.emplace_back(), '|');) {
+    }
+    s.rank = std::stoi(f.at(0));
+    if (s.rank == 0) {
+      co_await multi_get(a, nodes);  // member_addrs, for the port picker
+      s.master = addr(a.index) + ":29500";
+      co_await call(a, "/v3/kv/put", body::put(rk(round, "master"), s.master));
+    } else {
+      s.master = co_await get(a, rk(round, "master"), true);
+    }
+    s.round = round, s.slot = slot, s.members = members;
+    // EtcdLiveness::joined: the snapshot's revision, a watch of the round's alive keys from after it.
+    std::string alive = f.size() > 3 ? f[3] : "";
+    if (alive == "@") alive = co_await get(a, rk(round, "alive_snapshot"), true);
+    const std::string prefix = rk(round, "alive/");
+    s.alive = open_watch(a, body::watch(prefix, prefix_end(prefix), std::stoll(alive.substr(0, alive.find(':'))) + 1));
+    s.alive->liveness = true;
+  }
+
+  Task<> publish_assignments(Agent& a, int round, int members, const std::vector<std::string>& nodes) {
+    co_await wait_many(a, nodes);
+    std::vector<std::string> all = co_await multi_get(a, nodes);
+    co_await beat_if_due(a);
+    // EtcdLiveness::snapshot: a count of the alive keys; their names only if some are missing.
+    const json counted = co_await call(a, "/v3/kv/range", body::span(alive_key(round, 0), alive_key(round, members), "count_only"));
+    std::string alive = std::to_string(i64(counted.at("header"), "revision"));
+    if (i64(counted, "count") < members) {
+      const json present = co_await call(a, "/v3/kv/range", body::span(alive_key(round, 0), alive_key(round, members), "keys_only"));
+      std::set<std::string> there;
+      for (const auto& kv : present.value("kvs", json::array())) there.insert(unb64(kv.value("key", "")));
+      alive = std::to_string(i64(present.at("header"), "revision"));
+      for (int i = 0, first = 1; i < members; ++i)
+        if (!there.count(alive_key(round, i))) alive += (first ? ":" : ",") + std::to_string(i), first = 0;
+    }
+    // rank_order: by address, then slot.
+    std::vector<int> order(all.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int x, int y) {
+      return std::make_pair(all[x].substr(0, all[x].find('|')), x) < std::make_pair(all[y].substr(0, all[y].find('|')), y);
+    });
+    std::vector<std::string> keys, values;
+    if (alive.size() > 256) keys.push_back(rk(round, "alive_snapshot")), values.push_back(std::exchange(alive, "@"));
+    std::vector<int> rank_of(all.size());
+    for (size_t r = 0; r < order.size(); ++r) rank_of[order[r]] = static_cast<int>(r);
+    std::vector<int> base(all.size());
+    for (size_t r = 0, b = 0; r < order.size(); ++r) base[order[r]] = static_cast<int>(b), b += o_.nproc;
+    std::string ranks;
+    for (int i = 0; i < members; ++i) {
+      keys.push_back(rk(round, "assign/" + std::to_string(i)));
+      values.push_back(std::to_string(rank_of[i]) + "|" + std::to_string(base[i]) + "|" +
+                       std::to_string(members * o_.nproc) + "|" + alive);
+      ranks += (i ? "," : "") + std::to_string(order[i]);
+    }
+    keys.push_back(rk(round, "ranks"));
+    values.push_back(ranks);
+    for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {  // multi_set
+      co_await call(a, "/v3/kv/txn", body::puts(keys, values, at, kMaxTxnOps));
+    }
+  }
+
+  // rdzv_load's Round0Barrier: the agents renew their leases while they wait.
+  Task<> barrier(Agent& a) {
+    in_barrier_.insert(a.index);
+    while (!barrier_open_) {
+      co_await park(a, nullptr, Clock::now() + interval_);
+      if (!barrier_open_) co_await beat(a);
+    }
+    in_barrier_.erase(a.index);
+  }
+
+  // ---- EtcdStore's primitives ---------------------------------------------
+
+  // compare_set: a range; only if the key is as expected, a txn.
+  Task<std::string> compare_set(Agent& a, const std::string& k, const std::string& expected, const std::string& desired) {
+    const json got = co_await call(a, "/v3/kv/range", body::keyed(k));
+    const json* kv = got.contains("kvs") && !got["kvs"].empty() ? &got["kvs"][0] : nullptr;
+    if (kv && (expected.empty() || unb64(kv->value("value", "")) != expected)) co_return unb64(kv->value("value", ""));
+    if (!kv && !expected.empty()) co_return expected;
+    const json r = co_await call(a, "/v3/kv/txn", body::compare_set(k, expected, desired));
+    if (r.value("succeeded", false)) co_return desired;
+    const json responses = r.value("responses", json::array());
+    const json kvs = responses.empty() ? json::array() : responses[0].value("response_range", json::object()).value("kvs", json::array());
+    co_return kvs.empty() ? expected : unb64(kvs[0].value("value", ""));
+  }
+
+  // add(k, 1): a txn of [put k, range k, put marker] if the marker is absent.
+  Task<int64_t> add(Agent& a, const std::string& k) {
+    AgentState& s = st(a);
+    const std::string marker = k + "/adds/" + s.adder + "-" + std::to_string(++s.adds);
+    const json r = co_await call(a, "/v3/kv/txn", body::add(k, marker));
+    if (r.value("succeeded", false)) co_return i64(r.at("responses").at(1).at("response_range").at("kvs").at(0), "version");
+    // A resend of an add that had applied: the count as of its marker's revision.
+    const int64_t applied = i64(r.at("responses").at(0).at("response_range").at("kvs").at(0), "create_revision");
+    const json then = co_await call(a, "/v3/kv/range", body::at_revision(k, applied));
+    co_return i64(then.at("kvs").at(0), "version");
+  }
+
+  // append: a range, then a txn on its mod_revision (or its absence).
+  Task<> append(Agent& a, const std::string& k, const std::string& value) {
+    const json got = co_await call(a, "/v3/kv/range", body::keyed(k));
+    const bool there = got.contains("kvs") && !got["kvs"].empty();
+    const std::string next = (there ? unb64(got["kvs"][0].value("value", "")) : "") + value;
+    co_await call(a, "/v3/kv/txn", body::append(k, next, there ? i64(got["kvs"][0], "mod_revision") : 0));
+  }
+
+  // Many keys, 128 ranges a txn; the values (empty: absent) and the first revision.
+  Task<std::pair<std::vector<std::optional<std::string>>, int64_t>> read_many(Agent& a, const std::vector<std::string>& keys) {
+    std::vector<std::optional<std::string>> values;
+    int64_t revision = 0;
+    for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
+      const json r = co_await call(a, "/v3/kv/txn", body::ranges(keys, at, kMaxTxnOps));
+      if (revision == 0) revision = i64(r.at("header"), "revision");
+      for (const auto& one : r.value("responses", json::array())) {
+        const json& kvs = one["response_range"].value("kvs", json::array());
+        values.push_back(kvs.empty() ? std::nullopt : std::optional(unb64(kvs[0].value("value", ""))));
+      }
+    }
+    co_return std::make_pair(std::move(values), revision);
+  }
+
+  Task<std::vector<std::string>> multi_get(Agent& a, const std::vector<std::string>& keys) {
+    auto [values, revision] = co_await read_many(a, keys);
+    std::vector<std::string> out;
+    for (auto& v : values) out.push_back(v.value_or(""));
+    co_return out;
+  }
+
+  // wait(keys), several: read them; one watch on the absent ones' common prefix.
+  Task<> wait_many(Agent& a, const std::vector<std::string>& keys) {
+    auto [values, revision] = co_await read_many(a, keys);
+    std::set<std::string> waiting;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (!values[i]) waiting.insert(keys[i]);
+    if (waiting.empty()) co_return;
+    std::string prefix = *waiting.begin();
+    for (const auto& k : waiting) prefix.resize(std::mismatch(prefix.begin(), prefix.end(), k.begin(), k.end()).first - prefix.begin());
+    auto w = open_watch(a, body::watch(prefix, prefix_end(prefix), revision + 1));
+    while (!waiting.empty()) {
+      if (!co_await events(a, *w, Clock::now() + interval_)) {
+        co_await beat(a);  // publish_assignments waits in LeaseKeeper's slices
+        continue;
+      }
+      for (const json& e : take_events(*w))
+        if (e.value("type", "PUT") == "PUT") waiting.erase(unb64(e["kv"].value("key", "")));
+    }
+    close_conn(w);
+  }
+
+  // get(key) through LeaseKeeper::wait: a range; absent, a watch from after
+  // it, kept across slices; a beat between slices.
+  Task<std::string> get(Agent& a, const std::string& k, bool beat_between) {
+    AgentState& s = st(a);
+    for (;;) {
+      if (!(s.watch && s.watched == k)) {
+        close_conn(s.watch);
+        const json got = co_await call(a, "/v3/kv/range", body::keyed(k));
+        if (got.contains("kvs") && !got["kvs"].empty()) co_return unb64(got["kvs"][0].value("value", ""));
+        s.watch = open_watch(a, body::watch(k, "", i64(got.at("header"), "revision") + 1));
+        s.watched = k;
+      }
+      while (co_await events(a, *s.watch, Clock::now() + interval_))
+        for (const json& e : take_events(*s.watch))
+          if (e.value("type", "PUT") == "PUT") {
+            close_conn(s.watch);
+            s.watched.clear();
+            co_return unb64(e["kv"].value("value", ""));
+          }
+      if (beat_between) co_await beat(a);
+    }
+  }
+
+  // ---- the lease: EtcdLiveness and LeaseKeeper -----------------------------
+
+  Task<int64_t> keep_alive(Agent& a) {
+    const json r = co_await call(a, "/v3/lease/keepalive", body::lease_id(st(a).lease));
+    co_return std::max<int64_t>(0, i64(r.contains("result") ? r["result"] : r, "TTL"));
+  }
+  Task<> grant(Agent& a) {
+    const int64_t ttl = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o_.keep_alive * 3)));
+    st(a).lease = i64(co_await call(a, "/v3/lease/grant", body::ttl(ttl)), "ID");
+  }
+  // EtcdLiveness::beat: a keep-alive; a lapsed lease is granted again and the alive key put back.
+  Task<> beat(Agent& a) {
+    AgentState& s = st(a);
+    s.last_beat = Clock::now();
+    if (s.lease == 0 || co_await keep_alive(a) > 0) co_return;
+    ++sh_.regranted;
+    co_await grant(a);
+    if (s.slot >= 0)
+      co_await call(a, "/v3/kv/put", body::put(alive_key(s.round, s.slot), "", s.lease));
+  }
+  Task<> beat_if_due(Agent& a) {
+    if (st(a).lease != 0 && Clock::now() - st(a).last_beat >= interval_) co_await beat(a);
+  }
+
+  const Options& o_;
+  Shared& sh_;
+  const std::string run_;
+  std::vector<Agent> agents_;
+  std::vector<AgentState> st_;
+  const Clock::duration interval_;
+  std::set<int> in_barrier_;
+  bool barrier_open_ = false;
+  std::vector<Agent*> leaving_;
+  size_t finished_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  using bench_args::arg;
+  std::string etcd;
+  if (!bench_args::parse("etcd_sim", argc, argv,
+                         {arg("--etcd", etcd), arg("--nodes", o.nodes), arg("--nproc", o.nproc), arg("--procs", o.procs),
+                          arg("--timeout", o.timeout), arg("--recover", o.recover), arg("--spread", o.spread),
+                          arg("--keep-alive", o.keep_alive)}))
+    return 2;
+  for (std::stringstream in(etcd); std::getline(in, o.etcd.emplace_back(), ',');) {
+  }
+  o.etcd.erase(std::remove(o.etcd.begin(), o.etcd.end(), ""), o.etcd.end());
+  const bool members_ok = !o.etcd.empty() && std::all_of(o.etcd.begin(), o.etcd.end(), [](const std::string& e) {
+    in_addr probe{};
+    const auto colon = e.find(':');
+    return colon != std::string::npos && inet_pton(AF_INET, e.substr(0, colon).c_str(), &probe) == 1 &&
+           atoi(e.c_str() + colon + 1) > 0 && atoi(e.c_str() + colon + 1) < 65536;
+  });
+  if (!members_ok || o.nodes <= 0 || o.nproc <= 0 || o.procs <= 0 || o.procs > o.nodes || o.timeout <= 0 ||
+      o.keep_alive <= 0) {
+    fprintf(stderr, "etcd_sim: --etcd IP:PORT,... is required; --nodes, --nproc, --timeout and --keep-alive must be "
+                    "positive; 1 <= --procs <= --nodes\n");
+    return 2;
+  }
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  const rlim_t need = static_cast<rlim_t>(o.nodes / o.procs + 1) * 3 + 64;
+  if (limit.rlim_cur < need) {
+    fprintf(stderr, "etcd_sim: %d agents a process hold up to %lu descriptors, over RLIMIT_NOFILE's %lu: raise --procs\n",
+            o.nodes / o.procs, static_cast<unsigned long>(need), static_cast<unsigned long>(limit.rlim_cur));
+    return 1;
+  }
+  const size_t bytes = sizeof(Shared) + sizeof(std::atomic<int>) * static_cast<size_t>(o.nodes);
+  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return perror("etcd_sim: mmap"), 1;
+  auto* sh = new (m) Shared();
+  for (int r = 0; r < o.nodes; ++r) new (sh->ranks() + r) std::atomic<int>(0);
+  const std::string run = "sim" + std::to_string(getpid());
+  sh->t_start = now_ns();
+  std::vector<pid_t> children;
+  for (int p = 0; p < o.procs; ++p) {
+    const int first = static_cast<int>(static_cast<int64_t>(o.nodes) * p / o.procs);
+    const int last = static_cast<int>(static_cast<int64_t>(o.nodes) * (p + 1) / o.procs);
+    if (o.procs == 1) {
+      Sim(o, *sh, run, first, last).run();
+      break;
+    }
+    const pid_t child = fork();
+    if (child == 0) {
+      Sim(o, *sh, run, first, last).run();
+      fflush(stderr);
+      _exit(0);
+    }
+    if (child < 0) {
+      perror("etcd_sim: fork");
+      ++sh->failures;
+      break;
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++sh->failures;
+  }
+  bool ranks_ok = true;
+  for (int r = 0; r < o.nodes; ++r) ranks_ok = ranks_ok && sh->ranks()[r] == 1;
+  auto at = [&](int64_t t) { return t == 0 ? -1.0 : static_cast<double>(t - sh->t_start) / 1e9; };
+  auto span = [](int64_t a, int64_t b) { return a == 0 || b == 0 ? -1.0 : static_cast<double>(b - a) / 1e9; };
+  printf("{\"store\": \"etcd\", \"generator\": \"etcd_sim\", \"nodes\": %d, \"seconds\": %.3f, \"failures\": %d, "
+         "\"ranks_ok\": %s, \"one_master\": %s, \"lapses\": %d, \"regranted\": %d, \"retries\": %d",
+         o.nodes, at(sh->t_done0), sh->failures.load(), ranks_ok ? "true" : "false",
+         sh->masters_differ == 0 ? "true" : "false", sh->lapses.load(), sh->regranted.load(), sh->retries.load());
+  if (o.recover)
+    printf(", \"recovery_s\": %.3f, \"abort_push_s\": %.3f, \"rejoin_s\": %.3f, \"assign_s\": %.3f, \"rejoin_assign_s\": %.3f",
+           span(sh->t_failed, sh->t_done1), span(sh->t_failed, sh->t_woken), span(sh->t_woken, sh->t_complete1),
+           span(sh->t_complete1, sh->t_done1), span(sh->t_woken, sh->t_done1));
+  printf(", \"requests\": {");
+  for (size_t i = 0; i < std::size(kPaths); ++i) printf("%s\"%s\": %ld", i ? ", " : "", kPaths[i], static_cast<long>(sh->requests[i].load()));
+  printf("}");
+  if (o.procs > 1) printf(", \"procs\": %d", o.procs);
+  printf("}\n");
+  return sh->failures == 0 && ranks_ok && sh->masters_differ == 0 ? 0 : 1;
+}
