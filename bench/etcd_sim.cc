@@ -8,7 +8,8 @@
 // its keys: C10dRendezvous (rendezvous/c10d_rendezvous.cc) over EtcdStore
 // (how each store primitive maps onto etcd: rendezvous/etcd_store.h) and
 // EtcdJobStore/EtcdLiveness (a lease, the alive key, the watch on the
-// round's alive keys), over etcd's v3 JSON gateway: one kept-alive HTTP/1.1
+// round's alive keys), the milestones served from one watch per store
+// (EtcdStore::expect_waits_under), over etcd's v3 JSON gateway: one kept-alive HTTP/1.1
 // connection per agent for unary calls, one per open watch. The sequence is
 // written once, below, one coroutine per step of the product (join,
 // wait_for_completion, publish_assignments, assign, recover); if the
@@ -102,6 +103,12 @@ struct AgentState {
   std::unique_ptr<Conn> watch;  // EtcdStore::watch_, kept while waits are on one key
   std::string watched;
   std::unique_ptr<Conn> alive;  // EtcdLiveness::watch_
+  // EtcdStore's milestones (StoreClient::expect_waits_under): one watch on
+  // the job's m/ prefix for the store's life, what it or a group's read
+  // brought, and the rounds whose group was read.
+  std::unique_ptr<Conn> milestones;
+  std::map<std::string, std::string> seen;
+  std::set<std::string> read_groups;
   int round = -1, slot = -1, members = 0, opened = -1;
   int rank = -1;
   std::string master;
@@ -150,6 +157,8 @@ class Sim : Loop {
   // ---- keys and values, as C10dRendezvous writes them ---------------------
   std::string job(const std::string& suffix) const { return "/torchelastic/p2p/cxxrun/rdzv/" + run_ + "/" + suffix; }
   std::string rk(int round, const std::string& suffix) const { return job("r" + std::to_string(round) + "/" + suffix); }
+  // A round's milestones (rendezvous/c10d_rendezvous.h): m/r<k>/...
+  std::string mk(int round, const std::string& suffix) const { return job("m/r" + std::to_string(round) + "/" + suffix); }
   std::string config() const { return std::to_string(o_.nodes) + ":" + std::to_string(o_.nodes) + "|etcd_sim"; }
   std::string addr(int i) const { return "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1); }
   std::string describe(int i) const { return addr(i) + "|sim|" + std::to_string(i) + "|" + std::to_string(o_.nproc) + "|1073741824|"; }
@@ -201,6 +210,7 @@ class Sim : Loop {
     if (co_await add(a, job("left")) >= o_.nodes)
       co_await call(a, "/v3/kv/deleterange", body::prefix(job(""), prefix_end(job(""))));
     close_conn(s.watch);
+    close_conn(s.milestones);
   }
 
   // rdzv_load's recover(): the failure, the event, C10dBackend::rejoin.
@@ -209,26 +219,33 @@ class Sim : Loop {
     if (a.index == 0) {
       sh_.t_failed = now_ns();
       co_await append(a, rk(s.round, "failures"), "{\"rank\": 0, \"exitcode\": 1}\n");  // publish_failure
-      co_await compare_set(a, rk(s.round, "event"), "", "abort");                      // publish_event(abort)
+      co_await compare_set(a, mk(s.round, "event"), "", "abort");                      // publish_event(abort)
     }
     // The round watcher's get of the event, a keep-alive interval at a time.
-    co_await get(a, rk(s.round, "event"), /*beat=*/true);
+    co_await milestone(a, mk(s.round, "event"), /*wait=*/true, /*beat=*/true);
     ++sh_.woken;
     at_least(sh_.t_woken, now_ns());
-    co_await call(a, "/v3/kv/range", body::keyed(rk(s.round, "count")));  // num_nodes_waiting: add(count, 0)
-    co_await call(a, "/v3/kv/range", body::keyed(rk(s.round, "out")));    // stepped_out: get_if_set(out)
-    // start_next_round(false)
+    // waiting_and_stepped_out: add_and_get_if_set_each(count, 0, {out}), one txn of ranges
+    const std::vector<std::string> counts{rk(s.round, "count"), rk(s.round, "out")};
+    co_await read_many(a, counts);
+    // start_next_round(false): compare_sets of the round and (the join's check_config) the config: one
+    // txn of ranges, then compare_set's txn only for the round if it is still this one
     co_await beat_if_due(a);
-    s.opened = std::stoi(co_await compare_set(a, job("round"), std::to_string(s.round), std::to_string(s.round + 1)));
-    co_await join(a, o_.nodes);
+    const std::string was = std::to_string(s.round), next = std::to_string(s.round + 1);
+    const std::vector<std::string> opening{job("round"), job("config")};
+    const auto read = co_await read_many(a, opening);
+    std::string opened = read.first.at(0).value_or(was);  // absent: `expected`, torch's quirk
+    if (read.first.at(0) == was) opened = co_await compare_set_txn(a, job("round"), was, next);
+    s.opened = std::stoi(opened);
+    co_await join(a, o_.nodes, /*config_known=*/true);
   }
 
   // C10dRendezvous::join and join_round, for a round of min = max = N.
-  Task<> join(Agent& a, int expected) {
+  Task<> join(Agent& a, int expected, bool config_known = false) {
     AgentState& s = st(a);
     const int n = o_.nodes;
     co_await beat_if_due(a);
-    co_await compare_set(a, job("config"), "", config());  // check_config
+    if (!config_known) co_await compare_set(a, job("config"), "", config());  // check_config
     int round = std::exchange(s.opened, -1);
     if (round <= s.round) round = std::stoi(co_await compare_set(a, job("round"), "", "0"));
     round = std::max(round, s.round + 1);
@@ -242,14 +259,14 @@ class Sim : Loop {
     co_await call(a, "/v3/kv/put", body::put(rk(round, "node/" + std::to_string(slot)), describe(a.index)));
     std::string done;
     if (slot == n - 1) {  // complete_round
-      done = co_await compare_set(a, rk(round, "complete"), "", std::to_string(n) + "|" + std::to_string(slot));
-      co_await call(a, "/v3/kv/put", body::put(rk(round, "wake/" + std::to_string(n - 1)), "complete"));
+      done = co_await compare_set(a, mk(round, "complete"), "", std::to_string(n) + "|" + std::to_string(slot));
+      co_await call(a, "/v3/kv/put", body::put(mk(round, "wake/" + std::to_string(n - 1)), "complete"));
     } else {
       // wait_for_completion: the first pass knows the count from the ADD and
       // (expected > 0) who stepped out from the re-join; the milestone is max.
       (void)expected;
       co_await beat_if_due(a);
-      done = co_await get(a, rk(round, "complete"), true);
+      done = *co_await milestone(a, mk(round, "complete"), true, true);
     }
     if (round == 1) {
       ++sh_.complete1;
@@ -266,7 +283,11 @@ class Sim : Loop {
     std::vector<std::string> nodes;
     for (int i = 0; i < members; ++i) nodes.push_back(rk(round, "node/" + std::to_string(i)));
     if (assigner == slot) co_await publish_assignments(a, round, members, nodes);
-    const std::string mine = co_await get(a, rk(round, "assign/" + std::to_string(slot)), true);
+    // The round's `assigned` milestone, then this node's assignment in one read (get_if_set).
+    co_await milestone(a, mk(round, "assigned"), true, true);
+    const json got = co_await call(a, "/v3/kv/range", body::keyed(rk(round, "assign/" + std::to_string(slot))));
+    if (!got.contains("kvs") || got["kvs"].empty()) throw std::runtime_error("assigned, but no assignment");
+    const std::string mine = unb64(got["kvs"][0].value("value", ""));
     co_await beat_if_due(a);
     std::vector<std::string> f;
     for (std::stringstream in(mine); std::getline(in, f.emplace_back(), '|');) {
@@ -275,9 +296,9 @@ class Sim : Loop {
     if (s.rank == 0) {
       co_await multi_get(a, nodes);  // member_addrs, for the port picker
       s.master = addr(a.index) + ":29500";
-      co_await call(a, "/v3/kv/put", body::put(rk(round, "master"), s.master));
+      co_await call(a, "/v3/kv/put", body::put(mk(round, "master"), s.master));
     } else {
-      s.master = co_await get(a, rk(round, "master"), true);
+      s.master = *co_await milestone(a, mk(round, "master"), true, true);
     }
     s.round = round, s.slot = slot, s.members = members;
     // EtcdLiveness::joined: the snapshot's revision, a watch of the round's alive keys from after it.
@@ -324,6 +345,8 @@ class Sim : Loop {
     }
     keys.push_back(rk(round, "ranks"));
     values.push_back(ranks);
+    keys.push_back(mk(round, "assigned"));  // last: it stands for every key before it
+    values.push_back("1");
     for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {  // multi_set
       co_await call(a, "/v3/kv/txn", body::puts(keys, values, at, kMaxTxnOps));
     }
@@ -347,6 +370,10 @@ class Sim : Loop {
     const json* kv = got.contains("kvs") && !got["kvs"].empty() ? &got["kvs"][0] : nullptr;
     if (kv && (expected.empty() || unb64(kv->value("value", "")) != expected)) co_return unb64(kv->value("value", ""));
     if (!kv && !expected.empty()) co_return expected;
+    co_return co_await compare_set_txn(a, k, expected, desired);
+  }
+  // compare_set's write, for a key found as expected.
+  Task<std::string> compare_set_txn(Agent& a, const std::string& k, const std::string& expected, const std::string& desired) {
     const json r = co_await call(a, "/v3/kv/txn", body::compare_set(k, expected, desired));
     if (r.value("succeeded", false)) co_return desired;
     const json responses = r.value("responses", json::array());
@@ -415,6 +442,43 @@ class Sim : Loop {
         if (e.value("type", "PUT") == "PUT") waiting.erase(unb64(e["kv"].value("key", "")));
     }
     close_conn(w);
+  }
+
+  // EtcdStore::milestone_value: a milestone delivered (or read) costs no
+  // request; one not yet known is read with its round's group (one range of
+  // m/r<k>/), the watch on the whole m/ prefix opened at the first such read,
+  // from the revision after it; then its put comes on that watch, waited for
+  // in LeaseKeeper's slices. `wait` false: what is known now (get_if_set).
+  Task<std::optional<std::string>> milestone(Agent& a, const std::string& k, bool wait, bool beat_between) {
+    AgentState& s = st(a);
+    const std::string all = job("m/");
+    auto take = [&] {
+      if (!s.milestones) return;
+      for (const json& e : take_events(*s.milestones)) {
+        const std::string key = unb64(e["kv"].value("key", ""));
+        if (e.value("type", "PUT") == "PUT") s.seen[key] = unb64(e["kv"].value("value", ""));
+        else s.seen.erase(key);
+      }
+    };
+    take();
+    if (auto it = s.seen.find(k); it != s.seen.end()) co_return it->second;
+    const std::string group = k.substr(0, k.find('/', all.size()) + 1);
+    if (!s.read_groups.count(group)) {
+      const json got = co_await call(a, "/v3/kv/range", body::prefix(group, prefix_end(group)));
+      if (!s.milestones)
+        s.milestones = open_watch(a, body::watch(all, prefix_end(all), i64(got.at("header"), "revision") + 1));
+      for (const json& kv : got.value("kvs", json::array())) s.seen[unb64(kv.value("key", ""))] = unb64(kv.value("value", ""));
+      s.read_groups.insert(group);
+      if (auto it = s.seen.find(k); it != s.seen.end()) co_return it->second;
+    }
+    if (!wait) co_return std::nullopt;
+    for (;;) {
+      while (co_await events(a, *s.milestones, Clock::now() + interval_)) {
+        take();
+        if (auto it = s.seen.find(k); it != s.seen.end()) co_return it->second;
+      }
+      if (beat_between) co_await beat(a);
+    }
   }
 
   // get(key) through LeaseKeeper::wait: a range; absent, a watch from after
