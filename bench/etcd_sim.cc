@@ -55,6 +55,7 @@
 #include "args.h"
 #include "etcd_sim_loop.h"
 #include "etcd_sim_wire.h"
+#include "procs.h"
 
 using namespace etcd_sim;
 
@@ -583,31 +584,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < o.nodes; ++r) new (sh->ranks() + r) std::atomic<int>(0);
   const std::string run = "sim" + std::to_string(getpid());
   sh->t_start = now_ns();
-  std::vector<pid_t> children;
-  for (int p = 0; p < o.procs; ++p) {
-    const int first = static_cast<int>(static_cast<int64_t>(o.nodes) * p / o.procs);
-    const int last = static_cast<int>(static_cast<int64_t>(o.nodes) * (p + 1) / o.procs);
-    if (o.procs == 1) {
-      Sim(o, *sh, run, first, last).run();
-      break;
-    }
-    const pid_t child = fork();
-    if (child == 0) {
-      Sim(o, *sh, run, first, last).run();
-      fflush(stderr);
-      _exit(0);
-    }
-    if (child < 0) {
-      perror("etcd_sim: fork");
-      ++sh->failures;
-      break;
-    }
-    children.push_back(child);
-  }
-  for (pid_t child : children) {
-    int status = 0;
-    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++sh->failures;
-  }
+  bench_procs::in_processes("etcd_sim", o.nodes, o.procs, sh->failures,
+                            [&](int first, int last) { Sim(o, *sh, run, first, last).run(); });
   bool ranks_ok = true;
   for (int r = 0; r < o.nodes; ++r) ranks_ok = ranks_ok && sh->ranks()[r] == 1;
   auto at = [&](int64_t t) { return t == 0 ? -1.0 : static_cast<double>(t - sh->t_start) / 1e9; };

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "args.h"
+#include "procs.h"
 #include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/etcd_endpoints.h"
 #include "rendezvous/etcd_job_store.h"
@@ -298,31 +299,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int64_t start = now_ns();
-  std::vector<pid_t> children;
-  for (int p = 0; p < args.procs; ++p) {
-    const int first = static_cast<int>(static_cast<int64_t>(args.nodes) * p / args.procs);
-    const int last = static_cast<int>(static_cast<int64_t>(args.nodes) * (p + 1) / args.procs);
-    if (args.procs == 1) {
-      run_agents(args, run_id, first, last, *sh);
-      break;
-    }
-    const pid_t child = fork();  // before any thread of this process
-    if (child == 0) {
-      run_agents(args, run_id, first, last, *sh);
-      fflush(stderr);
-      _exit(0);
-    }
-    if (child < 0) {
-      perror("rdzv_load: fork");
-      ++sh->failures;
-      break;
-    }
-    children.push_back(child);
-  }
-  for (pid_t child : children) {
-    int status = 0;
-    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++sh->failures;
-  }
+  bench_procs::in_processes("rdzv_load", args.nodes, args.procs, sh->failures,
+                            [&](int first, int last) { run_agents(args, run_id, first, last, *sh); });
   const double secs = static_cast<double>(sh->assigned - start) / 1e9;
   int failures = sh->failures;
   for (int r = 0; r < args.nodes; ++r)

@@ -48,7 +48,9 @@ class Throttled(ThrottleTest):
         metrics = urllib.request.urlopen(f"http://{port}/metrics", timeout=10).read().decode()
         self.assertIn('cxxrun_rank_straggler{local_rank="3",rank="3"} 1', metrics)
         self.assertIn('cxxrun_rank_straggler{local_rank="0",rank="0"} 0', metrics)
-        self.assertRegex(metrics, r'cxxrun_rank_running_share\{local_rank="3",rank="3"\} 0\.[5-9]')
+        # Sampled state R: a task of a throttled cgroup stays R, so a window
+        # spent inside one slow step is 1 (the fresh-clone CI run saw that).
+        self.assertRegex(metrics, r'cxxrun_rank_running_share\{local_rank="3",rank="3"\} (0\.[5-9]|1\n)')
         self.assertIn("cxxrun_node_straggler 0", metrics)
         self.stop_job([p])
         for r in (0, 1, 2):

@@ -34,6 +34,14 @@ rendezvous::EtcdSettings milestone_settings(const Member& m) {
   return s;
 }
 
+// A member where every key is absent when read: what is written comes on
+// the watches (Member::push).
+std::string nothing_written(const Member::Request& r) {
+  if (r.target == "/v3/kv/range") return Member::ok("{" + kMilestoneHeader + R"(,"count":"0"})");
+  if (r.target == "/v3/watch") return Member::stream({R"({"result":{"header":{"revision":"10"},"created":true}})"});
+  return Member::answer(404, "Not Found");
+}
+
 // Until the member has `n` watch streams open (the store opened its watch).
 void await_milestone_streams(const Member& m, int n) {
   for (int i = 0; i < 200 && m.count("/v3/watch") < n; ++i) std::this_thread::sleep_for(10ms);
@@ -43,13 +51,7 @@ void await_milestone_streams(const Member& m, int n) {
 }  // namespace
 
 TEST_CASE("etcd store: waits for a round's milestones share one watch") {
-  // Every milestone is absent when read: it comes on the watch.
-  Member member([&](const Member::Request& r) -> std::string {
-    if (r.target == "/v3/kv/range") return Member::ok("{" + kMilestoneHeader + R"(,"count":"0"})");
-    if (r.target == "/v3/watch")
-      return Member::stream({R"({"result":{"header":{"revision":"10"},"created":true}})"});
-    return Member::answer(404, "Not Found");
-  });
+  Member member(nothing_written);
   rendezvous::EtcdStore store(milestone_settings(member), 5s);
   bool milestones = true;
   SECTION("told where the milestones are") { store.expect_waits_under("m/"); }
@@ -84,12 +86,7 @@ TEST_CASE("etcd store: waits for a round's milestones share one watch") {
 // The round watcher waits for the event in half-second slices for as long
 // as the round runs: a slice after the first costs no request.
 TEST_CASE("etcd store: a milestone read absent is waited for on the watch, not read again") {
-  Member member([&](const Member::Request& r) -> std::string {
-    if (r.target == "/v3/kv/range") return Member::ok("{" + kMilestoneHeader + R"(,"count":"0"})");
-    if (r.target == "/v3/watch")
-      return Member::stream({R"({"result":{"header":{"revision":"10"},"created":true}})"});
-    return Member::answer(404, "Not Found");
-  });
+  Member member(nothing_written);
   rendezvous::EtcdStore store(milestone_settings(member), 5s);
   store.expect_waits_under("m/");
   for (int slice = 0; slice < 3; ++slice) CHECK_THROWS_AS(store.get("m/r1/event", 100ms), store::StoreTimeout);
