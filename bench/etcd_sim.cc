@@ -567,14 +567,11 @@ int main(int argc, char** argv) {
                     "positive; 1 <= --procs <= --nodes\n");
     return 2;
   }
-  rlimit limit{};
-  getrlimit(RLIMIT_NOFILE, &limit);
-  limit.rlim_cur = limit.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &limit);
+  const rlim_t open_files = bench_procs::open_files_to_hard_limit();
   const rlim_t need = static_cast<rlim_t>(o.nodes / o.procs + 1) * 3 + 64;
-  if (limit.rlim_cur < need) {
+  if (open_files < need) {
     fprintf(stderr, "etcd_sim: %d agents a process hold up to %lu descriptors, over RLIMIT_NOFILE's %lu: raise --procs\n",
-            o.nodes / o.procs, static_cast<unsigned long>(need), static_cast<unsigned long>(limit.rlim_cur));
+            o.nodes / o.procs, static_cast<unsigned long>(need), static_cast<unsigned long>(open_files));
     return 1;
   }
   const size_t bytes = sizeof(Shared) + sizeof(std::atomic<int>) * static_cast<size_t>(o.nodes);

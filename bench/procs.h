@@ -1,8 +1,10 @@
-// Spreads a load generator's agents over processes (--procs K): each
-// process gets its own descriptor limit, and 10,000 agents' connections are
-// more than one process may open here. Header-only, for the generators.
+// What a load generator's agents need of processes: an open-file limit
+// raised to the hard one, and --procs K, which spreads the agents over K
+// processes, each with its own limit (10,000 agents' connections are more
+// than one process may open here). Header-only, for the generators.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +16,17 @@
 #include <vector>
 
 namespace bench_procs {
+
+// Raises this process's open-file limit to its hard limit, and returns it
+// (0 when it cannot be read): a generator holds a connection or more per
+// agent.
+inline rlim_t open_files_to_hard_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  return limit.rlim_cur;
+}
 
 // Runs run(first, last) for agents [0, nodes) cut into `procs` slices, each
 // in a forked child (in this process when procs is 1), and waits for them

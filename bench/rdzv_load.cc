@@ -287,11 +287,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, args)) return 2;
   spdlog::set_level(spdlog::level::warn);  // not a line per simulated agent
   if (const char* level = getenv("RDZV_LOAD_LOG")) spdlog::set_level(spdlog::level::from_str(level));
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
+  bench_procs::open_files_to_hard_limit();
   const std::string run_id = "load" + std::to_string(getpid());
   Shared* sh = Shared::create(args.nodes);
   if (!sh) {

@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "args.h"
+#include "procs.h"
 #include "wire_bytes.h"
 
 using Clock = std::chrono::steady_clock;
@@ -485,12 +486,9 @@ int main(int argc, char** argv) {
                     "--host is an IPv4 address\n");
     return 2;
   }
-  rlimit limit{};
-  getrlimit(RLIMIT_NOFILE, &limit);
-  limit.rlim_cur = limit.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &limit);
-  if (limit.rlim_cur < static_cast<rlim_t>(o.nodes) + 64) {
-    fprintf(stderr, "rdzv_sim: RLIMIT_NOFILE's hard limit %lu is below --nodes\n", static_cast<unsigned long>(limit.rlim_cur));
+  const rlim_t open_files = bench_procs::open_files_to_hard_limit();
+  if (open_files < static_cast<rlim_t>(o.nodes) + 64) {
+    fprintf(stderr, "rdzv_sim: RLIMIT_NOFILE's hard limit %lu is below --nodes\n", static_cast<unsigned long>(open_files));
     return 1;
   }
   return Sim(o).run();
