@@ -359,7 +359,6 @@ bool EtcdStore::milestone(const std::string& etcd_key) const {
 void EtcdStore::forget_milestones() {
   milestone_watch_.reset();
   seen_.clear();
-  absent_.clear();
   read_groups_.clear();
 }
 
@@ -381,17 +380,16 @@ bool EtcdStore::take_milestones(Clock::time_point deadline) {
   }
   if (!events) return false;
   for (auto& e : *events) {
-    if (e.type == etcd::WatchEvent::Type::del) {
-      seen_.erase(e.kv.key);
-      absent_.insert(e.kv.key);  // written again, the put comes on the watch
-      continue;
-    }
-    Seen& seen = seen_[e.kv.key];
-    // A read may have brought a later value than a put still on its way.
-    if (e.kv.mod_revision >= seen.revision) seen = {std::move(e.kv.value), e.kv.mod_revision};
-    absent_.erase(e.kv.key);
+    if (e.type == etcd::WatchEvent::Type::del) seen_.erase(e.kv.key);
+    else remember(e.kv);
   }
   return true;
+}
+
+void EtcdStore::remember(etcd::KeyValue& kv) {
+  Seen& seen = seen_[kv.key];
+  // A read may have brought a later value than a put still on its way.
+  if (kv.mod_revision >= seen.revision) seen = {std::move(kv.value), kv.mod_revision};
 }
 
 std::optional<std::string> EtcdStore::milestone_value(const char* what, const std::string& key,
@@ -407,7 +405,9 @@ std::optional<std::string> EtcdStore::milestone_value(const char* what, const st
     // round's: "r<k>/"), a few keys in one answer: the round's completion,
     // `assigned`, the master and the event then cost one read, not four.
     const std::string group = k.substr(0, k.find('/', milestones_.size()) + 1);
-    if (!milestone_watch_ || (!absent_.count(k) && !read_groups_.count(group))) {
+    // A group read while the watch ran needs no second read: what it lacked
+    // comes on the watch.
+    if (!milestone_watch_ || !read_groups_.count(group)) {
       auto got = guarded(what, key, [&] { return client_->range_prefix(group); });
       if (!milestone_watch_) {
         // From the revision after the read: a write in between is delivered.
@@ -420,13 +420,9 @@ std::optional<std::string> EtcdStore::milestone_value(const char* what, const st
         milestone_watch_->set_timeout(timeout_);
       }
       // Kept: the watch, from before this read, brings every later write.
-      for (auto& kv : got.kvs) {
-        Seen& seen = seen_[kv.key];
-        if (kv.mod_revision >= seen.revision) seen = {std::move(kv.value), kv.mod_revision};
-      }
+      for (auto& kv : got.kvs) remember(kv);
       read_groups_.insert(group);
       if (auto it = seen_.find(k); it != seen_.end()) return it->second.value;
-      absent_.insert(k);
     }
     if (!wait) return std::nullopt;
     while (milestone_watch_) {

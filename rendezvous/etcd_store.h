@@ -75,6 +75,7 @@
 namespace cxxrun::etcd {
 class Client;
 class Watch;
+struct KeyValue;
 struct Options;
 }  // namespace cxxrun::etcd
 
@@ -161,6 +162,8 @@ class EtcdStore : public store::StoreClient {
   // for something; false when nothing came.
   bool take_milestones(std::chrono::steady_clock::time_point deadline);
   void forget_milestones();
+  // Keeps a milestone's value unless a later one is already known.
+  void remember(etcd::KeyValue& kv);
   struct Seen {
     std::string value;
     int64_t revision = 0;
@@ -176,8 +179,7 @@ class EtcdStore : public store::StoreClient {
   std::string milestones_;  // etcd's prefix; empty: none
   std::unique_ptr<etcd::Watch> milestone_watch_;
   std::map<std::string, Seen> seen_;  // milestones written, by etcd key
-  std::set<std::string> absent_;      // read absent while the watch ran
-  std::set<std::string> read_groups_; // groups read while it ran: what they lack comes on it
+  std::set<std::string> read_groups_;  // groups read while it ran: what they lack comes on it
   mutable std::string local_address_;
   // Names this store's adds apart from every other's (the pid and a random
   // number), and a count of them.
