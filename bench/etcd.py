@@ -43,6 +43,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import tempfile
 import time
 import uuid
@@ -202,8 +203,8 @@ def main():
                     help="recover: agent i lists the etcd members from the (i mod 3)-th on (rdzv_load --spread 1), "
                          "so that 10,000 agents' connections fit three members' descriptor limits")
     ap.add_argument("--plot", help="recover: where to draw each backend's phases against N (PNG, python3-matplotlib)")
-    ap.add_argument("--baseline", help="recover: also run etcd with this build's rdzv_load (an earlier commit's), "
-                                       "alternating")
+    ap.add_argument("--baseline", help="recover: also run etcd with this build's generators (an earlier commit's: "
+                    "its etcd_sim with the sim generator, its rdzv_load with threads), alternating")
     ap.add_argument("--generator", action="append", choices=["sim", "threads"],
                     help="recover: the load generator (repeat for both): sim (etcd_sim and rdzv_sim, event-driven, the "
                          "default) or threads (rdzv_load, the real code in a thread per agent)")
@@ -281,6 +282,31 @@ def run_json(cmd, timeout):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def run_json_sampled(cluster, cmd, timeout):
+    """run_json, with the members' CPU sampled meanwhile: the result gains
+    recovery_cpu, the members' CPU seconds over the generator's recovery
+    (its failed_ns to done1_ns, on the steady clock time.monotonic_ns reads)."""
+    samples, stop = [], threading.Event()
+
+    def sample():
+        while not stop.wait(0.05):
+            samples.append((time.monotonic_ns(), sum(member_cpu(cluster))))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        r = run_json(cmd, timeout)
+    finally:
+        stop.set()
+        sampler.join()
+    if r and r.get("failed_ns") and r.get("done1_ns") and samples:
+        def at(ns):
+            before = [c for t, c in samples if t <= ns]
+            return before[-1] if before else samples[0][1]
+        r["recovery_cpu"] = at(r["done1_ns"] + 50_000_000) - at(r["failed_ns"])
+    return r
+
+
 def sim_procs(n):
     """etcd_sim's processes for n agents: an agent holds up to three
     connections at once (its unary one and two watches), and one process
@@ -315,9 +341,14 @@ def recover_rows(build, args, cluster, port, rows):
             kinds.append(("etcd (rdzv_load)", "etcd", threads + ["--etcd", cluster.endpoints()] + load))
         if args.baseline:
             where = os.path.abspath(args.baseline)
-            extra = ["--procs", str(max(1, -(-n // 1000)))] if knows_procs(where) else []
-            kinds.append(("etcd (baseline rdzv_load)", "etcd", [os.path.join(where, "bench", "rdzv_load"),
-                                                                  "--etcd", cluster.endpoints()] + extra + load))
+            if "sim" in gens and os.path.exists(os.path.join(where, "bench", "etcd_sim")):
+                kinds.append(("etcd (baseline etcd_sim)", "etcd", [os.path.join(where, "bench", "etcd_sim"),
+                                                                    "--etcd", cluster.endpoints(), "--procs",
+                                                                    str(sim_procs(n)), "--timeout", str(timeout)] + load))
+            if "threads" in gens or "sim" not in gens:
+                extra = ["--procs", str(max(1, -(-n // 1000)))] if knows_procs(where) else []
+                kinds.append(("etcd (baseline rdzv_load)", "etcd", [os.path.join(where, "bench", "rdzv_load"),
+                                                                      "--etcd", cluster.endpoints()] + extra + load))
         got = {label: [] for label, _, _ in kinds}
         ttl = math.ceil(args.keep_alive * 3)  # the agents' lease TTL (keep_alive_max_attempt 3)
         last_end = 0.0
@@ -330,7 +361,7 @@ def recover_rows(build, args, cluster, port, rows):
                     time.sleep(max(0.0, last_end + ttl + 2 - time.monotonic()))
                     compact(cluster)
                 before, expired = member_cpu(cluster), leases_expired(cluster)
-                r = run_json(argv + ["--nodes", str(n), "--recover", "1"], timeout=max(240, n // 5))
+                r = run_json_sampled(cluster, argv + ["--nodes", str(n), "--recover", "1"], timeout=max(240, n // 5))
                 spent = [b - a for a, b in zip(before, member_cpu(cluster))]
                 if backend == "etcd":
                     last_end = time.monotonic()
@@ -360,6 +391,8 @@ def recover_rows(build, args, cluster, port, rows):
                                    ("leases expired during the run (etcd's lease_expired_total)", "expired", 0),
                                    ("CPU seconds, busiest etcd member (both rounds)", "busiest_cpu", 1),
                                    ("CPU seconds, all etcd members", "all_cpu", 1),
+                                   ("of which over the recovery (sampled every 50 ms)", "recovery_cpu", 1),
+                                   ("CPU seconds of the generator (etcd_sim), both rounds", "generator_cpu", 1),
                                    ("load average (1 min) after the run", "load1", 2)):
             cells = []
             for label, backend, _ in kinds:

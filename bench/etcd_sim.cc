@@ -108,8 +108,12 @@ struct AgentState {
   // the job's m/ prefix for the store's life, what it or a group's read
   // brought, and the rounds whose group was read.
   std::unique_ptr<Conn> milestones;
+  int64_t milestones_from = 0;  // the watch's start revision
   std::map<std::string, std::string> seen;
   std::set<std::string> read_groups;
+  int64_t added_created = 0;  // the last add's counter's create revision
+  Clock::time_point holds_until;  // EtcdLiveness::holds_until_
+  bool open_with_join = false;    // C10dRendezvous::open_with_join_
   int round = -1, slot = -1, members = 0, opened = -1;
   int rank = -1;
   std::string master;
@@ -226,17 +230,15 @@ class Sim : Loop {
     co_await milestone(a, mk(s.round, "event"), /*wait=*/true, /*beat=*/true);
     ++sh_.woken;
     at_least(sh_.t_woken, now_ns());
-    // waiting_and_stepped_out: add_and_get_if_set_each(count, 0, {out}), one txn of ranges
-    const std::vector<std::string> counts{rk(s.round, "count"), rk(s.round, "out")};
-    co_await read_many(a, counts);
-    // start_next_round(false): compare_sets of the round and (the join's check_config) the config: one
-    // txn of ranges, then compare_set's txn only for the round if it is still this one
+    // waiting_and_stepped_out: add_and_get_if_set_each(count, 0, {out, round, config}), one txn of
+    // ranges; start_next_round(false) answers its compare_sets from it, and a node that found the
+    // round still this one opens it with its join's add (add_and_compare_set)
+    const std::vector<std::string> counts{rk(s.round, "count"), rk(s.round, "out"), job("round"), job("config")};
+    const auto read = co_await read_many(a, counts);
     co_await beat_if_due(a);
     const std::string was = std::to_string(s.round), next = std::to_string(s.round + 1);
-    const std::vector<std::string> opening{job("round"), job("config")};
-    const auto read = co_await read_many(a, opening);
-    std::string opened = read.first.at(0).value_or(was);  // absent: `expected`, torch's quirk
-    if (read.first.at(0) == was) opened = co_await compare_set_txn(a, job("round"), was, next);
+    std::string opened = read.first.at(2).value_or(was);  // absent: `expected`, torch's quirk
+    if (read.first.at(2) == was) opened = next, s.open_with_join = true;
     s.opened = std::stoi(opened);
     co_await join(a, o_.nodes, /*config_known=*/true);
   }
@@ -251,13 +253,19 @@ class Sim : Loop {
     if (round <= s.round) round = std::stoi(co_await compare_set(a, job("round"), "", "0"));
     round = std::max(round, s.round + 1);
     co_await beat_if_due(a);
-    const int slot = static_cast<int>(co_await add(a, rk(round, "count"))) - 1;
-    // EtcdLiveness::joining: the last round's watch closed, the lease kept (or granted), the alive key.
+    const bool open = std::exchange(s.open_with_join, false);
+    const int slot = static_cast<int>(co_await add(a, rk(round, "count"), open ? round : -1)) - 1;
+    // milestones_follow: a count first added to after the watch began: the round's group is not read.
+    if (s.milestones && s.added_created >= s.milestones_from) s.read_groups.insert(mk(round, ""));
+    // EtcdLiveness::joining: the last round's watch closed, the lease renewed (or granted) unless its
+    // last renewal holds for an interval and a half yet, the alive key and the descriptor in one txn.
     close_conn(s.alive);
-    if (s.lease == 0 || co_await keep_alive(a) == 0) co_await grant(a);
-    co_await call(a, "/v3/kv/put", body::put(alive_key(round, slot), "", s.lease));
-    s.last_beat = Clock::now();
-    co_await call(a, "/v3/kv/put", body::put(rk(round, "node/" + std::to_string(slot)), describe(a.index)));
+    if (s.lease == 0 || s.holds_until - Clock::now() <= interval_ * 3 / 2) {
+      if (s.lease == 0 || co_await keep_alive(a) == 0) co_await grant(a);
+      s.last_beat = Clock::now();
+    }
+    co_await call(a, "/v3/kv/txn", body::joining(alive_key(round, slot), s.lease, rk(round, "node/" + std::to_string(slot)),
+                                                 describe(a.index)));
     std::string done;
     if (slot == n - 1) {  // complete_round
       done = co_await compare_set(a, mk(round, "complete"), "", std::to_string(n) + "|" + std::to_string(slot));
@@ -382,15 +390,25 @@ class Sim : Loop {
     co_return kvs.empty() ? expected : unb64(kvs[0].value("value", ""));
   }
 
-  // add(k, 1): a txn of [put k, range k, put marker] if the marker is absent.
-  Task<int64_t> add(Agent& a, const std::string& k) {
+  // add(k, 1): a txn of [put k, range k, put marker] if the marker is absent; with `open` >= 0
+  // (add_and_compare_set), the round's opening compare_set from open-1 to open nested inside.
+  Task<int64_t> add(Agent& a, const std::string& k, int open = -1) {
     AgentState& s = st(a);
     const std::string marker = k + "/adds/" + s.adder + "-" + std::to_string(++s.adds);
-    const json r = co_await call(a, "/v3/kv/txn", body::add(k, marker));
-    if (r.value("succeeded", false)) co_return i64(r.at("responses").at(1).at("response_range").at("kvs").at(0), "version");
+    json request = body::add(k, marker);
+    if (open >= 0)
+      request["success"].push_back({{"request_txn", body::txn({body::value_is(job("round"), std::to_string(open - 1))},
+                                                               {body::op_put(job("round"), std::to_string(open))}, {})}});
+    const json r = co_await call(a, "/v3/kv/txn", request);
+    if (r.value("succeeded", false)) {
+      const json& kv = r.at("responses").at(1).at("response_range").at("kvs").at(0);
+      s.added_created = i64(kv, "create_revision");
+      co_return i64(kv, "version");
+    }
     // A resend of an add that had applied: the count as of its marker's revision.
     const int64_t applied = i64(r.at("responses").at(0).at("response_range").at("kvs").at(0), "create_revision");
     const json then = co_await call(a, "/v3/kv/range", body::at_revision(k, applied));
+    s.added_created = i64(then.at("kvs").at(0), "create_revision");
     co_return i64(then.at("kvs").at(0), "version");
   }
 
@@ -466,8 +484,10 @@ class Sim : Loop {
     const std::string group = k.substr(0, k.find('/', all.size()) + 1);
     if (!s.read_groups.count(group)) {
       const json got = co_await call(a, "/v3/kv/range", body::prefix(group, prefix_end(group)));
-      if (!s.milestones)
-        s.milestones = open_watch(a, body::watch(all, prefix_end(all), i64(got.at("header"), "revision") + 1));
+      if (!s.milestones) {
+        s.milestones_from = i64(got.at("header"), "revision") + 1;
+        s.milestones = open_watch(a, body::watch(all, prefix_end(all), s.milestones_from));
+      }
       for (const json& kv : got.value("kvs", json::array())) s.seen[unb64(kv.value("key", ""))] = unb64(kv.value("value", ""));
       s.read_groups.insert(group);
       if (auto it = s.seen.find(k); it != s.seen.end()) co_return it->second;
@@ -508,12 +528,18 @@ class Sim : Loop {
   // ---- the lease: EtcdLiveness and LeaseKeeper -----------------------------
 
   Task<int64_t> keep_alive(Agent& a) {
+    const auto sent = Clock::now();
     const json r = co_await call(a, "/v3/lease/keepalive", body::lease_id(st(a).lease));
-    co_return std::max<int64_t>(0, i64(r.contains("result") ? r["result"] : r, "TTL"));
+    const int64_t ttl = std::max<int64_t>(0, i64(r.contains("result") ? r["result"] : r, "TTL"));
+    if (ttl > 0) st(a).holds_until = sent + std::chrono::seconds(ttl);
+    co_return ttl;
   }
   Task<> grant(Agent& a) {
     const int64_t ttl = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o_.keep_alive * 3)));
-    st(a).lease = i64(co_await call(a, "/v3/lease/grant", body::ttl(ttl)), "ID");
+    const auto sent = Clock::now();
+    const json r = co_await call(a, "/v3/lease/grant", body::ttl(ttl));
+    st(a).lease = i64(r, "ID");
+    st(a).holds_until = sent + std::chrono::seconds(i64(r, "TTL"));
   }
   // EtcdLiveness::beat: a keep-alive; a lapsed lease is granted again and the alive key put back.
   Task<> beat(Agent& a) {
@@ -595,6 +621,15 @@ int main(int argc, char** argv) {
     printf(", \"recovery_s\": %.3f, \"abort_push_s\": %.3f, \"rejoin_s\": %.3f, \"assign_s\": %.3f, \"rejoin_assign_s\": %.3f",
            span(sh->t_failed, sh->t_done1), span(sh->t_failed, sh->t_woken), span(sh->t_woken, sh->t_complete1),
            span(sh->t_complete1, sh->t_done1), span(sh->t_woken, sh->t_done1));
+  // Where the recovery lay on the steady clock (Python's time.monotonic_ns is the same clock), for
+  // etcd's CPU over it (bench/etcd.py samples the members), and what the generator itself spent.
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  printf(", \"failed_ns\": %ld, \"done1_ns\": %ld, \"generator_cpu\": %.2f", static_cast<long>(sh->t_failed.load()),
+         static_cast<long>(sh->t_done1.load()),
+         secs(self.ru_utime) + secs(self.ru_stime) + secs(children.ru_utime) + secs(children.ru_stime));
   printf(", \"requests\": {");
   for (size_t i = 0; i < std::size(kPaths); ++i) printf("%s\"%s\": %ld", i ? ", " : "", kPaths[i], static_cast<long>(sh->requests[i].load()));
   printf("}");

@@ -30,7 +30,9 @@ inline json put(const std::string& k, const std::string& v, int64_t lease = 0) {
   return r;
 }
 
-inline json op_put(const std::string& k, const std::string& v) { return json{{"request_put", put(k, v)}}; }
+inline json op_put(const std::string& k, const std::string& v, int64_t lease = 0) {
+  return json{{"request_put", put(k, v, lease)}};
+}
 inline json op_range(const std::string& k) { return json{{"request_range", keyed(k)}}; }
 
 inline json absent(const std::string& k) {
@@ -76,6 +78,11 @@ inline json puts(const std::vector<std::string>& keys, const std::vector<std::st
   json r = txn({}, {}, {});
   for (size_t i = at; i < std::min(keys.size(), at + n); ++i) r["success"].push_back(op_put(keys[i], values[i]));
   return r;
+}
+
+// EtcdLiveness::joining's: the alive key on the lease and the descriptor, together.
+inline json joining(const std::string& alive, int64_t lease, const std::string& node, const std::string& descriptor) {
+  return txn({}, {op_put(alive, "", lease), op_put(node, descriptor)}, {});
 }
 
 inline json prefix(const std::string& p, const std::string& end) { return json{{"key", b64(p)}, {"range_end", b64(end)}}; }

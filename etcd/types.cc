@@ -27,6 +27,14 @@ Compare Compare::mod_revision_is(std::string key, Result result, int64_t revisio
 Op Op::put(std::string key, std::string value, int64_t lease) {
   return Op{Kind::put, std::move(key), {}, std::move(value), lease};
 }
+Op Op::txn(std::vector<Compare> compares, std::vector<Op> success, std::vector<Op> failure) {
+  Op op;
+  op.kind = Kind::txn;
+  op.compares = std::move(compares);
+  op.success = std::move(success);
+  op.failure = std::move(failure);
+  return op;
+}
 Op Op::get(std::string key) { return Op{Kind::range, std::move(key), {}, {}, 0}; }
 Op Op::get_prefix(const std::string& prefix) {
   return Op{Kind::range, prefix_key(prefix), prefix_range_end(prefix), {}, 0};

@@ -58,15 +58,21 @@ struct Compare {
 // One operation inside a transaction. range_end empty: the key alone;
 // otherwise the half-open range [key, range_end) (see prefix_range_end).
 struct Op {
-  enum class Kind { put, range, delete_range };
+  enum class Kind { put, range, delete_range, txn };
 
   Kind kind = Kind::range;
   std::string key;
   std::string range_end;
   std::string value;  // put
   int64_t lease = 0;  // put
+  // txn: a transaction inside the outer one (etcd 3.3 on), applied with
+  // it or not at all: its own compares pick its branch. No key may be
+  // written twice across the whole request.
+  std::vector<Compare> compares;
+  std::vector<Op> success, failure;
 
   static Op put(std::string key, std::string value, int64_t lease = 0);
+  static Op txn(std::vector<Compare> compares, std::vector<Op> success, std::vector<Op> failure = {});
   static Op get(std::string key);
   static Op get_prefix(const std::string& prefix);
   static Op del(std::string key);
@@ -78,6 +84,7 @@ struct OpResult {
   Op::Kind kind = Op::Kind::range;
   int64_t revision = 0;
   std::vector<KeyValue> kvs;  // range
+  bool succeeded = false;     // txn: its compares held
   int64_t deleted = 0;        // delete_range
 };
 

@@ -101,8 +101,12 @@ json keyed(const std::string& key, const std::string& range_end) {
   return request;
 }
 
+json txn_json(const std::vector<Compare>& compares, const std::vector<Op>& success, const std::vector<Op>& failure);
+
 json op_json(const Op& op) {
   switch (op.kind) {
+    case Op::Kind::txn:
+      return {{"request_txn", txn_json(op.compares, op.success, op.failure)}};
     case Op::Kind::put: {
       json put = keyed(op.key, "");
       put["value"] = base64_encode(op.value);
@@ -127,6 +131,14 @@ json compare_json(const Compare& c) {
               {"result", kResults[static_cast<size_t>(c.result)]}};
   if (c.target == Compare::Target::value) out["value"] = base64_encode(c.value);
   else out[kFields[target]] = std::to_string(c.number);
+  return out;
+}
+
+json txn_json(const std::vector<Compare>& compares, const std::vector<Op>& success, const std::vector<Op>& failure) {
+  json out = {{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
+  for (const auto& c : compares) out["compare"].push_back(compare_json(c));
+  for (const auto& op : success) out["success"].push_back(op_json(op));
+  for (const auto& op : failure) out["failure"].push_back(op_json(op));
   return out;
 }
 
@@ -158,11 +170,7 @@ std::string delete_request(const std::string& key, const std::string& range_end)
 
 std::string txn_request(const std::vector<Compare>& compares, const std::vector<Op>& success,
                         const std::vector<Op>& failure) {
-  json out = {{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
-  for (const auto& c : compares) out["compare"].push_back(compare_json(c));
-  for (const auto& op : success) out["success"].push_back(op_json(op));
-  for (const auto& op : failure) out["failure"].push_back(op_json(op));
-  return out.dump();
+  return txn_json(compares, success, failure).dump();
 }
 
 std::string lease_grant_request(int64_t ttl_seconds) { return json{{"TTL", std::to_string(ttl_seconds)}}.dump(); }
@@ -226,6 +234,10 @@ TxnResult parse_txn(std::string_view body) {
       op.kind = Op::Kind::delete_range;
       op.revision = header_revision(*del);
       op.deleted = int_field(*del, "deleted");
+    } else if (const json* txn = member(r, "response_txn")) {
+      op.kind = Op::Kind::txn;
+      op.revision = header_revision(*txn);
+      op.succeeded = bool_field(*txn, "succeeded");
     } else {
       throw Malformed("malformed answer: a txn response of unknown kind: " + r.dump());
     }

@@ -103,12 +103,16 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
   lease_.beat_if_due();
   me_ = Member{s_.local_addr.empty() ? store_.local_address() : s_.local_addr, hostname(),
                static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder), s_.node_group};
-  const int slot = static_cast<int>(store_.add(round_key(round, "count"), 1)) - 1;
-  if (liveness_) {
-    liveness_->joining(round_key(round, "alive/"), slot);
-    lease_.renewed();
-  }
-  store_.set(round_key(round, "node/" + std::to_string(slot)), describe(me_));
+  // Opened with this join where start_next_round found it not yet opened.
+  const auto open = std::exchange(open_with_join_, std::nullopt);
+  const std::string count = round_key(round, "count");
+  const int slot = static_cast<int>(open && open->desired == std::to_string(round) ? store_.add_and_compare_set(count, *open)
+                                                                                    : store_.add(count, 1)) - 1;
+  // Every milestone of the round follows its first joiner's ADD.
+  store_.milestones_follow(milestone(round, ""), count);
+  const std::string descriptor = round_key(round, "node/" + std::to_string(slot));
+  if (!liveness_) store_.set(descriptor, describe(me_));
+  else if (liveness_->joining(round_key(round, "alive/"), slot, descriptor, describe(me_))) lease_.renewed();
   // The max-th joiner completes the round before anyone wakes, so the
   // others wake to a complete round instead of racing to complete it.
   // Below the (min-1)-th, no one waits for a joiner's wake key.
@@ -462,7 +466,9 @@ void C10dRendezvous::step_out() { store_.add(round_key(round_, "out"), 1); }
 
 C10dRendezvous::Waiting C10dRendezvous::waiting_and_stepped_out() {
   if (round_ < 0) return {};
-  const auto read = store_.add_and_get_if_set_each(round_key(round_, "count"), 0, {round_key(round_, "out")});
+  auto read = store_.add_and_get_if_set_each(round_key(round_, "count"), 0,
+                                             {round_key(round_, "out"), key("round"), key("config")});
+  opening_reads_ = OpeningReads{round_, read.values[1], read.values[2]};
   return {std::max(0, static_cast<int>(read.count) - members_),
           read.values[0] ? to_int(*read.values[0], "stepped-out count") : 0};
 }
@@ -490,14 +496,35 @@ std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
 // together.
 void C10dRendezvous::start_next_round(bool spares_wait) {
   lease_.beat_if_due();
-  std::vector<store::StoreClient::CompareSet> batch{{key("round"), std::to_string(round_), std::to_string(round_ + 1)}};
-  // Every member says the same; only the first one writes (over etcd, a
-  // write of each of N nodes is N proposals through Raft).
+  using CompareSet = store::StoreClient::CompareSet;
+  const CompareSet round{key("round"), std::to_string(round_), std::to_string(round_ + 1)};
+  const CompareSet config{key("config"), "", config_text()};
+  const auto read = std::exchange(opening_reads_, std::nullopt);
+  std::optional<std::string> opened, config_answer;
+  if (read && read->round == round_) {
+    // Every member says the same; none writes now. Over etcd a COMPARE_SET
+    // of each of N nodes is N requests, and every one that read the round
+    // not yet opened (most, as they all wake at once) wrote a transaction
+    // through Raft. A node that found it so opens it with its join's ADD,
+    // in the same request, and the first such ADD opens it.
+    opened = store::compare_set_without_write(read->round_number, round.expected);
+    if (!opened) {
+      opened = round.desired;
+      open_with_join_ = round;
+    }
+    config_answer = store::compare_set_without_write(read->config, config.expected);
+  }
+  std::vector<CompareSet> batch;
+  if (!opened) batch.push_back(round);
   if (spares_wait) batch.push_back({milestone(round_, "next"), "", std::to_string(round_ + 1)});
-  batch.push_back({key("config"), "", config_text()});
-  std::vector<std::string> answers = store_.compare_sets(batch);
-  opened_ = to_int(answers.front(), "round number");
-  config_answer_ = std::move(answers.back());
+  if (!config_answer) batch.push_back(config);
+  if (!batch.empty()) {
+    std::vector<std::string> answers = store_.compare_sets(batch);
+    if (!opened) opened = std::move(answers.front());
+    if (!config_answer) config_answer = std::move(answers.back());
+  }
+  opened_ = to_int(*opened, "round number");
+  config_answer_ = std::move(config_answer);
 }
 
 void C10dRendezvous::close(bool succeeded) {

@@ -183,10 +183,15 @@ class C10dRendezvous {
   // for none. One that came after every member's read finds the round
   // number moved at the end of its wait slice (keep_alive_interval).
   // The join that follows (next_rendezvous) checks the job's config by the
-  // answer of a COMPARE_SET sent with these, in the same round trip.
+  // answer of a COMPARE_SET sent with these, in the same round trip. After
+  // waiting_and_stepped_out (this round's), the COMPARE_SETs are answered
+  // from what it read: a node that found the round not yet opened opens it
+  // with the join's ADD (StoreClient::add_and_compare_set), in one request.
   void start_next_round(bool spares_wait = true);
   // num_nodes_waiting() and stepped_out() read together, in one round trip
   // where the store can: what a re-join reads before it opens the next round.
+  // The round number and the config, which start_next_round compares, are
+  // read in the same request, for it.
   struct Waiting {
     int waiting = 0;
     int stepped_out = 0;
@@ -261,6 +266,16 @@ class C10dRendezvous {
   // What the config's COMPARE_SET sent with start_next_round's answered,
   // for that join's check_config.
   std::optional<std::string> config_answer_;
+  // What waiting_and_stepped_out read of the keys start_next_round
+  // compares, and in which round.
+  struct OpeningReads {
+    int round = -1;
+    std::optional<std::string> round_number, config;
+  };
+  std::optional<OpeningReads> opening_reads_;
+  // The round's opening COMPARE_SET, where start_next_round found the
+  // round not yet opened: sent with the join's ADD of that round.
+  std::optional<store::StoreClient::CompareSet> open_with_join_;
   // next_rendezvous's stepped_out_now, for the join's first look.
   int out_now_ = -1;
   // (round << 8) | event of the last event known to stand, -1 none; written

@@ -49,6 +49,7 @@ EtcdLiveness::EtcdLiveness(const RendezvousSettings& settings, etcd::Client& cli
     : etcd_(settings.etcd),
       key_prefix_(std::move(key_prefix)),
       ttl_seconds_(ttl_of(settings)),
+      interval_(settings.keep_alive_interval),
       // A beat must not outlast its interval, or a slow member stalls the next.
       call_timeout_(std::max(milliseconds(500), settings.keep_alive_interval)),
       // Joining is a step of the rendezvous, with its deadline: a thousand
@@ -61,8 +62,23 @@ EtcdLiveness::~EtcdLiveness() = default;
 // A grant etcd may or may not have made is asked again: a lease made twice
 // holds no key and lapses after its TTL.
 void EtcdLiveness::grant(milliseconds timeout) {
-  resend_while_indeterminate(std::chrono::steady_clock::now() + timeout,
-                             [&](milliseconds t) { lease_ = client_.lease_grant(ttl_seconds_, t).id; });
+  resend_while_indeterminate(std::chrono::steady_clock::now() + timeout, [&](milliseconds t) {
+    const auto sent = std::chrono::steady_clock::now();
+    const etcd::Lease lease = client_.lease_grant(ttl_seconds_, t);
+    lease_ = lease.id;
+    holds_until_ = sent + std::chrono::seconds(lease.ttl);
+  });
+}
+
+void EtcdLiveness::renew(milliseconds timeout) {
+  const auto sent = std::chrono::steady_clock::now();
+  const int64_t ttl = lease_ == 0 ? 0 : client_.lease_keep_alive(lease_, timeout);
+  if (ttl > 0) holds_until_ = sent + std::chrono::seconds(ttl);
+  else grant(timeout);
+}
+
+bool EtcdLiveness::lease_holds() const {
+  return lease_ != 0 && holds_until_ - std::chrono::steady_clock::now() > interval_ * 3 / 2;
 }
 
 std::string EtcdLiveness::slot_key(const std::string& round_prefix, int slot) const {
@@ -71,15 +87,38 @@ std::string EtcdLiveness::slot_key(const std::string& round_prefix, int slot) co
   return round_prefix + digits;
 }
 
-void EtcdLiveness::joining(const std::string& alive_prefix, int slot) {
+bool EtcdLiveness::joining(const std::string& alive_prefix, int slot, const std::string& descriptor_key,
+                           const std::string& descriptor) {
   // The last round's members are no news to a node joining the next: a
   // lease lapsing among thousands re-joining is not pushed to this one.
   stop_watching();
-  as_store_errors("cannot hold a lease on etcd", [&] {
-    if (lease_ == 0 || client_.lease_keep_alive(lease_, read_timeout_) == 0) grant(read_timeout_);
+  return as_store_errors("cannot hold a lease on etcd", [&] {
+    // A lease renewed moments ago (the rendezvous beats before each step)
+    // is not renewed again: at 1,000 agents re-joining at once that was a
+    // request in ten.
+    bool renewed = !lease_holds();
+    if (renewed) renew(read_timeout_);
     alive_key_ = slot_key(key_prefix_ + alive_prefix, slot);
-    resend_while_indeterminate(std::chrono::steady_clock::now() + read_timeout_,
-                               [&](milliseconds t) { client_.put(alive_key_, "", lease_, t); });
+    const auto write = [&] {
+      // Both at once: the alive key is never after the descriptor, and a
+      // join is one write of etcd's, not two.
+      const std::vector<etcd::Op> both{etcd::Op::put(alive_key_, "", lease_),
+                                       etcd::Op::put(key_prefix_ + descriptor_key, descriptor)};
+      resend_while_indeterminate(std::chrono::steady_clock::now() + read_timeout_,
+                                 [&](milliseconds t) { client_.txn({}, both, {}, t); });
+    };
+    try {
+      write();
+    } catch (const etcd::EtcdRequestError& e) {
+      // The lease it took to hold is gone after all (revoked, or etcd's
+      // clock ran ahead): etcd refuses a put on it. A new one, and again.
+      if (renewed) throw;
+      spdlog::debug("etcd refused this node's alive key ({}); renewing its lease", e.what());
+      renew(read_timeout_);
+      renewed = true;
+      write();
+    }
+    return renewed;
   });
 }
 
@@ -176,7 +215,12 @@ void EtcdLiveness::resync(milliseconds timeout) {
 
 void EtcdLiveness::beat() {
   if (lease_ == 0) return;
-  if (as_store_errors("lease keep-alive", [&] { return client_.lease_keep_alive(lease_, call_timeout_); }) > 0) return;
+  const auto sent = std::chrono::steady_clock::now();
+  const int64_t ttl = as_store_errors("lease keep-alive", [&] { return client_.lease_keep_alive(lease_, call_timeout_); });
+  if (ttl > 0) {
+    holds_until_ = sent + std::chrono::seconds(ttl);
+    return;
+  }
   // The lease expired (this node or etcd stalled past its TTL): the others
   // may already count this node dead and re-form; it stays in the job it
   // is told of, under a new lease.

@@ -42,7 +42,10 @@ class EtcdLiveness : public MemberLiveness {
   EtcdLiveness(const RendezvousSettings& settings, etcd::Client& client, std::string key_prefix);
   ~EtcdLiveness() override;
 
-  void joining(const std::string& alive_prefix, int slot) override;
+  // The alive key and the descriptor in one transaction; the lease renewed
+  // first only where its last renewal may not outlast the next beat.
+  bool joining(const std::string& alive_prefix, int slot, const std::string& descriptor_key,
+               const std::string& descriptor) override;
   // "<revision>[:<dead slot>,...]": the slots without an alive key, as of
   // that revision; every member watches from the revision after it.
   std::string snapshot(const std::string& alive_prefix, int members) override;
@@ -60,6 +63,12 @@ class EtcdLiveness : public MemberLiveness {
 
  private:
   void grant(std::chrono::milliseconds timeout);
+  // A keep-alive of the lease, or a new one where it lapsed.
+  void renew(std::chrono::milliseconds timeout);
+  // The lease's renewal holds for more than an interval and a half yet (by
+  // this host's clock, from when the renewal was sent: etcd counts its TTL
+  // from later).
+  bool lease_holds() const;
   void rewatch(std::chrono::milliseconds timeout);
   // The history since resume_from_ is gone: a watch from now, then who is
   // alive read again.
@@ -78,10 +87,12 @@ class EtcdLiveness : public MemberLiveness {
   const EtcdSettings etcd_;
   const std::string key_prefix_;
   const int64_t ttl_seconds_;
+  const std::chrono::milliseconds interval_;      // keep_alive_interval
   const std::chrono::milliseconds call_timeout_;  // a beat's
   const std::chrono::milliseconds read_timeout_;  // a step of the rendezvous (a join, a read of the dead)
   etcd::Client& client_;
   int64_t lease_ = 0;
+  std::chrono::steady_clock::time_point holds_until_{};  // the last renewal's sending, plus its TTL
   std::string alive_key_;  // etcd's key, on the lease
   std::string watched_;    // etcd's prefix of the round's alive keys
   int members_ = 0;

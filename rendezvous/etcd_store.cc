@@ -137,12 +137,28 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
     return got.kv ? got.kv->version : 0;
   }
   if (delta != 1) throw std::invalid_argument("etcd store: add counts by 0 or 1 only, not " + std::to_string(delta));
+  return add_one(key, {});
+}
+
+int64_t EtcdStore::add_and_compare_set(const std::string& counter, const CompareSet& also) {
+  using etcd::Compare;
+  const std::string k = etcd_key(also.key);
+  const Compare holds = also.expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
+                                              : Compare::value_is(k, Compare::Result::equal, also.expected);
+  // Inside the add's transaction: applied with it, once however often the
+  // add is sent; only the first of many finds the key as expected.
+  return add_one(counter, {etcd::Op::txn({holds}, {etcd::Op::put(k, also.desired)})});
+}
+
+int64_t EtcdStore::add_one(const std::string& key, std::vector<etcd::Op> with) {
+  const std::string k = etcd_key(key);
   // The read after the write in one transaction sees it: the version it
   // returns is this add's own count. The marker makes sending it again safe.
   const std::string marker = k + "/adds/" + adder_ + "-" + std::to_string(++adds_);
   using etcd::Compare;
   const Compare first = Compare::create_revision_is(marker, Compare::Result::equal, 0);
-  const std::vector<etcd::Op> count = {etcd::Op::put(k, ""), etcd::Op::get(k), etcd::Op::put(marker, "")};
+  std::vector<etcd::Op> count = {etcd::Op::put(k, ""), etcd::Op::get(k), etcd::Op::put(marker, "")};
+  for (auto& op : with) count.push_back(std::move(op));
   const auto deadline = Clock::now() + timeout_;
   etcd::TxnResult r;
   guarded("add", key, [&] {
@@ -150,9 +166,11 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
       r = client_->txn({first}, count, {etcd::Op::get(marker)}, t);
     });
   });
+  added_ = k;
   if (r.succeeded) {
     if (r.responses.size() < 2 || r.responses[1].kvs.empty())
       throw store::StoreError("etcd add " + key + ": the transaction did not read the key back");
+    added_created_ = r.responses[1].kvs.front().create_revision;
     return r.responses[1].kvs.front().version;
   }
   // An earlier send of this add applied: the count as of its revision.
@@ -161,6 +179,7 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   const int64_t applied = r.responses.front().kvs.front().create_revision;
   auto then = guarded("add", key, [&] { return client_->range_at(k, applied, remaining(deadline)); });
   if (!then.kv) throw store::StoreError("etcd add " + key + ": the counter was absent at its own add");
+  added_created_ = then.kv->create_revision;
   return then.kv->version;
 }
 
@@ -177,10 +196,7 @@ std::string EtcdStore::compare_set_after(const std::string& key, const std::stri
                                          const std::string& desired, const std::optional<std::string>& now) {
   using etcd::Compare;
   const std::string k = etcd_key(key);
-  if (now && (expected.empty() || *now != expected)) return *now;
-  // torch's quirk (store/client.h): an absent key with a non-empty expected
-  // value answers `expected`.
-  if (!now && !expected.empty()) return expected;
+  if (auto answer = store::compare_set_without_write(now, expected)) return *answer;
   const Compare holds = expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
                                          : Compare::value_is(k, Compare::Result::equal, expected);
   // Sent again if etcd may or may not have applied it: a second send finds
@@ -352,6 +368,13 @@ void EtcdStore::expect_waits_under(const std::string& prefix) {
   milestones_ = etcd_key(prefix);
 }
 
+void EtcdStore::milestones_follow(const std::string& group, const std::string& counter) {
+  // A watch from revision W delivers every write from W on; the group's
+  // are all after the counter's first add.
+  if (milestone_watch_ && added_ == etcd_key(counter) && added_created_ >= milestones_from_ && milestone(etcd_key(group)))
+    read_groups_.insert(etcd_key(group));
+}
+
 bool EtcdStore::milestone(const std::string& etcd_key) const {
   return !milestones_.empty() && etcd_key.compare(0, milestones_.size(), milestones_) == 0;
 }
@@ -411,9 +434,10 @@ std::optional<std::string> EtcdStore::milestone_value(const char* what, const st
       auto got = guarded(what, key, [&] { return client_->range_prefix(group); });
       if (!milestone_watch_) {
         // From the revision after the read: a write in between is delivered.
+        milestones_from_ = got.revision + 1;
         milestone_watch_ = guarded(what, key, [&] {
           return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), milestones_,
-                                               etcd::Watch::Scope::prefix, got.revision + 1);
+                                               etcd::Watch::Scope::prefix, milestones_from_);
         });
         // A stream broken by an election is made again for as long as the
         // store waits, not for what was left of the first wait.

@@ -18,6 +18,8 @@
 //                       as expected
 //   add_and_get_if_set_each(k, 0, keys)  one txn of ranges: k's version
 //                       and the keys
+//   add_and_compare_set the add's txn with compare_set's inside it (a
+//                       nested txn, etcd 3.3 on)
 //   add(k, 1)           a txn of [put k, range k, put k's marker of this
 //                       add] if the marker is absent: the key's version is
 //                       the count, so concurrent adds never retry. An add
@@ -76,6 +78,7 @@ namespace cxxrun::etcd {
 class Client;
 class Watch;
 struct KeyValue;
+struct Op;
 struct Options;
 }  // namespace cxxrun::etcd
 
@@ -110,6 +113,8 @@ class EtcdStore : public store::StoreClient {
   std::vector<std::optional<std::string>> get_if_set_each(const std::vector<std::string>& keys) override;
   // One transaction of ranges, then a write only where needed.
   std::vector<std::string> compare_sets(const std::vector<CompareSet>& each) override;
+  // The compare_set as a transaction inside the add's.
+  int64_t add_and_compare_set(const std::string& counter, const CompareSet& also) override;
   // With delta 0: the count and the keys in one transaction of ranges.
   CountAndValues add_and_get_if_set_each(const std::string& counter, int64_t delta,
                                          const std::vector<std::string>& keys) override;
@@ -121,6 +126,8 @@ class EtcdStore : public store::StoreClient {
   void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override;
   void set_timeout(Duration timeout) override;
   void expect_waits_under(const std::string& prefix) override;
+  // By the counter's create revision, as this store's last add read it.
+  void milestones_follow(const std::string& group, const std::string& counter) override;
   // The address this host reaches the first member from (a routing lookup:
   // a UDP socket connected there, nothing sent).
   std::string local_address() const override;
@@ -134,6 +141,8 @@ class EtcdStore : public store::StoreClient {
   template <typename F>
   auto guarded(const char* what, const std::string& key, F&& call);
   void wait_one(const std::string& key, std::chrono::steady_clock::time_point deadline);
+  // add(key, 1), with `with` in the same transaction.
+  int64_t add_one(const std::string& key, std::vector<etcd::Op> with);
   // compare_set given the key's value as just read (nullopt: absent).
   std::string compare_set_after(const std::string& key, const std::string& expected, const std::string& desired,
                                 const std::optional<std::string>& now);
@@ -178,6 +187,7 @@ class EtcdStore : public store::StoreClient {
   std::string watched_;
   std::string milestones_;  // etcd's prefix; empty: none
   std::unique_ptr<etcd::Watch> milestone_watch_;
+  int64_t milestones_from_ = 0;  // the watch's start revision
   std::map<std::string, Seen> seen_;  // milestones written, by etcd key
   std::set<std::string> read_groups_;  // groups read while it ran: what they lack comes on it
   mutable std::string local_address_;
@@ -185,6 +195,9 @@ class EtcdStore : public store::StoreClient {
   // number), and a count of them.
   const std::string adder_;
   int64_t adds_ = 0;
+  // The counter of the last add, and its create revision (its first add's).
+  std::string added_;
+  int64_t added_created_ = 0;
 };
 
 }  // namespace cxxrun::rendezvous

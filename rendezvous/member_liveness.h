@@ -18,8 +18,15 @@ class MemberLiveness {
  public:
   virtual ~MemberLiveness() = default;
   // This node took `slot` in a round whose members show they are alive
-  // under `alive_prefix`; called before anyone can learn of the slot.
-  virtual void joining(const std::string& alive_prefix, int slot) = 0;
+  // under `alive_prefix`; called before anyone can learn of the slot. It
+  // writes this node's descriptor too (`descriptor_key`, the store's key,
+  // and `descriptor`), never before what shows this node alive (snapshot()
+  // counts on it) and in the same request where it can: every joiner of a
+  // round writes both, thousands at once. True when it renewed this node's
+  // liveness on the way (the next keep-alive is then an interval away);
+  // false when the last one still holds for longer than that.
+  virtual bool joining(const std::string& alive_prefix, int slot, const std::string& descriptor_key,
+                       const std::string& descriptor) = 0;
   // Who of slots 0..members-1 is alive now, as one line of text: the round's
   // assigner takes it once, when every member has written its descriptor
   // (so its alive key too), and hands it to every member with its

@@ -324,6 +324,24 @@ class TcpStoreClient final : public StoreClient {
                 });
   }
 
+  // One write, both answers read in order; sent again never, as an ADD.
+  int64_t add_and_compare_set(const std::string& counter, const CompareSet& also) override {
+    check_value("compare_set", also.expected);
+    check_value("compare_set", also.desired);
+    Request batch(opcode("add", wire::Op::add));
+    batch.str(checked_key("add", counter)).i64(1);
+    batch.then(opcode("compare_set", wire::Op::compare_set))
+        .str(checked_key("compare_set", also.key))
+        .str(also.expected)
+        .str(also.desired);
+    return call("add", options_.timeout, Resend::unsafe, [&](StoreConnection& conn, Deadline deadline, size_t& sent) {
+      conn.send(batch, deadline, &sent);
+      const int64_t count = conn.read_i64(deadline);
+      conn.read_bytes(deadline);
+      return count;
+    });
+  }
+
   std::string compare_set(const std::string& key, const std::string& expected,
                           const std::string& desired) override {
     auto wire_key = checked_key("compare_set", key);

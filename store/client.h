@@ -26,6 +26,20 @@
 
 namespace cxxrun::store {
 
+// What compare_set(key, expected, desired) answers without writing, given
+// the key's value as just read (nullopt: absent): the value, unless it is
+// `expected` or the key is absent with `expected` empty (then nullopt:
+// compare_set would write); torch's quirk for an absent key and a
+// non-empty `expected`. For a caller that read the key anyway and sends
+// compare_set only where it may write: over etcd every compare_set that
+// writes, even one whose comparison then fails, goes through Raft.
+inline std::optional<std::string> compare_set_without_write(const std::optional<std::string>& now,
+                                                            const std::string& expected) {
+  if (now && (expected.empty() || *now != expected)) return now;
+  if (!now && !expected.empty()) return expected;
+  return std::nullopt;
+}
+
 class StoreClient {
  public:
   using Duration = std::chrono::milliseconds;
@@ -103,6 +117,17 @@ class StoreClient {
     out.values = get_if_set_each(keys);
     return out;
   }
+  // add(counter, 1), and compare_set of `also` with it, in one request
+  // where the store can (a TCPStore: one round trip; etcd: a transaction
+  // inside the add's): a joiner that found the round not yet opened opens
+  // it with its join, where every such member sent a compare_set of its own
+  // (over etcd, a write through Raft each). Returns the count; `also`'s
+  // answer is not waited for where the store sends them together.
+  virtual int64_t add_and_compare_set(const std::string& counter, const CompareSet& also) {
+    const int64_t count = add(counter, 1);
+    compare_set(also.key, also.expected, also.desired);
+    return count;
+  }
   // Blocks until every key exists; throws StoreTimeout after `timeout`.
   virtual void wait(const std::vector<std::string>& keys, Duration timeout) = 0;
   virtual int64_t num_keys() = 0;
@@ -122,6 +147,15 @@ class StoreClient {
   // prefix, kept for the client's life (rendezvous/etcd_store.h). A TCPStore
   // WAIT costs one request either way: it ignores this.
   virtual void expect_waits_under(const std::string& prefix) { (void)prefix; }
+  // This client has just added to `counter`, and no milestone of `group`
+  // (a prefix under expect_waits_under's: a round's) is written before
+  // the counter's first add. A store whose one watch began before that
+  // first add then knows the watch brings every milestone of the group,
+  // and reads none of them (over etcd, a request per member per round).
+  virtual void milestones_follow(const std::string& group, const std::string& counter) {
+    (void)group;
+    (void)counter;
+  }
 
   // Ends the reconnecting of a call in flight within one backoff step (at
   // most a second), and makes every later reconnect fail at once

@@ -17,14 +17,19 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// A liveness writes the member's descriptor as it joins (member_liveness.h).
 struct RecordingLiveness : MemberLiveness {
-  explicit RecordingLiveness(std::string snapshot) : taken(std::move(snapshot)) {}
-  void joining(const std::string&, int) override {}
+  RecordingLiveness(FakeStore& store, std::string snapshot) : client(store, "10.0.0.200"), taken(std::move(snapshot)) {}
+  bool joining(const std::string&, int, const std::string& key, const std::string& descriptor) override {
+    client.set(key, descriptor);
+    return true;
+  }
   std::string snapshot(const std::string&, int) override { return taken; }
   void joined(const std::string&, int, const std::string& snapshot) override { handed = snapshot; }
   void beat() override {}
   std::vector<int> dead_slots() override { return {}; }
   int count_alive(const std::string&, int members) override { return members; }
+  FakeStore::Client client;
   std::string taken;
   std::string handed;
 };
@@ -37,7 +42,7 @@ size_t round_with_snapshot(int nodes, const std::string& snapshot) {
   std::vector<std::unique_ptr<RecordingLiveness>> liveness;
   for (int i = 0; i < nodes; ++i) {
     members.push_back(std::make_unique<Node>(store, "10.0.0." + std::to_string(i + 1), settings(nodes, nodes)));
-    liveness.push_back(std::make_unique<RecordingLiveness>(snapshot));
+    liveness.push_back(std::make_unique<RecordingLiveness>(store, snapshot));
     members.back()->rdzv.use_liveness(*liveness.back());
   }
   join_all(members);
@@ -84,8 +89,12 @@ TEST_CASE("rendezvous: a member waiting for its assignment renews its lease whil
   struct SlowAssigner : MemberLiveness {
     std::atomic<bool>* assigning;
     std::atomic<int> beats_meanwhile{0};
-    explicit SlowAssigner(std::atomic<bool>* flag) : assigning(flag) {}
-    void joining(const std::string&, int) override {}
+    FakeStore::Client client;
+    SlowAssigner(FakeStore& store, std::atomic<bool>* flag) : assigning(flag), client(store, "10.0.0.200") {}
+    bool joining(const std::string&, int, const std::string& key, const std::string& descriptor) override {
+      client.set(key, descriptor);
+      return true;
+    }
     std::string snapshot(const std::string&, int) override {
       *assigning = true;
       std::this_thread::sleep_for(700ms);  // several keep-alive intervals
@@ -107,7 +116,7 @@ TEST_CASE("rendezvous: a member waiting for its assignment renews its lease whil
     auto s = settings(2, 2);
     s.keep_alive_interval = 100ms;
     members.push_back(std::make_unique<Node>(store, "10.0.0." + std::to_string(i + 1), s));
-    liveness.push_back(std::make_unique<SlowAssigner>(&assigning));
+    liveness.push_back(std::make_unique<SlowAssigner>(store, &assigning));
     members.back()->rdzv.use_liveness(*liveness.back());
   }
   join_all(members);

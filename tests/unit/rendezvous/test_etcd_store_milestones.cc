@@ -111,3 +111,41 @@ TEST_CASE("etcd store: a milestone read absent is waited for on the watch, not r
   CHECK(other.get() == "0|0|8|");
   CHECK(member.count("/v3/kv/range") == 3);
 }
+
+// Every re-joining agent read the new round's milestones once (a range of
+// its group) before waiting for them on the watch it held since the first
+// round: a request per agent per round that the watch answered anyway.
+// Every milestone of a round follows its count's first ADD
+// (StoreClient::milestones_follow); a counter created after the watch began
+// proves the watch brings them all.
+TEST_CASE("etcd store: a round whose count began after the watch is not read") {
+  std::string created;
+  Member member([&](const Member::Request& r) -> std::string {
+    if (r.target == "/v3/kv/txn")  // the ADD: put, the count read back, the marker
+      return Member::ok("{" + kMilestoneHeader + R"(,"succeeded":true,"responses":[{"response_put":{}},)" +
+                        R"({"response_range":{"kvs":[{"key":")" + etcd::base64_encode("/p/r2/count") +
+                        R"(","create_revision":")" + created + R"(","mod_revision":"14","version":"3","value":""}],"count":"1"}},)" +
+                        R"({"response_put":{}}]})");
+    return nothing_written(r);
+  });
+  rendezvous::EtcdStore store(milestone_settings(member), 5s);
+  store.expect_waits_under("m/");
+  CHECK_FALSE(store.get_if_set("m/r1/event"));  // round 1's read opens the watch, from revision 11
+  REQUIRE(member.count("/v3/kv/range") == 1);
+  int ranges = 1;
+  SECTION("first added to after the watch began") {
+    created = "12";
+  }
+  SECTION("before: the round is read") {
+    created = "9";
+    ranges = 2;
+  }
+  CHECK(store.add("r2/count", 1) == 3);
+  store.milestones_follow("m/r2/", "r2/count");
+  CHECK_FALSE(store.get_if_set("m/r2/complete"));
+  CHECK(member.count("/v3/kv/range") == ranges);
+  // And a counter other than the one last added to proves nothing.
+  store.milestones_follow("m/r3/", "r3/count");
+  CHECK_FALSE(store.get_if_set("m/r3/complete"));
+  CHECK(member.count("/v3/kv/range") == ranges + 1);
+}

@@ -4,6 +4,7 @@
 // and a connection per component is N descriptors on the member.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <utility>
 
 #include "etcd/base64.h"
 #include "etcd/options.h"
@@ -100,7 +101,7 @@ TEST_CASE("etcd store: the lease's calls share the store's connection") {
   EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
     if (r.target == "/v3/lease/grant") return EtcdMember::ok("{" + kRequestsHeader + R"(,"ID":"77","TTL":"3"})");
     if (r.target == "/v3/lease/keepalive") return EtcdMember::ok(R"({"result":{)" + kRequestsHeader + R"(,"ID":"77","TTL":"3"}})");
-    if (r.target == "/v3/kv/put") return EtcdMember::ok("{" + kRequestsHeader + "}");
+    if (r.target == "/v3/kv/txn") return kTxnSucceeded;
     if (r.target == "/v3/kv/range") return range_answer("/p/x", "v");
     if (r.target == "/v3/lease/revoke") return EtcdMember::ok("{" + kRequestsHeader + "}");
     return EtcdMember::answer(404, "Not Found");
@@ -109,7 +110,7 @@ TEST_CASE("etcd store: the lease's calls share the store's connection") {
   rendezvous::EtcdStore store(settings.etcd, 5s);
   rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
   CHECK(store.get("x") == "v");
-  liveness.joining("/r0/alive/", 0);
+  liveness.joining("/r0/alive/", 0, "/r0/node/0", "descriptor");
   liveness.beat();
   CHECK(store.get("x") == "v");
   liveness.release();
@@ -125,7 +126,7 @@ TEST_CASE("etcd store: the lease's calls share the store's connection") {
 TEST_CASE("etcd store: a node leaving a job that ended well revokes no lease; a failed one does") {
   EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
     if (r.target == "/v3/lease/grant") return EtcdMember::ok("{" + kRequestsHeader + R"(,"ID":"77","TTL":"3"})");
-    if (r.target == "/v3/kv/put") return EtcdMember::ok("{" + kRequestsHeader + "}");
+    if (r.target == "/v3/kv/put" || r.target == "/v3/kv/txn") return kTxnSucceeded;
     if (r.target == "/v3/kv/range") return range_answer("/p/x", "");
     if (r.target == "/v3/lease/revoke") return EtcdMember::ok("{" + kRequestsHeader + "}");
     return EtcdMember::answer(404, "Not Found");
@@ -138,7 +139,7 @@ TEST_CASE("etcd store: a node leaving a job that ended well revokes no lease; a 
   SECTION("failed") { succeeded = false; }
   {
     rendezvous::EtcdJobStore store(settings);
-    store.liveness()->joining("cxxrun/rdzv/job/r0/alive/", 0);
+    store.liveness()->joining("cxxrun/rdzv/job/r0/alive/", 0, "cxxrun/rdzv/job/r0/node/0", "descriptor");
     store.leave(succeeded, 0, {});
   }
   CHECK(member.count("/v3/lease/grant") == 1);
@@ -151,9 +152,10 @@ TEST_CASE("etcd store: a node leaving a job that ended well revokes no lease; a 
 TEST_CASE("etcd store: a put etcd may have applied is sent again, not a failed join") {
   const std::string timed_out = EtcdMember::answer(
       503, R"({"error":"etcdserver: request timed out","message":"etcdserver: request timed out","code":14})");
-  int puts = 0, grants = 0;
+  int puts = 0, grants = 0, txns = 0;
   EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
     if (r.target == "/v3/kv/put") return puts++ % 2 == 0 ? timed_out : EtcdMember::ok("{" + kRequestsHeader + "}");
+    if (r.target == "/v3/kv/txn") return txns++ % 2 == 0 ? timed_out : kTxnSucceeded;
     if (r.target == "/v3/lease/grant")
       return grants++ == 0 ? timed_out : EtcdMember::ok("{" + kRequestsHeader + R"(,"ID":"77","TTL":"3"})");
     if (r.target == "/v3/kv/range") return range_answer("/p/x", "");
@@ -164,9 +166,9 @@ TEST_CASE("etcd store: a put etcd may have applied is sent again, not a failed j
   store.set("r0/node/3", "descriptor");
   CHECK(puts == 2);
   rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
-  liveness.joining("/r0/alive/", 3);
+  CHECK(liveness.joining("/r0/alive/", 3, "/r0/node/3", "descriptor"));
   CHECK(grants == 2);
-  CHECK(puts == 4);
+  CHECK(txns == 2);  // the alive key and the descriptor, together
 }
 
 // At 10,000 agents, the failing node's record met "request timed out", its
@@ -247,4 +249,76 @@ TEST_CASE("etcd store: a batch of compare_sets and a count with reads are one re
     CHECK(member.count("/v3/kv/txn") == 1);
     CHECK(member.count("/v3/kv/range") == 0);
   }
+}
+
+// Every re-joining agent renewed its lease, then put its alive key, then its
+// descriptor: three requests each of 1,000 agents at once, where its lease,
+// renewed by the beat just before, held for seconds yet. Now one.
+TEST_CASE("etcd store: a joining node writes its alive key and descriptor in one transaction") {
+  std::string last_txn;
+  bool refuse_next = false;
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target == "/v3/lease/grant") return EtcdMember::ok("{" + kRequestsHeader + R"(,"ID":"77","TTL":"3"})");
+    if (r.target == "/v3/lease/keepalive") return EtcdMember::ok(R"({"result":{)" + kRequestsHeader + R"(,"ID":"77","TTL":"3"}})");
+    if (r.target == "/v3/kv/txn") {
+      last_txn = r.body;
+      if (std::exchange(refuse_next, false))
+        return EtcdMember::answer(404, R"({"error":"etcdserver: requested lease not found","message":"etcdserver: requested lease not found","code":5})");
+      return kTxnSucceeded;
+    }
+    return EtcdMember::answer(404, "Not Found");
+  });
+  auto settings = requests_settings_for(member);  // a keep-alive every second, a TTL of 3
+  rendezvous::EtcdStore store(settings.etcd, 5s);
+  SECTION("a lease renewed moments ago is not renewed again") {
+    rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
+    CHECK(liveness.joining("/r0/alive/", 0, "/r0/node/0", "d0"));  // no lease yet: granted
+    CHECK_FALSE(liveness.joining("/r1/alive/", 2, "/r1/node/2", "d2"));
+    CHECK(member.count("/v3/lease/grant") == 1);
+    CHECK(member.count("/v3/lease/keepalive") == 0);
+    CHECK(member.count("/v3/kv/txn") == 2);
+    CHECK(member.count("/v3/kv/put") == 0);
+    CHECK(last_txn.find(etcd::base64_encode("/p/r1/alive/0000000002")) != std::string::npos);
+    CHECK(last_txn.find(R"("lease":"77")") != std::string::npos);
+    CHECK(last_txn.find(etcd::base64_encode("/p/r1/node/2")) != std::string::npos);
+    CHECK(last_txn.find(etcd::base64_encode("d2")) != std::string::npos);
+  }
+  SECTION("a renewal that may not outlast the next beat is renewed") {
+    settings.keep_alive_interval = 2s;  // an interval and a half is more than the 3 s granted
+    rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
+    CHECK(liveness.joining("/r0/alive/", 0, "/r0/node/0", "d0"));
+    CHECK(liveness.joining("/r1/alive/", 2, "/r1/node/2", "d2"));
+    CHECK(member.count("/v3/lease/keepalive") == 1);
+  }
+  SECTION("a lease etcd no longer has: renewed, and written again") {
+    rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
+    CHECK(liveness.joining("/r0/alive/", 0, "/r0/node/0", "d0"));
+    refuse_next = true;
+    CHECK(liveness.joining("/r1/alive/", 2, "/r1/node/2", "d2"));
+    CHECK(member.count("/v3/lease/keepalive") == 1);
+    CHECK(member.count("/v3/kv/txn") == 3);
+  }
+}
+
+// Every re-joining agent that read the round not yet opened (most: they
+// wake at once) sent a transaction of its own to open it, each a proposal
+// through Raft. The opening now rides inside the join's ADD: one request.
+TEST_CASE("etcd store: an add carries a compare_set inside its transaction") {
+  std::string body;
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target != "/v3/kv/txn") return EtcdMember::answer(404, "Not Found");
+    body = r.body;
+    return EtcdMember::ok("{" + kRequestsHeader + R"(,"succeeded":true,"responses":[{"response_put":{}},)" +
+                          R"({"response_range":{"kvs":[{"key":")" + etcd::base64_encode("/p/r4/count") +
+                          R"(","create_revision":"11","mod_revision":"12","version":"2","value":""}],"count":"1"}},)" +
+                          R"({"response_put":{}},{"response_txn":{"succeeded":true,"responses":[{"response_put":{}}]}}]})");
+  });
+  rendezvous::EtcdStore store(requests_settings_for(member).etcd, 5s);
+  CHECK(store.add_and_compare_set("r4/count", {"round", "3", "4"}) == 2);
+  CHECK(member.count("/v3/kv/txn") == 1);
+  const auto nested = body.find("request_txn");
+  REQUIRE(nested != std::string::npos);
+  CHECK(body.find(etcd::base64_encode("/p/round"), nested) != std::string::npos);
+  CHECK(body.find(etcd::base64_encode("3"), nested) != std::string::npos);  // compared
+  CHECK(body.find(etcd::base64_encode("4"), nested) != std::string::npos);  // written
 }
