@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -44,9 +45,27 @@ std::string adder_name() {
 }  // namespace
 
 etcd::Options etcd_options(const EtcdSettings& settings, milliseconds timeout) {
+  // Every node lists the same members, and each asked the first: at 1,000
+  // agents that member's gateway served every request while the others
+  // idled (bench/RESULTS.md, issue 45). Each process starts at a member of
+  // its own, by its host and pid, as etcd's clients spread theirs; its
+  // watches go where its calls do.
+  static const size_t first = [] {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    return std::hash<std::string>{}(host) ^ (static_cast<size_t>(getpid()) * 0x9e3779b97f4a7c15ULL);
+  }();
+  return etcd_options(settings, timeout, first);
+}
+
+etcd::Options etcd_options(const EtcdSettings& settings, milliseconds timeout, size_t first) {
   etcd::Options o;
   o.endpoints.clear();  // etcd's default is a member on this host: only the settings' count
-  for (const EtcdEndpoint& e : settings.endpoints) o.endpoints.push_back({e.host, e.port});
+  const size_t n = settings.endpoints.size();
+  for (size_t i = 0; i < n; ++i) {
+    const EtcdEndpoint& e = settings.endpoints[(first + i) % n];
+    o.endpoints.push_back({e.host, e.port});
+  }
   o.protocol = settings.https ? etcd::Protocol::https : etcd::Protocol::http;
   o.cacert = settings.cacert;
   o.cert = settings.cert;
@@ -435,8 +454,11 @@ std::optional<std::string> EtcdStore::milestone_value(const char* what, const st
       if (!milestone_watch_) {
         // From the revision after the read: a write in between is delivered.
         milestones_from_ = got.revision + 1;
+        // Made with the store's timeout, not what is left of this call's:
+        // it is kept for the store's life, and a get_if_set (a deadline of
+        // now) gave it a millisecond to be created.
         milestone_watch_ = guarded(what, key, [&] {
-          return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), milestones_,
+          return std::make_unique<etcd::Watch>(etcd_options(settings_, timeout_), milestones_,
                                                etcd::Watch::Scope::prefix, milestones_from_);
         });
         // A stream broken by an election is made again for as long as the

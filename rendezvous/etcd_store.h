@@ -85,8 +85,13 @@ struct Options;
 namespace cxxrun::rendezvous {
 
 // etcd's client options from the settings: members, TLS, and `timeout` as
-// each call's deadline.
+// each call's deadline. Requests go to one member until it fails, then on
+// through the list: this process starts at a member picked by its host and
+// pid, so that a job's nodes spread over the members (the one home of that
+// choice), and goes round the settings' order from there.
 etcd::Options etcd_options(const EtcdSettings& settings, std::chrono::milliseconds timeout);
+// The same, starting at member `first` (modulo their number).
+etcd::Options etcd_options(const EtcdSettings& settings, std::chrono::milliseconds timeout, size_t first);
 
 // Runs `write(timeout)`, a write whose second application changes nothing
 // (a put of this node's own key, a transaction guarded by a marker), again

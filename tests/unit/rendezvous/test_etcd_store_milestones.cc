@@ -149,3 +149,17 @@ TEST_CASE("etcd store: a round whose count began after the watch is not read") {
   CHECK_FALSE(store.get_if_set("m/r3/complete"));
   CHECK(member.count("/v3/kv/range") == ranges + 1);
 }
+
+// The watch is made by the first read of a milestone that finds it absent:
+// from a get_if_set (no waiting, a deadline of now) it had a millisecond to
+// be created, and on a busy member the read failed ("not created in 1 ms").
+TEST_CASE("etcd store: a milestone's first read without waiting gives its watch the store's time") {
+  Member member([](const Member::Request& r) {
+    if (r.target == "/v3/watch") std::this_thread::sleep_for(50ms);  // a busy member
+    return nothing_written(r);
+  });
+  rendezvous::EtcdStore store(milestone_settings(member), 5s);
+  store.expect_waits_under("m/");
+  CHECK_FALSE(store.get_if_set("m/r1/event"));
+  CHECK(member.count("/v3/watch") == 1);
+}

@@ -50,11 +50,18 @@ TEST_CASE("etcd store: the client reaches exactly the members the settings name"
   rendezvous::EtcdSettings s;
   s.endpoints = members;
   s.https = true;
-  const etcd::Options o = rendezvous::etcd_options(s, 5s);
+  const etcd::Options o = rendezvous::etcd_options(s, 5s, 0);
   CHECK(o.endpoints == std::vector<etcd::Endpoint>{{"e1", 2379}, {"::1", 23790}, {"e3", 2379}});
   CHECK(o.protocol == etcd::Protocol::https);
   CHECK(o.timeout == 5s);
   CHECK(rendezvous::etcd_options({}, 5s).endpoints.empty());
+  // A process starts at a member of its own and goes round from there: every
+  // agent asking the first made it serve a whole job's re-join.
+  CHECK(rendezvous::etcd_options(s, 5s, 4).endpoints == std::vector<etcd::Endpoint>{{"::1", 23790}, {"e3", 2379}, {"e1", 2379}});
+  const auto mine = rendezvous::etcd_options(s, 5s).endpoints;
+  CHECK((mine == rendezvous::etcd_options(s, 5s, 0).endpoints || mine == rendezvous::etcd_options(s, 5s, 1).endpoints ||
+         mine == rendezvous::etcd_options(s, 5s, 2).endpoints));
+  CHECK(rendezvous::etcd_options(s, 5s).endpoints == mine);  // every connection of a process, the same member
   // The same lines as etcd's parser, as std::invalid_argument: the launcher's usage error names them.
   CHECK_THROWS_WITH(rendezvous::parse_etcd_endpoints({"e1:99999"}, false),
                     "etcd endpoint 'e1:99999': the port must be a number from 1 to 65535");
