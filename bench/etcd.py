@@ -30,7 +30,7 @@ and a cxxrun-rdzv serve every case below; each case alternates the two backends.
             and whether any worker was started twice (a restart)
 
 Usage: bench/etcd.py [--runs N] [--build build] [--only rdzv|recover|abort|dead|outage|validate]
-                    [--recover-nodes N ...] [--generator sim|threads] [--keep-alive S] [--spread]
+                    [--recover-nodes N ...] [--generator sim|threads] [--keep-alive S] [--no-spread]
                     [--plot recovery-etcd.png] [--baseline BUILD] [--validate-nodes N]
        (after scripts/build.sh)
 """
@@ -199,9 +199,11 @@ def main():
                     help="recover: the agents' keep_alive_interval in seconds (5, torch's default; cxxrun's is 1). "
                          "N agents renew N/interval leases a second, and on two cores beside etcd 1,000 agents at "
                          "1 s overload it: leases lapse and every DELETE goes to every watch")
-    ap.add_argument("--spread", action="store_true",
-                    help="recover: agent i lists the etcd members from the (i mod 3)-th on (rdzv_load --spread 1), "
-                         "so that 10,000 agents' connections fit three members' descriptor limits")
+    ap.add_argument("--no-spread", dest="spread", action="store_false",
+                    help="recover: every agent asks the first listed etcd member first, as cxxrun did before each "
+                         "process started at a member of its own (rendezvous/etcd_store.h, etcd_options); by "
+                         "default agent i lists the members from the (i mod 3)-th on (rdzv_load and etcd_sim "
+                         "--spread 1), as the product's nodes spread")
     ap.add_argument("--plot", help="recover: where to draw each backend's phases against N (PNG, python3-matplotlib)")
     ap.add_argument("--baseline", help="recover: also run etcd with this build's generators (an earlier commit's: "
                     "its etcd_sim with the sim generator, its rdzv_load with threads), alternating")

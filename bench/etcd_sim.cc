@@ -24,7 +24,8 @@
 // a failure record and the `abort` event; every agent, woken by its watch
 // on the round's event, reads the waiting count and who stepped out, opens
 // round 1, and joins it expecting N (C10dBackend::rejoin).
-// --spread 1: agent i talks to member i mod M only (rdzv_load --spread 1).
+// --spread 1: agent i talks to member i mod M only (rdzv_load --spread 1), as
+// the product's nodes each start at a member of their own (etcd_options).
 // --keep-alive S: the agents' keep_alive_interval (1 s, the agent's
 // default): each renews its lease every S while it waits, as LeaseKeeper
 // and the agent do. --procs K: the agents over K processes (forked), for the
