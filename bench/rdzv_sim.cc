@@ -21,11 +21,11 @@
 // one worker's failure: one member publishes its failure record and the
 // `abort` event; every agent, woken by its WAIT on the event key, GETs the
 // event (RoundWatcher), reads the waiting count and who stepped out in one
-// round trip (two COMPARE_SETs that write nothing, written together; the
-// re-join takes the event from its watcher), opens round 1 and checks the
-// config in one more (COMPARE_SET round and config; `next` only where a
-// node waits, none here), joins it expecting N (the round is the one it
-// opened, the step-outs the ones it read), and gets its new assignment. Stopping the workers is local
+// round trip with the round number and the config (COMPARE_SETs that write
+// nothing, written together; the re-join takes the event from its
+// watcher), joins round 1 expecting N (`next` only where a node waits, none
+// here), its ADD carrying the COMPARE_SET that opens the round where it
+// read the round not yet opened, and gets its new assignment. Stopping the workers is local
 // and not simulated (0 here; docs of the restart path time it).
 //
 // Prints one line of JSON: the wall time from the first connect to the last
@@ -82,6 +82,8 @@ struct Agent {
   std::string master;
   int members = 0, assigner = -1;
   int round = 0;
+  bool opens = false;  // round 1's ADD carries the COMPARE_SET that opens it
+  int64_t count = 0;   // the ADD's answer, while the opening's is read
   bool polls_out = true;  // registered for EPOLLOUT (connect_agent registers it)
 };
 
@@ -324,26 +326,39 @@ class Sim {
       case 20:  // woken: the watcher's GET of the event
         if (++woken_ == o_.nodes) t_woken_ = Clock::now();
         return get(a, mk(a, "event"));
-      case 21:  // waiting_and_stepped_out: ADD count 0 and a read of the step-outs (get_if_set's COMPARE_SET), one write
+      case 21:  // waiting_and_stepped_out: ADD count 0 and reads (get_if_set's COMPARE_SET) of the
+                // step-outs, the round number and the config, one write
         add(a, rk(a, "count"), 0);
         cas(a, rk(a, "out"), kNeverStored, kNeverStored);
+        cas(a, key("round"), kNeverStored, kNeverStored);
+        cas(a, key("config"), kNeverStored, kNeverStored);
         a.want = Reply::i64;
         return;
-      case 22:  // the count; the step-outs' answer comes behind it
+      case 22:  // the count; the three reads' answers come behind it
         if (number != o_.nodes) return fail(i, "count is " + std::to_string(number));
-        a.want = Reply::bytes;
+        a.want = Reply::list, a.list_n = 3;
         return;
-      case 23:  // start_next_round (no node waits: no COMPARE_SET of next) with the join's check_config
+      case 23:  // start_next_round answers from the reads (no node waits: no `next`); round 1's join:
+                // its ADD, with the COMPARE_SET that opens the round where this node read it not yet opened
         if (v.at(0) != kNeverStored) return fail(i, "someone stepped out");
-        cas(a, key("round"), "0", "1");
-        cas(a, key("config"), "", config());
-        a.want = Reply::list, a.list_n = 2;
-        return;
-      case 24:  // round 1: the same join from its ADD on
-        if (v.at(0) != "1" || v.at(1) != config()) return fail(i, "round or config wrong");
+        if (v.at(2) != config()) return fail(i, "config wrong");
+        if (v.at(1) != "0" && v.at(1) != "1") return fail(i, "round is '" + v.at(1) + "'");
         a.round = 1;
+        a.opens = v.at(1) == "0";
+        add(a, rk(a, "count"), 1);
+        if (a.opens) cas(a, key("round"), "0", "1");
+        a.want = Reply::i64;
+        return;
+      case 24:  // the count; the opening's answer behind it, if sent
+        a.count = number;
+        if (a.opens) {
+          a.want = Reply::bytes;
+          return;
+        }
+        [[fallthrough]];
+      case 25:  // round 1: the same join from its ADD's answer on
         a.step = 2;
-        return add(a, rk(a, "count"), 1);
+        return advance(i, {}, a.count);
     }
   }
 
