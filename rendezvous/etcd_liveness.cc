@@ -10,6 +10,7 @@
 
 #include "etcd/client.h"
 #include "etcd/watch.h"
+#include "rendezvous/etcd_errors.h"
 #include "rendezvous/etcd_store.h"
 #include "store/client.h"
 
@@ -36,10 +37,8 @@ template <typename F>
 auto as_store_errors(const char* what, F&& call) {
   try {
     return call();
-  } catch (const etcd::EtcdTimeout& e) {
-    throw store::StoreTimeout(std::string(what) + ": " + e.what());
-  } catch (const etcd::EtcdError& e) {
-    throw store::StoreError(std::string(what) + ": " + e.what());
+  } catch (const etcd::EtcdError&) {
+    rethrow_as_store_error(what);
   }
 }
 

@@ -15,6 +15,8 @@
 #include "etcd/options.h"
 #include "etcd/watch.h"
 #include "net/endpoint.h"
+#include "rendezvous/etcd_errors.h"
+#include "rendezvous/etcd_milestones.h"
 
 namespace cxxrun::rendezvous {
 namespace {
@@ -27,12 +29,6 @@ constexpr size_t kMaxTxnOps = 128;
 
 milliseconds remaining(Clock::time_point deadline) {
   return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
-}
-
-std::string members(const EtcdSettings& s) {
-  std::string out;
-  for (const auto& e : s.endpoints) out += (out.empty() ? "" : ",") + e.text();
-  return out;
 }
 
 // 64 random bits and the pid: no two adders of a job share a name.
@@ -94,6 +90,7 @@ EtcdStore::EtcdStore(const EtcdSettings& settings, Duration timeout)
     : settings_(settings), prefix_(settings.prefix + "/"), timeout_(timeout), adder_(adder_name()) {
   try {
     client_ = std::make_unique<etcd::Client>(etcd_options(settings_, timeout_));
+    milestones_ = std::make_unique<EtcdMilestones>(settings_, *client_);
   } catch (const etcd::EtcdAuthError& e) {
     throw store::StoreAuthError(e.what());
   } catch (const etcd::EtcdError& e) {
@@ -105,18 +102,7 @@ EtcdStore::~EtcdStore() = default;
 
 template <typename F>
 auto EtcdStore::guarded(const char* what, const std::string& key, F&& call) {
-  try {
-    return call();
-  } catch (const etcd::EtcdTimeout& e) {
-    throw store::StoreTimeout("etcd " + std::string(what) + " " + key + " at " + members(settings_) + ": " + e.what());
-  } catch (const etcd::EtcdAuthError& e) {
-    // A wrong login or a key it may not touch: refused, final, not a store
-    // that cannot be reached (cxxrunctl's exit 4, not 3).
-    throw store::StoreAuthError("etcd " + std::string(what) + " " + key + " at " + members(settings_) + ": " +
-                                e.what());
-  } catch (const etcd::EtcdError& e) {
-    throw store::StoreError("etcd " + std::string(what) + " " + key + " at " + members(settings_) + ": " + e.what());
-  }
+  return as_store_errors(settings_, what, key, std::forward<F>(call));
 }
 
 void EtcdStore::set(const std::string& key, const std::string& value) {
@@ -129,8 +115,8 @@ std::string EtcdStore::get(const std::string& key) { return get(key, timeout_); 
 
 std::string EtcdStore::get(const std::string& key, Duration timeout) {
   const auto deadline = Clock::now() + timeout;
-  if (milestone(etcd_key(key))) {
-    if (auto value = milestone_value("get", key, deadline, true)) return *value;
+  if (milestones_->covers(etcd_key(key))) {
+    if (auto value = milestones_->value("get", key, etcd_key(key), deadline, true, timeout_)) return *value;
     throw store::StoreTimeout("etcd wait " + key + ": the key was not written in time");
   }
   // A key that is there costs one read; only an absent one is watched for.
@@ -139,7 +125,7 @@ std::string EtcdStore::get(const std::string& key, Duration timeout) {
 }
 
 std::optional<std::string> EtcdStore::get_if_set(const std::string& key) {
-  if (milestone(etcd_key(key))) return milestone_value("get", key, Clock::now(), false);
+  if (milestones_->covers(etcd_key(key))) return milestones_->value("get", key, etcd_key(key), Clock::now(), false, timeout_);
   auto got = guarded("get", key, [&] { return client_->range(etcd_key(key)); });
   if (!got.kv) return std::nullopt;
   return got.kv->value;
@@ -307,10 +293,8 @@ void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
     std::optional<std::vector<etcd::WatchEvent>> events;
     try {
       events = watch->next(deadline);
-    } catch (const etcd::EtcdAuthError& e) {
-      throw store::StoreAuthError("etcd wait " + keys.front() + " at " + members(settings_) + ": " + e.what());
-    } catch (const etcd::EtcdError& e) {
-      throw store::StoreError("etcd wait " + keys.front() + " at " + members(settings_) + ": " + e.what());
+    } catch (const etcd::EtcdError&) {
+      rethrow_as_store_error(etcd_context(settings_, "wait", keys.front()));
     }
     if (!events)
       throw store::StoreTimeout("etcd wait: " + std::to_string(waiting.size()) + " of " + std::to_string(keys.size()) +
@@ -321,8 +305,8 @@ void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
 }
 
 void EtcdStore::wait_one(const std::string& key, Clock::time_point deadline) {
-  if (milestone(etcd_key(key))) {
-    if (milestone_value("wait", key, deadline, true)) return;
+  if (milestones_->covers(etcd_key(key))) {
+    if (milestones_->value("wait", key, etcd_key(key), deadline, true, timeout_)) return;
     throw store::StoreTimeout("etcd wait " + key + ": the key was not written in time");
   }
   if (read_or_watch("wait", key, deadline)) return;
@@ -364,12 +348,9 @@ std::string EtcdStore::await_put(const std::string& key, Clock::time_point deadl
       watched_.clear();
       if (auto value = read_or_watch("wait", key, deadline)) return *value;
       continue;
-    } catch (const etcd::EtcdAuthError& e) {
+    } catch (const etcd::EtcdError&) {
       watch_.reset();
-      throw store::StoreAuthError("etcd wait " + key + " at " + members(settings_) + ": " + e.what());
-    } catch (const etcd::EtcdError& e) {
-      watch_.reset();
-      throw store::StoreError("etcd wait " + key + " at " + members(settings_) + ": " + e.what());
+      rethrow_as_store_error(etcd_context(settings_, "wait", key));
     }
     if (!events) throw store::StoreTimeout("etcd wait " + key + ": the key was not written in time");
     for (const auto& e : *events)
@@ -381,105 +362,11 @@ std::string EtcdStore::await_put(const std::string& key, Clock::time_point deadl
   }
 }
 
-void EtcdStore::expect_waits_under(const std::string& prefix) {
-  if (etcd_key(prefix) == milestones_) return;
-  forget_milestones();
-  milestones_ = etcd_key(prefix);
-}
+void EtcdStore::expect_waits_under(const std::string& prefix) { milestones_->expect_under(etcd_key(prefix)); }
 
 void EtcdStore::milestones_follow(const std::string& group, const std::string& counter) {
-  // A watch from revision W delivers every write from W on; the group's
-  // are all after the counter's first add.
-  if (milestone_watch_ && added_ == etcd_key(counter) && added_created_ >= milestones_from_ && milestone(etcd_key(group)))
-    read_groups_.insert(etcd_key(group));
-}
-
-bool EtcdStore::milestone(const std::string& etcd_key) const {
-  return !milestones_.empty() && etcd_key.compare(0, milestones_.size(), milestones_) == 0;
-}
-
-void EtcdStore::forget_milestones() {
-  milestone_watch_.reset();
-  seen_.clear();
-  read_groups_.clear();
-}
-
-bool EtcdStore::take_milestones(Clock::time_point deadline) {
-  if (!milestone_watch_) return false;
-  std::optional<std::vector<etcd::WatchEvent>> events;
-  try {
-    events = milestone_watch_->next(deadline);
-  } catch (const etcd::EtcdCompacted&) {
-    // What it missed is gone from etcd's history: read each key again.
-    forget_milestones();
-    return false;
-  } catch (const etcd::EtcdAuthError& e) {
-    forget_milestones();
-    throw store::StoreAuthError("etcd watch " + milestones_ + " at " + members(settings_) + ": " + e.what());
-  } catch (const etcd::EtcdError& e) {
-    forget_milestones();
-    throw store::StoreError("etcd watch " + milestones_ + " at " + members(settings_) + ": " + e.what());
-  }
-  if (!events) return false;
-  for (auto& e : *events) {
-    if (e.type == etcd::WatchEvent::Type::del) seen_.erase(e.kv.key);
-    else remember(e.kv);
-  }
-  return true;
-}
-
-void EtcdStore::remember(etcd::KeyValue& kv) {
-  Seen& seen = seen_[kv.key];
-  // A read may have brought a later value than a put still on its way.
-  if (kv.mod_revision >= seen.revision) seen = {std::move(kv.value), kv.mod_revision};
-}
-
-std::optional<std::string> EtcdStore::milestone_value(const char* what, const std::string& key,
-                                                      Clock::time_point deadline, bool wait) {
-  const std::string k = etcd_key(key);
-  // Bounded: the watch starts again only after etcd compacted what it
-  // missed, once per pass.
-  for (int pass = 0; pass < 3; ++pass) {
-    while (take_milestones(Clock::time_point{})) {
-    }
-    if (auto it = seen_.find(k); it != seen_.end()) return it->second.value;
-    // A milestone not yet read is read with the rest of its group (the
-    // round's: "r<k>/"), a few keys in one answer: the round's completion,
-    // `assigned`, the master and the event then cost one read, not four.
-    const std::string group = k.substr(0, k.find('/', milestones_.size()) + 1);
-    // A group read while the watch ran needs no second read: what it lacked
-    // comes on the watch.
-    if (!milestone_watch_ || !read_groups_.count(group)) {
-      auto got = guarded(what, key, [&] { return client_->range_prefix(group); });
-      if (!milestone_watch_) {
-        // From the revision after the read: a write in between is delivered.
-        milestones_from_ = got.revision + 1;
-        // Made with the store's timeout, not what is left of this call's:
-        // it is kept for the store's life, and a get_if_set (a deadline of
-        // now) gave it a millisecond to be created.
-        milestone_watch_ = guarded(what, key, [&] {
-          return std::make_unique<etcd::Watch>(etcd_options(settings_, timeout_), milestones_,
-                                               etcd::Watch::Scope::prefix, milestones_from_);
-        });
-        // A stream broken by an election is made again for as long as the
-        // store waits, not for what was left of the first wait.
-        milestone_watch_->set_timeout(timeout_);
-      }
-      // Kept: the watch, from before this read, brings every later write.
-      for (auto& kv : got.kvs) remember(kv);
-      read_groups_.insert(group);
-      if (auto it = seen_.find(k); it != seen_.end()) return it->second.value;
-    }
-    if (!wait) return std::nullopt;
-    while (milestone_watch_) {
-      if (!take_milestones(deadline)) {
-        if (!milestone_watch_) break;  // compacted: read again
-        return std::nullopt;           // the deadline passed
-      }
-      if (auto it = seen_.find(k); it != seen_.end()) return it->second.value;
-    }
-  }
-  throw store::StoreError("etcd wait " + key + ": the watch kept losing its history to compaction");
+  // The group's milestones all come after the counter's first add.
+  if (added_ == etcd_key(counter)) milestones_->follow(etcd_key(group), added_created_);
 }
 
 int64_t EtcdStore::num_keys() {

@@ -40,16 +40,9 @@
 //                       read in txns of 128, and the absent ones waited for
 //                       with one watch on their common prefix
 // Milestones (expect_waits_under): a get, a wait or a get_if_set of a key
-// under that prefix is answered from one watch on the whole prefix, made at
-// the first such key found absent and kept for the store's life, and from
-// what it delivered: a key it already delivered costs no request, one read
-// absent once is never read again (its put comes on the watch). A
-// milestone not yet known is read with its group (the keys sharing its
-// first segment under the prefix: a round's), one range for them all.
-// Without this every wait was a watch of its own, a stream through etcd's
-// gateway, and each agent opened about five per re-join; a job's
-// milestones are a few keys a round, so every agent receiving all of them
-// is cheap.
+// under that prefix is answered from one watch on the whole prefix
+// (rendezvous/etcd_milestones.h); milestones_follow tells it a round that
+// began after the watch.
 // A put, a txn of puts, a compare_set's txn and an add etcd may or may not
 // have applied ("request timed out") are sent again until the store's
 // timeout (resend_while_indeterminate below).
@@ -64,10 +57,8 @@
 
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -83,6 +74,8 @@ struct Options;
 }  // namespace cxxrun::etcd
 
 namespace cxxrun::rendezvous {
+
+class EtcdMilestones;
 
 // etcd's client options from the settings: members, TLS, and `timeout` as
 // each call's deadline. Requests go to one member until it fails, then on
@@ -166,23 +159,6 @@ class EtcdStore : public store::StoreClient {
   // StoreTimeout at the deadline.
   std::string await_put(const std::string& key, std::chrono::steady_clock::time_point deadline);
 
-  // Milestones. The etcd key is one (under milestones_).
-  bool milestone(const std::string& etcd_key) const;
-  // The milestone's value once it is written, waiting until the deadline
-  // (nullopt then); `wait` false: only what is known or read now.
-  std::optional<std::string> milestone_value(const char* what, const std::string& key,
-                                             std::chrono::steady_clock::time_point deadline, bool wait);
-  // Takes in what the milestone watch delivered, waiting until the deadline
-  // for something; false when nothing came.
-  bool take_milestones(std::chrono::steady_clock::time_point deadline);
-  void forget_milestones();
-  // Keeps a milestone's value unless a later one is already known.
-  void remember(etcd::KeyValue& kv);
-  struct Seen {
-    std::string value;
-    int64_t revision = 0;
-  };
-
   const EtcdSettings settings_;
   const std::string prefix_;
   Duration timeout_;
@@ -190,11 +166,7 @@ class EtcdStore : public store::StoreClient {
   // The watch of the last wait(), kept while waits are on the same key.
   std::unique_ptr<etcd::Watch> watch_;
   std::string watched_;
-  std::string milestones_;  // etcd's prefix; empty: none
-  std::unique_ptr<etcd::Watch> milestone_watch_;
-  int64_t milestones_from_ = 0;  // the watch's start revision
-  std::map<std::string, Seen> seen_;  // milestones written, by etcd key
-  std::set<std::string> read_groups_;  // groups read while it ran: what they lack comes on it
+  std::unique_ptr<EtcdMilestones> milestones_;
   mutable std::string local_address_;
   // Names this store's adds apart from every other's (the pid and a random
   // number), and a count of them.
