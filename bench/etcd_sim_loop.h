@@ -415,7 +415,9 @@ class Loop {
       const bool again = c.status >= 500 || std::any_of(std::begin(kAgain), std::end(kAgain), [&](const char* k) {
         return why.find(k) != std::string::npos;
       });
-      if (!again || tries > 100)
+      // Our client tries until the call's deadline (a join's is minutes):
+      // 1,000 tries is minutes of the pauses below.
+      if (!again || tries > 1000)
         throw std::runtime_error(std::string(path) + ": " + why);
       ++a.retries;
       ++*retries_;
