@@ -171,10 +171,10 @@ int64_t EtcdStore::add_one(const std::string& key, std::vector<etcd::Op> with) {
       r = client_->txn({first}, count, {etcd::Op::get(marker)}, t);
     });
   });
-  added_ = k;
   if (r.succeeded) {
     if (r.responses.size() < 2 || r.responses[1].kvs.empty())
       throw store::StoreError("etcd add " + key + ": the transaction did not read the key back");
+    added_ = k;
     added_created_ = r.responses[1].kvs.front().create_revision;
     return r.responses[1].kvs.front().version;
   }
@@ -184,6 +184,7 @@ int64_t EtcdStore::add_one(const std::string& key, std::vector<etcd::Op> with) {
   const int64_t applied = r.responses.front().kvs.front().create_revision;
   auto then = guarded("add", key, [&] { return client_->range_at(k, applied, remaining(deadline)); });
   if (!then.kv) throw store::StoreError("etcd add " + key + ": the counter was absent at its own add");
+  added_ = k;
   added_created_ = then.kv->create_revision;
   return then.kv->version;
 }
