@@ -88,7 +88,10 @@ Assignment C10dBackend::joined(const Assignment& a) {
   last_beat_ok_ = std::chrono::steady_clock::now();  // the round just proved the store alive
   speeds_ = std::make_unique<SpeedBoard>([this] { return store_->connect_another(kBoardTimeout); },
                                          rdzv_->round_prefix(), a.group_rank, a.group_world_size);
-  if (watcher_) watcher_->watch(a.round, rdzv_->event_key());
+  if (watcher_) {
+    auto [group, after] = rdzv_->milestones_after();
+    watcher_->watch(a.round, rdzv_->event_key(), {group, after});
+  }
   return a;
 }
 

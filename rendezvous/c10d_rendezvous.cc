@@ -53,6 +53,11 @@ std::string C10dRendezvous::round_key(int round, const std::string& suffix) cons
 
 std::string C10dRendezvous::milestone_prefix() const { return key("m/"); }
 
+std::pair<std::string, std::string> C10dRendezvous::milestones_after() const {
+  if (round_ <= 0) return {};
+  return {milestone(round_, ""), milestone(round_ - 1, "event")};
+}
+
 std::string C10dRendezvous::milestone(int round, const std::string& suffix) const {
   return key("m/r" + std::to_string(round) + "/" + suffix);
 }

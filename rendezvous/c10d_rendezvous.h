@@ -64,6 +64,7 @@
 #include <stdexcept>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rendezvous/beat_counters.h"
@@ -113,6 +114,11 @@ class C10dRendezvous {
   // of another thread that waits for them is told so
   // (StoreClient::expect_waits_under), as this object tells its own.
   std::string milestone_prefix() const;
+  // The current round's milestones, and the key they all come after (the
+  // last round's event: no member joins a round before the last one
+  // ended), for a watcher's connection (StoreClient::milestones_follow).
+  // Empty in round 0.
+  std::pair<std::string, std::string> milestones_after() const;
   int round() const { return round_; }
   // The current round's key prefix, for what keeps keys of its own in it
   // (rendezvous/speed_board.h).

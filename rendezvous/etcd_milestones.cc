@@ -27,6 +27,11 @@ void EtcdMilestones::follow(const std::string& group, int64_t from) {
   if (watch_ && from >= from_ && covers(group)) read_groups_.insert(group);
 }
 
+int64_t EtcdMilestones::revision_of(const std::string& key) const {
+  const auto it = seen_.find(key);
+  return it == seen_.end() ? 0 : it->second.revision;
+}
+
 void EtcdMilestones::forget() {
   watch_.reset();
   seen_.clear();

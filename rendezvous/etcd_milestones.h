@@ -57,6 +57,8 @@ class EtcdMilestones {
   // writer's own write came at or after it): when the watch began no later,
   // it brings every one of them, and the group is never read.
   void follow(const std::string& group, int64_t from);
+  // The revision a milestone was written at, as it came (0: not known).
+  int64_t revision_of(const std::string& key) const;
 
  private:
   // Takes in what the watch delivered, waiting until the deadline for

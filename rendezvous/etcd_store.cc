@@ -365,9 +365,11 @@ std::string EtcdStore::await_put(const std::string& key, Clock::time_point deadl
 
 void EtcdStore::expect_waits_under(const std::string& prefix) { milestones_->expect_under(etcd_key(prefix)); }
 
-void EtcdStore::milestones_follow(const std::string& group, const std::string& counter) {
-  // The group's milestones all come after the counter's first add.
-  if (added_ == etcd_key(counter)) milestones_->follow(etcd_key(group), added_created_);
+void EtcdStore::milestones_follow(const std::string& group, const std::string& after) {
+  // The revision of `after`'s first write: the counter's create revision,
+  // as this store's add read it, or the milestone's as it came.
+  const int64_t from = added_ == etcd_key(after) ? added_created_ : milestones_->revision_of(etcd_key(after));
+  if (from > 0) milestones_->follow(etcd_key(group), from);
 }
 
 int64_t EtcdStore::num_keys() {

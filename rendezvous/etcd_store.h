@@ -124,8 +124,9 @@ class EtcdStore : public store::StoreClient {
   void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override;
   void set_timeout(Duration timeout) override;
   void expect_waits_under(const std::string& prefix) override;
-  // By the counter's create revision, as this store's last add read it.
-  void milestones_follow(const std::string& group, const std::string& counter) override;
+  // By the counter's create revision, as this store's last add read it, or
+  // the milestone's revision, as it came.
+  void milestones_follow(const std::string& group, const std::string& after) override;
   // The address this host reaches the first member from (a routing lookup:
   // a UDP socket connected there, nothing sent).
   std::string local_address() const override;

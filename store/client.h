@@ -147,14 +147,15 @@ class StoreClient {
   // prefix, kept for the client's life (rendezvous/etcd_store.h). A TCPStore
   // WAIT costs one request either way: it ignores this.
   virtual void expect_waits_under(const std::string& prefix) { (void)prefix; }
-  // This client has just added to `counter`, and no milestone of `group`
-  // (a prefix under expect_waits_under's: a round's) is written before
-  // the counter's first add. A store whose one watch began before that
-  // first add then knows the watch brings every milestone of the group,
-  // and reads none of them (over etcd, a request per member per round).
-  virtual void milestones_follow(const std::string& group, const std::string& counter) {
+  // No milestone of `group` (a prefix under expect_waits_under's: a
+  // round's) is written before `after` first was: a counter this client
+  // has just added to (its first add), or a milestone this client has
+  // received. A store whose one watch began before that then knows the
+  // watch brings every milestone of the group, and reads none of them
+  // (over etcd, a request per member per round).
+  virtual void milestones_follow(const std::string& group, const std::string& after) {
     (void)group;
-    (void)counter;
+    (void)after;
   }
 
   // Ends the reconnecting of a call in flight within one backoff step (at
