@@ -2,10 +2,10 @@
 whose process is put under a CPU quota computes while its peers wait in the
 collective, and is named within 30 s with its cgroup as the cause, in the
 log, the event log and /metrics; across two nodes whose one node's workers
-are all throttled, group rank 0 names that node and tells it; a GPU that
-the (fake) NVML reports thermally throttled names its rank, with the
-throttle as the cause. The healthy job and --straggler-action=replace are
-in test_straggler_healthy.py and test_straggler_replace.py."""
+are all throttled, group rank 0 names that node and tells it. The healthy
+job, --straggler-action=replace and a thermally throttled GPU (which needs
+no CPU, so it runs among the parallel tests) are in test_straggler_healthy.py,
+test_straggler_replace.py and test_straggler_gpu.py."""
 import json
 import os
 import re
@@ -15,11 +15,8 @@ import unittest
 import urllib.request
 import uuid
 
-from harness import RDZV_SERVER, TempDirTest, clean_env, end, free_port, start, wait_for
+from harness import RDZV_SERVER, end, free_port, start, wait_for
 from stragglers import LOCKSTEP, NAMED_IN_TESTS, Output, ThrottleTest, lockstep_env, settle_then_throttle
-
-FAKE_NVML = os.environ.get("FAKE_NVML_LIBRARY", os.path.join(os.path.dirname(__file__),
-                                                             "../../build/tests/fake_nvml/libnvidia-ml.so.1"))
 
 
 class Throttled(ThrottleTest):
@@ -84,32 +81,6 @@ class Throttled(ThrottleTest):
         self.stop_job([p for p, _ in agents])
         for _, err in agents:
             self.assertIsNone(err.first("straggler: node " + socket.gethostname() + " (node rank 0"), err.text())
-
-
-class GpuThrottled(TempDirTest):
-    def setUp(self):
-        super().setUp()
-        if not os.path.exists(FAKE_NVML):
-            self.skipTest(f"no fake NVML at {FAKE_NVML} (the build's fake_nvml target)")
-
-    def test_a_thermally_throttled_gpu_names_its_rank_and_the_cause(self):
-        state = os.path.join(self.dir, "nvml-state")
-        with open(state, "w") as f:
-            f.write("count=2\n1.sm_clock=990\n1.max_sm_clock=1980\n1.clock_reasons=0x40\n")
-        stop = os.path.join(self.dir, "stop")
-        p = start(["--standalone", "--nproc-per-node=2", "--no-python", "sh", "-c",
-                   f"while [ ! -e {stop} ]; do sleep 0.2; done"],
-                  env=clean_env(CXXRUN_NVML_LIBRARY=FAKE_NVML, FAKE_NVML_STATE=state))
-        self.addCleanup(end, p)
-        err = Output(p)
-        wait_for(lambda: err.first("straggler: rank 1 on"), timeout=NAMED_IN_TESTS,
-                 what="rank 1, whose GPU is throttled, to be named")
-        line = err.first("straggler: rank 1 on")[1]
-        self.assertIn("runs its GPU 2.0x slower than the median rank (SM clock at 50 % of its maximum against "
-                      "100 %); its GPU is throttled (thermal): SM clock at 50 % of its maximum", line)
-        open(stop, "w").close()
-        self.assertEqual(p.wait(timeout=60), 0, err.text())
-        self.assertIsNone(err.first("straggler: rank 0 on"), err.text())
 
 
 if __name__ == "__main__":
