@@ -34,7 +34,7 @@ int slot_of(const std::string& key, const std::string& prefix) {
 
 // The algorithm above speaks the store's errors.
 template <typename F>
-auto as_store_errors(const char* what, F&& call) {
+auto in_store_terms(const char* what, F&& call) {
   try {
     return call();
   } catch (const etcd::EtcdError&) {
@@ -91,7 +91,7 @@ bool EtcdLiveness::joining(const std::string& alive_prefix, int slot, const std:
   // The last round's members are no news to a node joining the next: a
   // lease lapsing among thousands re-joining is not pushed to this one.
   stop_watching();
-  return as_store_errors("cannot hold a lease on etcd", [&] {
+  return in_store_terms("cannot hold a lease on etcd", [&] {
     // A lease renewed moments ago (the rendezvous beats before each step)
     // is not renewed again: at 1,000 agents re-joining at once that was a
     // request in ten.
@@ -122,7 +122,7 @@ bool EtcdLiveness::joining(const std::string& alive_prefix, int slot, const std:
 }
 
 etcd::CountResult EtcdLiveness::count_slots(const std::string& prefix, int members, milliseconds timeout) {
-  return as_store_errors("cannot read the members' leases", [&] {
+  return in_store_terms("cannot read the members' leases", [&] {
     return client_.count(slot_key(prefix, 0), slot_key(prefix, members), timeout);
   });
 }
@@ -132,7 +132,7 @@ std::pair<int64_t, std::set<int>> EtcdLiveness::read_dead(const std::string& pre
   const auto counted = count_slots(prefix, members, timeout);
   std::set<int> dead;
   if (counted.count >= members) return {counted.revision, dead};
-  const auto present = as_store_errors("cannot read the members' leases", [&] {
+  const auto present = in_store_terms("cannot read the members' leases", [&] {
     return client_.range_keys(slot_key(prefix, 0), slot_key(prefix, members), timeout);
   });
   std::set<int> alive;
@@ -215,7 +215,7 @@ void EtcdLiveness::resync(milliseconds timeout) {
 void EtcdLiveness::beat() {
   if (lease_ == 0) return;
   const auto sent = std::chrono::steady_clock::now();
-  const int64_t ttl = as_store_errors("lease keep-alive", [&] { return client_.lease_keep_alive(lease_, call_timeout_); });
+  const int64_t ttl = in_store_terms("lease keep-alive", [&] { return client_.lease_keep_alive(lease_, call_timeout_); });
   if (ttl > 0) {
     holds_until_ = sent + std::chrono::seconds(ttl);
     return;
@@ -224,7 +224,7 @@ void EtcdLiveness::beat() {
   // may already count this node dead and re-form; it stays in the job it
   // is told of, under a new lease.
   spdlog::warn("this node's lease on etcd expired; taking a new one");
-  as_store_errors("cannot renew this node's lease", [&] {
+  in_store_terms("cannot renew this node's lease", [&] {
     grant(call_timeout_);
     if (!alive_key_.empty()) client_.put(alive_key_, "", lease_, call_timeout_);
   });
