@@ -193,7 +193,13 @@ int run(const Config& input) {
       return step_out(config, *failed);
     }
   }
-  pthread_sigmask(SIG_SETMASK, &unblocked, nullptr);
+  // The signals cxxrun only forwards (Slurm's SIGUSR1) stay blocked until
+  // the loop that forwards them listens (SignalWatch::start), then reach
+  // the workers: one that came during the rendezvous, before any handler,
+  // killed the agent (SIGUSR1's default action) and with it the job.
+  sigset_t held = unblocked;
+  for (int sig : config.forward_only_signals) sigaddset(&held, sig);
+  pthread_sigmask(SIG_SETMASK, &held, nullptr);
   // Declared first, so ended last: at a normal exit the guardian's sweep
   // runs while the agent removes the rest below, and the agent waits for
   // it only at the very end.

@@ -14,6 +14,12 @@ SignalWatch::SignalWatch(boost::asio::io_context& io, const Config& config, Work
 void SignalWatch::start() {
   signals_.add(SIGCHLD);
   for (int sig : config_.signals_to_handle) signals_.add(sig);
+  // Blocked since the agent started (agent/agent.cc): one that came
+  // meanwhile is handled now, on this thread, the loop's.
+  sigset_t forward;
+  sigemptyset(&forward);
+  for (int sig : config_.forward_only_signals) sigaddset(&forward, sig);
+  pthread_sigmask(SIG_UNBLOCK, &forward, nullptr);
   wait();
 }
 

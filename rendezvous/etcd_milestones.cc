@@ -1,14 +1,15 @@
 #include "rendezvous/etcd_milestones.h"
 
+#include <utility>
+
 #include "etcd/client.h"
 #include "etcd/watch.h"
 #include "rendezvous/etcd_errors.h"
-#include "rendezvous/etcd_store.h"
 
 namespace cxxrun::rendezvous {
 
-EtcdMilestones::EtcdMilestones(const EtcdSettings& settings, etcd::Client& client)
-    : settings_(settings), client_(client) {}
+EtcdMilestones::EtcdMilestones(const EtcdSettings& settings, etcd::Client& client, etcd::Options watch)
+    : settings_(settings), client_(client), watch_options_(std::move(watch)) {}
 
 EtcdMilestones::~EtcdMilestones() = default;
 
@@ -89,8 +90,9 @@ std::optional<std::string> EtcdMilestones::value(const std::string& what, const 
         // it is kept for the store's life, and a get_if_set (a deadline of
         // now) gave it a millisecond to be created.
         watch_ = as_store_errors(settings_, what, named, [&] {
-          return std::make_unique<etcd::Watch>(etcd_options(settings_, watch_timeout), prefix_,
-                                               etcd::Watch::Scope::prefix, from_);
+          etcd::Options options = watch_options_;
+          options.timeout = watch_timeout;
+          return std::make_unique<etcd::Watch>(options, prefix_, etcd::Watch::Scope::prefix, from_);
         });
         // A stream broken by an election is made again for as long as the
         // store waits, not for what was left of the first wait.

@@ -24,6 +24,7 @@
 #include <set>
 #include <string>
 
+#include "etcd/options.h"
 #include "rendezvous/rendezvous.h"
 
 namespace cxxrun::etcd {
@@ -38,8 +39,9 @@ class EtcdMilestones {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `client` is the store's, borrowed; it outlives this.
-  EtcdMilestones(const EtcdSettings& settings, etcd::Client& client);
+  // `client` is the store's, borrowed; it outlives this. `watch` is how
+  // the watch reaches etcd (etcd_options, rendezvous/etcd_store.h).
+  EtcdMilestones(const EtcdSettings& settings, etcd::Client& client, etcd::Options watch);
   ~EtcdMilestones();
 
   // The milestones are the keys under `prefix` (empty: none). A new prefix
@@ -74,6 +76,7 @@ class EtcdMilestones {
 
   const EtcdSettings settings_;
   etcd::Client& client_;
+  const etcd::Options watch_options_;
   std::string prefix_;
   std::unique_ptr<etcd::Watch> watch_;
   int64_t from_ = 0;                   // the watch's start revision

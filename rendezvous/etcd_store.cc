@@ -90,7 +90,7 @@ EtcdStore::EtcdStore(const EtcdSettings& settings, Duration timeout)
     : settings_(settings), prefix_(settings.prefix + "/"), timeout_(timeout), adder_(adder_name()) {
   try {
     client_ = std::make_unique<etcd::Client>(etcd_options(settings_, timeout_));
-    milestones_ = std::make_unique<EtcdMilestones>(settings_, *client_);
+    milestones_ = std::make_unique<EtcdMilestones>(settings_, *client_, etcd_options(settings_, timeout_));
   } catch (const etcd::EtcdAuthError& e) {
     throw store::StoreAuthError(e.what());
   } catch (const etcd::EtcdError& e) {

@@ -1,6 +1,7 @@
 """Signals sent to the agent reach every worker's process group."""
 import os
 import signal
+import time
 
 from harness import TempDirTest, clean_env, free_port, read_pids, run, start, wait_for
 
@@ -43,6 +44,26 @@ class Signals(TempDirTest):
         self.assertEqual(rc, 0, err)
         self.assertIn("SIGUSR1 forwarded to workers", err)
         self.assertIn("forwarding SIGUSR1 to 2 workers", err)
+
+    def test_the_sigusr1_of_a_slurm_step_during_the_rendezvous_leaves_the_agent_alive(self):
+        # Slurm's warning may come before the workers run: the agent waits
+        # for the other nodes, with no handler yet. SIGUSR1's default action
+        # killed it, and with it the job; it is held until the workers'
+        # loop listens.
+        port = free_port()
+        env = clean_env(SLURM_JOB_ID="4242", SLURM_STEP_ID="0", SLURM_STEP_NUM_NODES="2", SLURM_NODEID="0",
+                        SLURM_STEP_NODELIST="localhost,localhost", SLURM_STEP_NUM_TASKS="2")
+        p = start([f"--rdzv-endpoint=:{port}", "--nproc-per-node=1", "/bin/true"], env=env)
+        try:
+            time.sleep(1.5)  # waiting for a second node that never comes
+            os.kill(p.pid, signal.SIGUSR1)
+            time.sleep(1.0)
+            self.assertIsNone(p.poll(), "the agent died of the SIGUSR1 that came during its rendezvous")
+            os.kill(p.pid, signal.SIGTERM)
+            out, err = p.communicate(timeout=30)
+        finally:
+            p.kill()
+        self.assertNotEqual(p.returncode, -signal.SIGUSR1, err)
 
     def test_sigterm_forwarded_and_agent_exits_143(self):
         rc, got, err = self.run_and_signal(2, signal.SIGTERM, 0)
