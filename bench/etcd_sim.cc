@@ -320,8 +320,8 @@ class Sim : Loop {
   }
 
   Task<> publish_assignments(Agent& a, int round, int members, const std::vector<std::string>& nodes) {
-    co_await wait_many(a, nodes);
-    std::vector<std::string> all = co_await multi_get(a, nodes);
+    // wait_and_get: the values with the read (and, for any still absent, the watch's events)
+    std::vector<std::string> all = co_await wait_many(a, nodes);
     co_await beat_if_due(a);
     // EtcdLiveness::snapshot: a count of the alive keys; their names only if some are missing.
     const json counted = co_await call(a, "/v3/kv/range", body::span(alive_key(round, 0), alive_key(round, members), "count_only"));
@@ -443,15 +443,20 @@ class Sim : Loop {
     co_return out;
   }
 
-  // wait(keys), several: read them; one watch on the absent ones' common prefix.
-  Task<> wait_many(Agent& a, const std::vector<std::string>& keys) {
+  // wait_and_get(keys): read them; one watch on the absent ones' common prefix; their values.
+  Task<std::vector<std::string>> wait_many(Agent& a, const std::vector<std::string>& keys) {
     auto [values, revision] = co_await read_many(a, keys);
-    std::set<std::string> waiting;
+    std::map<std::string, size_t> waiting;
     for (size_t i = 0; i < keys.size(); ++i)
-      if (!values[i]) waiting.insert(keys[i]);
-    if (waiting.empty()) co_return;
-    std::string prefix = *waiting.begin();
-    for (const auto& k : waiting) prefix.resize(std::mismatch(prefix.begin(), prefix.end(), k.begin(), k.end()).first - prefix.begin());
+      if (!values[i]) waiting.emplace(keys[i], i);
+    auto done = [&] {
+      std::vector<std::string> out;
+      for (auto& v : values) out.push_back(v.value_or(""));
+      return out;
+    };
+    if (waiting.empty()) co_return done();
+    std::string prefix = waiting.begin()->first;
+    for (const auto& [k, i] : waiting) prefix.resize(std::mismatch(prefix.begin(), prefix.end(), k.begin(), k.end()).first - prefix.begin());
     auto w = open_watch(a, body::watch(prefix, prefix_end(prefix), revision + 1));
     while (!waiting.empty()) {
       if (!co_await events(a, *w, Clock::now() + interval_)) {
@@ -459,9 +464,13 @@ class Sim : Loop {
         continue;
       }
       for (const json& e : take_events(*w))
-        if (e.value("type", "PUT") == "PUT") waiting.erase(unb64(e["kv"].value("key", "")));
+        if (auto it = waiting.find(unb64(e["kv"].value("key", ""))); it != waiting.end() && e.value("type", "PUT") == "PUT") {
+          values[it->second] = unb64(e["kv"].value("value", ""));
+          waiting.erase(it);
+        }
     }
     close_conn(w);
+    co_return done();
   }
 
   // EtcdStore::milestone_value: a milestone delivered (or read) costs no

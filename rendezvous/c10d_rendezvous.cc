@@ -300,9 +300,10 @@ void C10dRendezvous::open_round_after(int round) {
 void C10dRendezvous::publish_assignments(int round, int members) {
   std::vector<std::string> keys;
   for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
-  lease_.wait(Clock::now() + s_.read_timeout, [&](milliseconds t) { store_.wait(keys, t); });
+  const std::vector<std::string> texts =
+      lease_.wait(Clock::now() + s_.read_timeout, [&](milliseconds t) { return store_.wait_and_get(keys, t); });
   std::vector<Member> all;
-  for (const auto& text : store_.multi_get(keys)) all.push_back(parse_member(text));
+  for (const auto& text : texts) all.push_back(parse_member(text));
   lease_.beat_if_due();
   const std::vector<int> order = rank_order(all);
   // Taken once here, so no member reads every member's liveness itself. A

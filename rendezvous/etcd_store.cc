@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -274,35 +275,51 @@ EtcdStore::Reads EtcdStore::read_many(const char* what, const std::vector<std::s
 }
 
 void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
+  if (keys.size() == 1) return wait_one(keys[0], Clock::now() + timeout);
+  wait_and_get(keys, timeout);
+}
+
+// The values come with the read, and those of keys still absent with the
+// watch's events: a round's assigner read every descriptor twice (a wait,
+// then a multi_get), 2N/128 transactions one after another before anyone
+// could have an assignment.
+std::vector<std::string> EtcdStore::wait_and_get(const std::vector<std::string>& keys, Duration timeout) {
   const auto deadline = Clock::now() + timeout;
-  if (keys.size() == 1) return wait_one(keys[0], deadline);
-  const Reads got = read_many("wait", keys);
-  std::vector<std::string> absent;
+  Reads got = read_many("wait", keys);
+  std::map<std::string, size_t> waiting;  // etcd key -> index
   for (size_t i = 0; i < keys.size(); ++i)
-    if (!got.values[i]) absent.push_back(etcd_key(keys[i]));
-  if (absent.empty()) return;
-  // One watch on the keys' common prefix, not one per key: a thousand
-  // descriptors still to come are a thousand events on one stream.
-  std::string prefix = absent.front();
-  for (const auto& k : absent) prefix.resize(std::mismatch(prefix.begin(), prefix.end(), k.begin(), k.end()).first - prefix.begin());
-  std::set<std::string> waiting(absent.begin(), absent.end());
-  auto watch = guarded("wait", keys.front(), [&] {
-    return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), prefix,
-                                         etcd::Watch::Scope::prefix, got.revision + 1);
-  });
-  while (!waiting.empty()) {
-    std::optional<std::vector<etcd::WatchEvent>> events;
-    try {
-      events = watch->next(deadline);
-    } catch (const etcd::EtcdError&) {
-      rethrow_as_store_error(etcd_context(settings_, "wait", keys.front()));
+    if (!got.values[i]) waiting.emplace(etcd_key(keys[i]), i);
+  if (!waiting.empty()) {
+    // One watch on the keys' common prefix, not one per key: a thousand
+    // descriptors still to come are a thousand events on one stream.
+    std::string prefix = waiting.begin()->first;
+    for (const auto& [k, i] : waiting)
+      prefix.resize(std::mismatch(prefix.begin(), prefix.end(), k.begin(), k.end()).first - prefix.begin());
+    auto watch = guarded("wait", keys.front(), [&] {
+      return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), prefix,
+                                           etcd::Watch::Scope::prefix, got.revision + 1);
+    });
+    while (!waiting.empty()) {
+      std::optional<std::vector<etcd::WatchEvent>> events;
+      try {
+        events = watch->next(deadline);
+      } catch (const etcd::EtcdError&) {
+        rethrow_as_store_error(etcd_context(settings_, "wait", keys.front()));
+      }
+      if (!events)
+        throw store::StoreTimeout("etcd wait: " + std::to_string(waiting.size()) + " of " + std::to_string(keys.size()) +
+                                  " keys were not written in time, the first " + waiting.begin()->first);
+      for (auto& e : *events)
+        if (auto it = waiting.find(e.kv.key); it != waiting.end() && e.type == etcd::WatchEvent::Type::put) {
+          got.values[it->second] = std::move(e.kv.value);
+          waiting.erase(it);
+        }
     }
-    if (!events)
-      throw store::StoreTimeout("etcd wait: " + std::to_string(waiting.size()) + " of " + std::to_string(keys.size()) +
-                                " keys were not written in time, the first " + *waiting.begin());
-    for (const auto& e : *events)
-      if (e.type == etcd::WatchEvent::Type::put) waiting.erase(e.kv.key);
   }
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (auto& v : got.values) out.push_back(std::move(*v));
+  return out;
 }
 
 void EtcdStore::wait_one(const std::string& key, Clock::time_point deadline) {

@@ -117,6 +117,8 @@ class EtcdStore : public store::StoreClient {
   CountAndValues add_and_get_if_set_each(const std::string& counter, int64_t delta,
                                          const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, Duration timeout) override;
+  // The wait's read and its watch's events bring the values: one pass.
+  std::vector<std::string> wait_and_get(const std::vector<std::string>& keys, Duration timeout) override;
   int64_t num_keys() override;
   bool delete_key(const std::string& key) override;
   void append(const std::string& key, const std::string& value) override;

@@ -130,6 +130,14 @@ class StoreClient {
   }
   // Blocks until every key exists; throws StoreTimeout after `timeout`.
   virtual void wait(const std::vector<std::string>& keys, Duration timeout) = 0;
+  // wait(keys, timeout), then every key's value, in one pass where the
+  // store can (over etcd the values come with the wait's read and its
+  // watch's events; a WAIT and a MULTI_GET read every key twice, a round's
+  // assigner's N descriptors).
+  virtual std::vector<std::string> wait_and_get(const std::vector<std::string>& keys, Duration timeout) {
+    wait(keys, timeout);
+    return multi_get(keys);
+  }
   virtual int64_t num_keys() = 0;
   virtual bool delete_key(const std::string& key) = 0;
   // modern only (throws StoreError on a legacy connection):

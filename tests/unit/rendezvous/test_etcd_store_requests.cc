@@ -4,6 +4,8 @@
 // and a connection per component is N descriptors on the member.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <future>
+#include <thread>
 #include <utility>
 
 #include "etcd/base64.h"
@@ -328,4 +330,28 @@ TEST_CASE("etcd store: an add carries a compare_set inside its transaction") {
   CHECK(body.find(etcd::base64_encode("/p/round"), nested) != std::string::npos);
   CHECK(body.find(etcd::base64_encode("3"), nested) != std::string::npos);  // compared
   CHECK(body.find(etcd::base64_encode("4"), nested) != std::string::npos);  // written
+}
+
+// A round's assigner waited for every descriptor (a read of them all) and
+// then read them all again (multi_get): 2N/128 transactions one after
+// another before any member could have its assignment. The values come
+// with the wait's read, and a late one with its watch's event.
+TEST_CASE("etcd store: wait_and_get reads each key once, and takes a late one from the watch") {
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target == "/v3/kv/txn")  // node/0 is there, node/1 not yet
+      return EtcdMember::ok("{" + kRequestsHeader + R"(,"succeeded":true,"responses":[{"response_range":{"kvs":[{"key":")" +
+                            etcd::base64_encode("/p/r0/node/0") + R"(","create_revision":"3","mod_revision":"3","version":"1","value":")" +
+                            etcd::base64_encode("a|h|1|2") + R"("}],"count":"1"}},{"response_range":{"count":"0"}}]})");
+    if (r.target == "/v3/watch") return EtcdMember::stream({R"({"result":{"header":{"revision":"12"},"created":true}})"});
+    return EtcdMember::answer(404, "Not Found");
+  });
+  rendezvous::EtcdStore store(requests_settings_for(member).etcd, 5s);
+  auto got = std::async(std::launch::async, [&] { return store.wait_and_get({"r0/node/0", "r0/node/1"}, 5s); });
+  for (int i = 0; i < 200 && member.count("/v3/watch") == 0; ++i) std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(50ms);
+  member.push(R"({"result":{"header":{"revision":"13"},"events":[{"kv":{"key":")" + etcd::base64_encode("/p/r0/node/1") +
+              R"(","value":")" + etcd::base64_encode("b|h|2|2") + R"(","mod_revision":"13"}}]}})");
+  CHECK(got.get() == std::vector<std::string>{"a|h|1|2", "b|h|2|2"});
+  CHECK(member.count("/v3/kv/txn") == 1);  // one read, no multi_get after it
+  CHECK(member.count("/v3/kv/range") == 0);
 }
