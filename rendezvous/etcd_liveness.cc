@@ -69,11 +69,15 @@ void EtcdLiveness::grant(milliseconds timeout) {
   });
 }
 
-void EtcdLiveness::renew(milliseconds timeout) {
+bool EtcdLiveness::keep_alive(milliseconds timeout) {
   const auto sent = std::chrono::steady_clock::now();
   const int64_t ttl = lease_ == 0 ? 0 : client_.lease_keep_alive(lease_, timeout);
   if (ttl > 0) holds_until_ = sent + std::chrono::seconds(ttl);
-  else grant(timeout);
+  return ttl > 0;
+}
+
+void EtcdLiveness::renew(milliseconds timeout) {
+  if (!keep_alive(timeout)) grant(timeout);
 }
 
 bool EtcdLiveness::lease_holds() const {
@@ -214,12 +218,7 @@ void EtcdLiveness::resync(milliseconds timeout) {
 
 void EtcdLiveness::beat() {
   if (lease_ == 0) return;
-  const auto sent = std::chrono::steady_clock::now();
-  const int64_t ttl = in_store_terms("lease keep-alive", [&] { return client_.lease_keep_alive(lease_, call_timeout_); });
-  if (ttl > 0) {
-    holds_until_ = sent + std::chrono::seconds(ttl);
-    return;
-  }
+  if (in_store_terms("lease keep-alive", [&] { return keep_alive(call_timeout_); })) return;
   // The lease expired (this node or etcd stalled past its TTL): the others
   // may already count this node dead and re-form; it stays in the job it
   // is told of, under a new lease.

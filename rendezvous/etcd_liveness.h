@@ -63,6 +63,9 @@ class EtcdLiveness : public MemberLiveness {
 
  private:
   void grant(std::chrono::milliseconds timeout);
+  // A keep-alive of the lease, noting how long it holds; false where it
+  // lapsed (or there is none).
+  bool keep_alive(std::chrono::milliseconds timeout);
   // A keep-alive of the lease, or a new one where it lapsed.
   void renew(std::chrono::milliseconds timeout);
   // The lease's renewal holds for more than an interval and a half yet (by
