@@ -88,6 +88,7 @@ void at_least(std::atomic<int64_t>& v, int64_t t) {
 
 // etcd's default --max-txn-ops: EtcdStore reads and writes many keys 128 a txn.
 constexpr size_t kMaxTxnOps = 128;
+constexpr int64_t kRangePage = 2048;  // EtcdStore's
 
 // A key's range end for "every key under it" (etcd/wire's prefix rule).
 std::string prefix_end(std::string p) {
@@ -421,10 +422,32 @@ class Sim : Loop {
     co_await call(a, "/v3/kv/txn", body::append(k, next, there ? i64(got["kvs"][0], "mod_revision") : 0));
   }
 
-  // Many keys, 128 ranges a txn; the values (empty: absent) and the first revision.
+  // EtcdStore::read_many: more keys than a txn holds, under a common prefix,
+  // as pages of the prefix's range at the first page's revision; others 128
+  // ranges a txn. The values (empty: absent) and the first revision.
   Task<std::pair<std::vector<std::optional<std::string>>, int64_t>> read_many(Agent& a, const std::vector<std::string>& keys) {
-    std::vector<std::optional<std::string>> values;
+    std::vector<std::optional<std::string>> values(keys.size());
     int64_t revision = 0;
+    const auto bounds = std::minmax_element(keys.begin(), keys.end());
+    const std::string low = keys.empty() ? "" : *bounds.first, high = keys.empty() ? "" : *bounds.second;
+    const size_t common = std::mismatch(low.begin(), low.end(), high.begin(), high.end()).first - low.begin();
+    if (keys.size() > kMaxTxnOps && common > 0) {
+      std::map<std::string, size_t> wanted;
+      for (size_t i = 0; i < keys.size(); ++i) wanted.emplace(keys[i], i);
+      const std::string prefix = low.substr(0, common), end = prefix_end(prefix);
+      std::string from = prefix;
+      for (bool more = true; more;) {
+        const json r = co_await call(a, "/v3/kv/range", body::page(from, end, kRangePage, revision));
+        if (revision == 0) revision = i64(r.at("header"), "revision");
+        const json& kvs = r.value("kvs", json::array());
+        for (const auto& kv : kvs)
+          if (auto it = wanted.find(unb64(kv.value("key", ""))); it != wanted.end()) values[it->second] = unb64(kv.value("value", ""));
+        more = r.value("more", false) && !kvs.empty();
+        if (more) from = unb64(kvs.back().value("key", "")) + '\0';
+      }
+      co_return std::make_pair(std::move(values), revision);
+    }
+    values.clear();
     for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
       const json r = co_await call(a, "/v3/kv/txn", body::ranges(keys, at, kMaxTxnOps));
       if (revision == 0) revision = i64(r.at("header"), "revision");

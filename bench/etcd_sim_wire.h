@@ -24,6 +24,13 @@ inline json span(const std::string& from, const std::string& to, const char* sha
   return r;
 }
 
+// At most `limit` keys of [from, to) with values, as of `revision` (0: now).
+inline json page(const std::string& from, const std::string& to, int64_t limit, int64_t revision) {
+  json r = {{"key", b64(from)}, {"range_end", b64(to)}, {"limit", std::to_string(limit)}};
+  if (revision != 0) r["revision"] = std::to_string(revision);
+  return r;
+}
+
 inline json put(const std::string& k, const std::string& v, int64_t lease = 0) {
   json r = {{"key", b64(k)}, {"value", b64(v)}};
   if (lease != 0) r["lease"] = std::to_string(lease);

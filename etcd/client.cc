@@ -60,6 +60,12 @@ RangeResult Client::range_keys(const std::string& key, const std::string& range_
                   Repeat::always, timeout, wire::parse_range);
 }
 
+RangeResult Client::range_page(const std::string& key, const std::string& range_end, int64_t limit, int64_t revision,
+                               Duration timeout) {
+  return exchange(*transport_, "range", "/v3/kv/range", wire::range_page_request(key, range_end, limit, revision),
+                  Repeat::always, timeout, wire::parse_range);
+}
+
 int64_t Client::put(const std::string& key, const std::string& value, int64_t lease, Duration timeout) {
   // Sent twice, a put would write twice (two revisions), and a caller that
   // compares mod_revision would see a write it did not expect.

@@ -53,6 +53,12 @@ class Client {
   // that a large range costs a small answer.
   CountResult count(const std::string& key, const std::string& range_end, Duration timeout = kDefault);
   RangeResult range_keys(const std::string& key, const std::string& range_end, Duration timeout = kDefault);
+  // At most `limit` keys of [key, range_end), with values, as of `revision`
+  // (0: now); `more` says keys remain after the last one. Pages read at the
+  // first page's revision are one snapshot of a range too large for one
+  // answer; EtcdRequestError once etcd compacted that revision.
+  RangeResult range_page(const std::string& key, const std::string& range_end, int64_t limit, int64_t revision,
+                         Duration timeout = kDefault);
 
   // Returns the revision of the write. lease 0: none.
   int64_t put(const std::string& key, const std::string& value, int64_t lease = 0, Duration timeout = kDefault);

@@ -29,6 +29,7 @@ struct GetResult {
 struct RangeResult {
   int64_t revision = 0;
   std::vector<KeyValue> kvs;  // sorted by key, as etcd returns them
+  bool more = false;          // a page: keys after the last one remain in the range
 };
 
 struct CountResult {

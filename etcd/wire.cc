@@ -160,6 +160,13 @@ std::string range_at_request(const std::string& key, int64_t revision) {
   return request.dump();
 }
 
+std::string range_page_request(const std::string& key, const std::string& range_end, int64_t limit, int64_t revision) {
+  json request = keyed(key, range_end);
+  request["limit"] = std::to_string(limit);
+  if (revision != 0) request["revision"] = std::to_string(revision);
+  return request.dump();
+}
+
 std::string put_request(const std::string& key, const std::string& value, int64_t lease) {
   return op_json(Op::put(key, value, lease))["request_put"].dump();
 }
@@ -204,7 +211,7 @@ GetResult parse_get(std::string_view body) {
 
 RangeResult parse_range(std::string_view body) {
   json doc = parse_object(body);
-  return RangeResult{header_revision(doc), kvs(doc)};
+  return RangeResult{header_revision(doc), kvs(doc), bool_field(doc, "more")};
 }
 
 CountResult parse_count(std::string_view body) {

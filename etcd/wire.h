@@ -33,6 +33,8 @@ std::string range_request(const std::string& key, const std::string& range_end, 
 // One key as it was at `revision` (etcd keeps history back to its last
 // compaction).
 std::string range_at_request(const std::string& key, int64_t revision);
+// At most `limit` keys of the range as of `revision` (0: now).
+std::string range_page_request(const std::string& key, const std::string& range_end, int64_t limit, int64_t revision);
 std::string put_request(const std::string& key, const std::string& value, int64_t lease);
 std::string delete_request(const std::string& key, const std::string& range_end);
 std::string txn_request(const std::vector<Compare>& compares, const std::vector<Op>& success,

@@ -27,6 +27,9 @@ using std::chrono::milliseconds;
 
 // etcd's default --max-txn-ops.
 constexpr size_t kMaxTxnOps = 128;
+// Keys a page of a range holds: 10,000 descriptors are 5 answers of about
+// 300 KB, well inside what etcd's gateway relays.
+constexpr int64_t kRangePage = 2048;
 
 milliseconds remaining(Clock::time_point deadline) {
   return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
@@ -257,9 +260,17 @@ bool EtcdStore::check(const std::vector<std::string>& keys) {
   return std::all_of(got.values.begin(), got.values.end(), [](const auto& v) { return v.has_value(); });
 }
 
-// Many keys are read a txn of 128 at a time, not a range each: a round's
-// assigner waits for every member's descriptor, N keys at once.
+// A round's assigner reads every member's descriptor, and its group rank 0
+// every member's address: N keys under one prefix. A txn holds 128 reads
+// (etcd's --max-txn-ops), so 10,000 were 79 transactions one after another
+// while every member waited; pages of the prefix's range are 5. Keys of no
+// common prefix, or few enough for one txn, go a txn of 128 at a time.
 EtcdStore::Reads EtcdStore::read_many(const char* what, const std::vector<std::string>& keys) {
+  if (keys.size() > kMaxTxnOps) {
+    const auto [low, high] = std::minmax_element(keys.begin(), keys.end());
+    const auto common = std::mismatch(low->begin(), low->end(), high->begin(), high->end()).first - low->begin();
+    if (common > 0) return read_pages(what, keys, etcd_key(low->substr(0, common)));
+  }
   Reads got;
   for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
     std::vector<etcd::Op> ops;
@@ -270,6 +281,27 @@ EtcdStore::Reads EtcdStore::read_many(const char* what, const std::vector<std::s
       if (i < r.responses.size() && !r.responses[i].kvs.empty()) got.values.push_back(r.responses[i].kvs.front().value);
       else got.values.emplace_back();
     }
+  }
+  return got;
+}
+
+// Every page after the first is read at the first's revision: one snapshot,
+// as one txn would be. Keys of the range not asked for are passed over.
+EtcdStore::Reads EtcdStore::read_pages(const char* what, const std::vector<std::string>& keys, const std::string& prefix) {
+  std::map<std::string, std::vector<size_t>> wanted;  // etcd key -> its places in `keys`
+  for (size_t i = 0; i < keys.size(); ++i) wanted[etcd_key(keys[i])].push_back(i);
+  Reads got;
+  got.values.resize(keys.size());
+  const std::string end = etcd::Op::get_prefix(prefix).range_end;
+  std::string from = prefix;
+  for (bool more = true; more;) {
+    auto page = guarded(what, keys.front(), [&] { return client_->range_page(from, end, kRangePage, got.revision); });
+    if (got.revision == 0) got.revision = page.revision;
+    for (auto& kv : page.kvs)
+      if (auto it = wanted.find(kv.key); it != wanted.end())
+        for (size_t i : it->second) got.values[i] = kv.value;
+    more = page.more && !page.kvs.empty();
+    if (more) from = page.kvs.back().key + '\0';
   }
   return got;
 }

@@ -147,13 +147,16 @@ class EtcdStore : public store::StoreClient {
   // compare_set given the key's value as just read (nullopt: absent).
   std::string compare_set_after(const std::string& key, const std::string& expected, const std::string& desired,
                                 const std::optional<std::string>& now);
-  // Each key's value (nullopt: absent), read in txns of 128, and the
-  // revision of the first read: a watch from after it misses nothing.
+  // Each key's value (nullopt: absent), one snapshot, and its revision: a
+  // watch from after it misses nothing. More keys than one txn holds, under
+  // a common prefix, are read as pages of that prefix's range; others in
+  // txns of 128.
   struct Reads {
     std::vector<std::optional<std::string>> values;
     int64_t revision = 0;
   };
   Reads read_many(const char* what, const std::vector<std::string>& keys);
+  Reads read_pages(const char* what, const std::vector<std::string>& keys, const std::string& prefix);
   // The key's value if it exists; else a watch on it from the revision
   // after the read (kept in watch_), and nullopt.
   std::optional<std::string> read_or_watch(const char* what, const std::string& key,

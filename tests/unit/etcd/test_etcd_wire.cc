@@ -71,6 +71,15 @@ TEST_CASE("etcd wire: int64 fields as strings or numbers, absent ones as 0") {
   CHECK(empty.revision == 0);
 }
 
+TEST_CASE("etcd wire: a page of a range, and whether keys remain after it") {
+  CHECK(json::parse(wire::range_page_request("a", "b", 2048, 0)) ==
+        json{{"key", "YQ=="}, {"range_end", "Yg=="}, {"limit", "2048"}});
+  CHECK(json::parse(wire::range_page_request("a", "b", 2048, 17)) ==
+        json{{"key", "YQ=="}, {"range_end", "Yg=="}, {"limit", "2048"}, {"revision", "17"}});
+  CHECK(wire::parse_range(R"({"header":{"revision":"5"},"kvs":[{"key":"YQ=="}],"more":true,"count":"3"})").more);
+  CHECK_FALSE(wire::parse_range(R"({"header":{"revision":"5"},"kvs":[{"key":"YQ=="}],"count":"1"})").more);
+}
+
 TEST_CASE("etcd wire: a range answered by its size, or by keys without values") {
   CHECK(json::parse(wire::range_request("a", "b", wire::RangeShape::count_only)) ==
         json{{"key", "YQ=="}, {"range_end", "Yg=="}, {"count_only", true}});

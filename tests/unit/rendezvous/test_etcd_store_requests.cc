@@ -6,6 +6,8 @@
 #include <chrono>
 #include <future>
 #include <thread>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "etcd/base64.h"
@@ -354,4 +356,66 @@ TEST_CASE("etcd store: wait_and_get reads each key once, and takes a late one fr
   CHECK(got.get() == std::vector<std::string>{"a|h|1|2", "b|h|2|2"});
   CHECK(member.count("/v3/kv/txn") == 1);  // one read, no multi_get after it
   CHECK(member.count("/v3/kv/range") == 0);
+}
+
+// A round's assigner reads every member's descriptor, then its group rank 0
+// every member's address: 3,000 keys were 24 transactions of 128 reads, one
+// after another while every member waited. Now pages of their prefix's
+// range, the second read at the first's revision (one snapshot).
+TEST_CASE("etcd store: many keys under one prefix are read as pages of its range") {
+  std::map<std::string, std::string> stored;  // etcd's keys
+  for (int i = 0; i < 3000; ++i) stored["/p/r1/node/" + std::to_string(i)] = "host" + std::to_string(i);
+  stored["/p/r1/node/spare"] = "not asked for";
+  stored["/p/r1/nodf"] = "outside the prefix";
+  int txns = 0, revision = 12;
+  std::vector<nlohmann::json> ranges;
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target == "/v3/kv/txn") {
+      ++txns;
+      const std::string kv = R"({"response_range":{"kvs":[{"key":"eA==","value":"eA==","version":"1"}],"count":"1"}})";
+      return EtcdMember::ok("{" + kRequestsHeader + R"(,"succeeded":true,"responses":[)" + kv + "," + kv + "]}");
+    }
+    if (r.target != "/v3/kv/range") return EtcdMember::answer(404, "Not Found");
+    const auto asked = nlohmann::json::parse(r.body);
+    ranges.push_back(asked);
+    const std::string from = *etcd::base64_decode(asked.at("key").get<std::string>());
+    const std::string to = *etcd::base64_decode(asked.at("range_end").get<std::string>());
+    const size_t limit = std::stoul(asked.value("limit", "0"));
+    nlohmann::json kvs = nlohmann::json::array();
+    bool more = false;
+    for (auto it = stored.lower_bound(from); it != stored.end() && it->first < to; ++it) {
+      if (kvs.size() == limit) {
+        more = true;
+        break;
+      }
+      kvs.push_back({{"key", etcd::base64_encode(it->first)}, {"value", etcd::base64_encode(it->second)},
+                     {"create_revision", "3"}, {"mod_revision", "3"}, {"version", "1"}});
+    }
+    const nlohmann::json answer = {{"header", {{"revision", std::to_string(revision++)}}}, {"kvs", kvs}, {"more", more}};
+    return EtcdMember::ok(answer.dump());
+  });
+  rendezvous::EtcdStore store(requests_settings_for(member).etcd, 5s);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 3000; ++i) keys.push_back("r1/node/" + std::to_string(i));
+  const auto values = store.multi_get(keys);
+  REQUIRE(values.size() == keys.size());
+  for (int i : {0, 1, 10, 2047, 2048, 2999}) CHECK(values[i] == "host" + std::to_string(i));
+  CHECK(txns == 0);
+  REQUIRE(ranges.size() == 2);
+  CHECK(*etcd::base64_decode(ranges[0].at("key").get<std::string>()) == "/p/r1/node/");
+  CHECK_FALSE(ranges[0].contains("revision"));
+  CHECK(ranges[1].value("revision", "") == "12");
+  // The second page starts just after the first's last key.
+  CHECK(etcd::base64_decode(ranges[1].at("key").get<std::string>())->back() == '\0');
+  SECTION("a key absent from the range is absent") {
+    stored.erase("/p/r1/node/2500");
+    ranges.clear();
+    CHECK_THROWS_WITH(store.multi_get(keys), Catch::Contains("no key r1/node/2500"));
+    CHECK(ranges.size() == 2);
+  }
+  SECTION("a few keys are still one transaction") {
+    CHECK_NOTHROW(store.multi_get({"r1/node/0", "r1/node/1"}));
+    CHECK(txns == 1);
+    CHECK(ranges.size() == 2);
+  }
 }
