@@ -166,6 +166,8 @@ class Sim : Loop {
   std::string rk(int round, const std::string& suffix) const { return job("r" + std::to_string(round) + "/" + suffix); }
   // A round's milestones (rendezvous/c10d_rendezvous.h): m/r<k>/...
   std::string mk(int round, const std::string& suffix) const { return job("m/r" + std::to_string(round) + "/" + suffix); }
+  // The round's event: apart from its other milestones (m/event/r<k>, rendezvous/c10d_rendezvous.h).
+  std::string event_key(int round) const { return job("m/event/r" + std::to_string(round)); }
   std::string config() const { return std::to_string(o_.nodes) + ":" + std::to_string(o_.nodes) + "|etcd_sim"; }
   std::string addr(int i) const { return "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1); }
   std::string describe(int i) const { return addr(i) + "|sim|" + std::to_string(i) + "|" + std::to_string(o_.nproc) + "|1073741824|"; }
@@ -226,10 +228,10 @@ class Sim : Loop {
     if (a.index == 0) {
       sh_.t_failed = now_ns();
       co_await append(a, rk(s.round, "failures"), "{\"rank\": 0, \"exitcode\": 1}\n");  // publish_failure
-      co_await compare_set(a, mk(s.round, "event"), "", "abort");                      // publish_event(abort)
+      co_await compare_set(a, event_key(s.round), "", "abort");                      // publish_event(abort)
     }
     // The round watcher's get of the event, a keep-alive interval at a time.
-    co_await milestone(a, mk(s.round, "event"), /*wait=*/true, /*beat=*/true);
+    co_await milestone(a, event_key(s.round), /*wait=*/true, /*beat=*/true);
     ++sh_.woken;
     at_least(sh_.t_woken, now_ns());
     // waiting_and_stepped_out: add_and_get_if_set_each(count, 0, {out, round, config}), one txn of
@@ -514,12 +516,17 @@ class Sim : Loop {
     };
     take();
     if (auto it = s.seen.find(k); it != s.seen.end()) co_return it->second;
-    const std::string group = k.substr(0, k.find('/', all.size()) + 1);
+    const size_t slash = k.find('/', all.size());
+    const std::string group = slash == std::string::npos ? all : k.substr(0, slash + 1);
     if (!s.read_groups.count(group)) {
       const json got = co_await call(a, "/v3/kv/range", body::prefix(group, prefix_end(group)));
       if (!s.milestones) {
         s.milestones_from = i64(got.at("header"), "revision") + 1;
         s.milestones = open_watch(a, body::watch(all, prefix_end(all), s.milestones_from));
+        // The round watcher's connection read the events' group when the
+        // job started (its watch, on m/event/ alone, is not simulated): from
+        // then on, an event comes on a watch.
+        s.read_groups.insert(job("m/event/"));
       }
       for (const json& kv : got.value("kvs", json::array())) s.seen[unb64(kv.value("key", ""))] = unb64(kv.value("value", ""));
       s.read_groups.insert(group);

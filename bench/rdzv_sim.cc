@@ -128,6 +128,8 @@ class Sim {
   std::string mk(const Agent& a, const std::string& suffix) const {
     return key("m/r" + std::to_string(a.round) + "/" + suffix);
   }
+  // The round's event: apart from its other milestones (m/event/r<k>, rendezvous/c10d_rendezvous.h).
+  std::string event_key(const Agent& a) const { return key("m/event/r" + std::to_string(a.round)); }
   // StoreClient::get_if_set: one COMPARE_SET that writes nothing.
   void get_if_set(Agent& a, const std::string& k) {
     const std::string never("\0cxxrun:absent\0", 15);
@@ -325,7 +327,7 @@ class Sim {
       // In-job recovery: C10dBackend::rejoin after the `abort` event.
       case 20:  // woken: the watcher's GET of the event
         if (++woken_ == o_.nodes) t_woken_ = Clock::now();
-        return get(a, mk(a, "event"));
+        return get(a, event_key(a));
       case 21:  // waiting_and_stepped_out: ADD count 0 and reads (get_if_set's COMPARE_SET) of the
                 // step-outs, the round number and the config, one write
         add(a, rk(a, "count"), 0);
@@ -370,7 +372,7 @@ class Sim {
     if (++done_[a.round] == o_.nodes && a.round == 0 && o_.recover) fail_one();
     // Its watcher's WAIT on the round's event (RoundWatcher; here on the
     // same connection, which does nothing else during the round).
-    if (a.round == 0 && o_.recover) a.step = 20, wait(a, {mk(a, "event")});
+    if (a.round == 0 && o_.recover) a.step = 20, wait(a, {event_key(a)});
   }
 
   // One member's worker fails: its agent adds its failure record and ends
@@ -385,7 +387,7 @@ class Sim {
     std::string out;
     bench_wire::put_validate(out);
     out.push_back(kAppend), str(out, r0("failures")), str(out, "{\"rank\": 7, \"exitcode\": 1}\n");
-    out.push_back(kCas), str(out, key("m/r0/event")), str(out, ""), str(out, "abort");
+    out.push_back(kCas), str(out, key("m/event/r0")), str(out, ""), str(out, "abort");
     t_failed_ = Clock::now();
     (void)!send(publisher_, out.data(), out.size(), MSG_NOSIGNAL);
   }

@@ -88,10 +88,7 @@ Assignment C10dBackend::joined(const Assignment& a) {
   last_beat_ok_ = std::chrono::steady_clock::now();  // the round just proved the store alive
   speeds_ = std::make_unique<SpeedBoard>([this] { return store_->connect_another(kBoardTimeout); },
                                          rdzv_->round_prefix(), a.group_rank, a.group_world_size);
-  if (watcher_) {
-    auto [group, after] = rdzv_->milestones_after();
-    watcher_->watch(a.round, rdzv_->event_key(), {group, after});
-  }
+  if (watcher_) watcher_->watch(a.round, rdzv_->event_key());
   return a;
 }
 
@@ -101,7 +98,10 @@ void C10dBackend::watch(OnEvent on_event) {
   // The event the watcher hands on stands for its round: the re-join it
   // leads to takes it from the rendezvous instead of reading it again.
   auto client = store_->connect_another(config_.settings.read_timeout);
-  client->expect_waits_under(rdzv_->milestone_prefix());
+  // Its connection waits for round events only: told the whole milestone
+  // prefix, its watch brought every member every round's completion, wake
+  // keys, assignment and master a second time.
+  client->expect_waits_under(rdzv_->event_prefix());
   watcher_ = std::make_unique<RoundWatcher>(std::move(client),
                                             [this, on_event = std::move(on_event)](int round, RoundEvent what) {
                                               rdzv_->learned_event(round, what);

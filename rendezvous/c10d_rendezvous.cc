@@ -53,10 +53,9 @@ std::string C10dRendezvous::round_key(int round, const std::string& suffix) cons
 
 std::string C10dRendezvous::milestone_prefix() const { return key("m/"); }
 
-std::pair<std::string, std::string> C10dRendezvous::milestones_after() const {
-  if (round_ <= 0) return {};
-  return {milestone(round_, ""), milestone(round_ - 1, "event")};
-}
+std::string C10dRendezvous::event_prefix() const { return key("m/event/"); }
+
+std::string C10dRendezvous::event_of(int round) const { return event_prefix() + "r" + std::to_string(round); }
 
 std::string C10dRendezvous::milestone(int round, const std::string& suffix) const {
   return key("m/r" + std::to_string(round) + "/" + suffix);
@@ -130,7 +129,7 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
   if (slot >= done->members) {
     // Below max, the running members restart to take this node in.
     if (done->members < s_.max_nodes)
-      store_.compare_set(milestone(round, "event"), "", std::string(to_string(RoundEvent::join)));
+      store_.compare_set(event_of(round), "", std::string(to_string(RoundEvent::join)));
     wait_for_next_round(round, done->members);
     give_way(round, done->members);
     return false;
@@ -290,7 +289,7 @@ bool C10dRendezvous::all_members_gone(int round, int members, BeatCounters::Seen
 // A member still alive, wrongly thought gone, learns of the new round by the
 // event, as of a node waiting to join.
 void C10dRendezvous::open_round_after(int round) {
-  store_.compare_set(milestone(round, "event"), "", std::string(to_string(RoundEvent::join)));
+  store_.compare_set(event_of(round), "", std::string(to_string(RoundEvent::join)));
   store_.compare_set(key("round"), std::to_string(round), std::to_string(round + 1));
   store_.set(milestone(round, "next"), std::to_string(round + 1));
 }
@@ -542,7 +541,7 @@ void C10dRendezvous::close(bool succeeded) {
 // over (a failure, a node waiting to join, a dead member, or success). Each
 // is one COMPARE_SET on the round's event key, so every agent that WAITs on
 // that key is woken by the server at once, and all agree on which came first.
-std::string C10dRendezvous::event_key() const { return milestone(round_, "event"); }
+std::string C10dRendezvous::event_key() const { return event_of(round_); }
 
 RoundEvent C10dRendezvous::publish_event(RoundEvent what) {
   const RoundEvent won = parse_round_event(store_.compare_set(event_key(), "", std::string(to_string(what))));

@@ -46,10 +46,13 @@
 //                      end of each wait slice), "closed"
 //                      when the job succeeded, "failed" when it failed:
 //                      what a spare still waiting exits with
-//   m/r<k>/event       what ended round k for everyone, first writer wins:
+//   m/event/r<k>       what ended round k for everyone, first writer wins:
 //                      "abort" (a worker failed), "join" (a node is waiting
 //                      to join), "dead" (a member stopped its keep-alives),
-//                      "done" (every member's workers succeeded)
+//                      "done" (every member's workers succeeded); apart from
+//                      the round's other milestones, so that the round
+//                      watcher's connection (which waits for nothing else)
+//                      watches these alone
 //   m/r<k>/all_stopped set by the last member whose workers stopped
 // Group ranks are the members sorted by (order, addr, host, pid): the same
 // set of nodes always gets the same ranks, whatever order they joined in.
@@ -110,15 +113,12 @@ class C10dRendezvous {
   // Round events. The store key that one event per round
   // is written to; agents WAIT on it with a connection of their own.
   std::string event_key() const;
-  // Where the round's milestones (event_key among them) live: a connection
-  // of another thread that waits for them is told so
-  // (StoreClient::expect_waits_under), as this object tells its own.
+  // Where the round's milestones live (StoreClient::expect_waits_under, as
+  // this object tells its own connection), and under it where every round's
+  // event lives alone: a connection of another thread that waits only for
+  // events is told that, and its watch brings nothing else.
   std::string milestone_prefix() const;
-  // The current round's milestones, and the key they all come after (the
-  // last round's event: no member joins a round before the last one
-  // ended), for a watcher's connection (StoreClient::milestones_follow).
-  // Empty in round 0.
-  std::pair<std::string, std::string> milestones_after() const;
+  std::string event_prefix() const;
   int round() const { return round_; }
   // The current round's key prefix, for what keeps keys of its own in it
   // (rendezvous/speed_board.h).
@@ -225,6 +225,7 @@ class C10dRendezvous {
   std::string key(const std::string& suffix) const;
   std::string round_key(int round, const std::string& suffix) const;
   std::string milestone(int round, const std::string& suffix) const;
+  std::string event_of(int round) const;  // round's event key, under event_prefix()
   // `answer`: the config key's value as a COMPARE_SET of this node's
   // config just answered it (start_next_round's); none: asks.
   void check_config(std::optional<std::string> answer = std::nullopt);

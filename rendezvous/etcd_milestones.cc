@@ -28,11 +28,6 @@ void EtcdMilestones::follow(const std::string& group, int64_t from) {
   if (watch_ && from >= from_ && covers(group)) read_groups_.insert(group);
 }
 
-int64_t EtcdMilestones::revision_of(const std::string& key) const {
-  const auto it = seen_.find(key);
-  return it == seen_.end() ? 0 : it->second.revision;
-}
-
 void EtcdMilestones::forget() {
   watch_.reset();
   seen_.clear();
@@ -78,7 +73,10 @@ std::optional<std::string> EtcdMilestones::value(const std::string& what, const 
     // A milestone not yet read is read with the rest of its group (the
     // round's: "r<k>/"), a few keys in one answer: the round's completion,
     // `assigned`, the master and the event then cost one read, not four.
-    const std::string group = key.substr(0, key.find('/', prefix_.size()) + 1);
+    // A key right under the prefix is of the prefix's own group (a
+    // connection told the round events' prefix: every round's event).
+    const size_t slash = key.find('/', prefix_.size());
+    const std::string group = slash == std::string::npos ? prefix_ : key.substr(0, slash + 1);
     // A group read while the watch ran needs no second read: what it lacked
     // comes on the watch.
     if (!watch_ || !read_groups_.count(group)) {

@@ -5,7 +5,8 @@
 // it delivered. A milestone it delivered costs no request; one read absent
 // is not read again (its put comes on the watch). A milestone not yet known
 // is read with its group (the keys sharing its first segment under the
-// prefix: a round's), one range for them all, unless the group is known to
+// prefix: a round's; for a key right under it, the prefix's), one range for
+// them all, unless the group is known to
 // have begun after the watch did (follow): then the watch brings all of it.
 // Without this every wait was a watch of its own, a stream through etcd's
 // gateway, and each agent opened about five per re-join; a job's
@@ -59,8 +60,6 @@ class EtcdMilestones {
   // writer's own write came at or after it): when the watch began no later,
   // it brings every one of them, and the group is never read.
   void follow(const std::string& group, int64_t from);
-  // The revision a milestone was written at, as it came (0: not known).
-  int64_t revision_of(const std::string& key) const;
 
  private:
   // Takes in what the watch delivered, waiting until the deadline for

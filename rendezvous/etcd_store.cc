@@ -416,9 +416,8 @@ void EtcdStore::expect_waits_under(const std::string& prefix) { milestones_->exp
 
 void EtcdStore::milestones_follow(const std::string& group, const std::string& after) {
   // The revision of `after`'s first write: the counter's create revision,
-  // as this store's add read it, or the milestone's as it came.
-  const int64_t from = added_ == etcd_key(after) ? added_created_ : milestones_->revision_of(etcd_key(after));
-  if (from > 0) milestones_->follow(etcd_key(group), from);
+  // as this store's add read it.
+  if (added_ == etcd_key(after) && added_created_ > 0) milestones_->follow(etcd_key(group), added_created_);
 }
 
 int64_t EtcdStore::num_keys() {

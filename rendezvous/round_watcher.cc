@@ -27,11 +27,10 @@ RoundWatcher::~RoundWatcher() {
   thread_.join();
 }
 
-void RoundWatcher::watch(int round, const std::string& key, Follows follows) {
+void RoundWatcher::watch(int round, const std::string& key) {
   {
     std::lock_guard l(mu_);
     key_ = key;
-    follows_ = std::move(follows);
     round_ = round;
   }
   cv_.notify_all();
@@ -41,18 +40,15 @@ void RoundWatcher::loop() {
   bool failing = false;
   for (;;) {
     std::string key;
-    Follows follows;
     int round;
     {
       std::unique_lock l(mu_);
       cv_.wait(l, [&] { return stop_ || !key_.empty(); });
       if (stop_) return;
       key = key_;
-      follows = std::exchange(follows_, {});
       round = round_;
     }
     try {
-      if (!follows.group.empty()) client_->milestones_follow(follows.group, follows.after);
       // One wait-and-read: a WAIT and then a GET (each waiting for the key
       // first) made a TCPStore answer three requests, etcd two reads.
       const std::string event = client_->get(key, kRoundWaitSlice);

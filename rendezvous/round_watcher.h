@@ -27,13 +27,8 @@ class RoundWatcher {
   RoundWatcher& operator=(const RoundWatcher&) = delete;
 
   // Watch round `round`'s event key from now on; each round's event is
-  // delivered once. `follows`, where given, is told to the connection
-  // first (StoreClient::milestones_follow: the round's milestones and the
-  // key they all come after).
-  struct Follows {
-    std::string group, after;
-  };
-  void watch(int round, const std::string& key, Follows follows = {});
+  // delivered once.
+  void watch(int round, const std::string& key);
 
  private:
   void loop();
@@ -43,7 +38,6 @@ class RoundWatcher {
   std::mutex mu_;
   std::condition_variable cv_;
   std::string key_;
-  Follows follows_;
   int round_ = -1;
   bool stop_ = false;
   std::thread thread_;

@@ -157,10 +157,9 @@ class StoreClient {
   virtual void expect_waits_under(const std::string& prefix) { (void)prefix; }
   // No milestone of `group` (a prefix under expect_waits_under's: a
   // round's) is written before `after` first was: a counter this client
-  // has just added to (its first add), or a milestone this client has
-  // received. A store whose one watch began before that then knows the
-  // watch brings every milestone of the group, and reads none of them
-  // (over etcd, a request per member per round).
+  // has just added to (its first add). A store whose one watch began
+  // before that then knows the watch brings every milestone of the group,
+  // and reads none of them (over etcd, a request per member per round).
   virtual void milestones_follow(const std::string& group, const std::string& after) {
     (void)group;
     (void)after;

@@ -6,6 +6,8 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "store/client.h"
 
@@ -88,6 +90,15 @@ class FakeStore {
     FakeStore& s_;
     std::string addr_;
   };
+
+  // The keys written under `prefix`, in order.
+  std::vector<std::string> keys_under(const std::string& prefix) {
+    std::lock_guard l(mu_);
+    std::vector<std::string> out;
+    for (auto it = data_.lower_bound(prefix); it != data_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+      out.push_back(it->first);
+    return out;
+  }
 
   // A store restarted empty on the same address.
   void forget_everything() {

@@ -46,6 +46,24 @@ TEST_CASE("rendezvous: fixed size job gets unique ranks and one master") {
   CHECK(nodes[0]->members_seen.empty());
 }
 
+// The round watcher's connection is told event_prefix() (C10dBackend::watch)
+// and over etcd watches what is written under it: told the whole milestone
+// prefix, its watch brought every member each round's completion, wake keys,
+// assignment and master a second time. Under it: every round's event, alone.
+TEST_CASE("rendezvous: round events live apart from the round's other milestones") {
+  FakeStore store;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (const char* addr : {"10.0.0.1", "10.0.0.2"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(2, 2)));
+  join_all(nodes);
+  auto& rdzv = nodes[0]->rdzv;
+  CHECK(rdzv.publish_event(RoundEvent::abort) == RoundEvent::abort);
+  CHECK(nodes[1]->rdzv.current_event() == RoundEvent::abort);
+  const std::string events = rdzv.event_prefix(), milestones = rdzv.milestone_prefix();
+  CHECK(events.compare(0, milestones.size(), milestones) == 0);  // the rendezvous's own watch still brings them
+  CHECK(store.keys_under(events) == std::vector<std::string>{rdzv.event_key()});
+  CHECK(store.keys_under(milestones).size() >= 4);  // wake, complete, assigned, master
+}
+
 TEST_CASE("rendezvous: MIN:MAX takes nodes joining within the last call") {
   FakeStore store;
   std::vector<std::unique_ptr<Node>> nodes;

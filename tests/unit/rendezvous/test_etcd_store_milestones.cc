@@ -164,34 +164,20 @@ TEST_CASE("etcd store: a milestone's first read without waiting gives its watch 
   CHECK(member.count("/v3/watch") == 1);
 }
 
-// The round watcher's connection waits for each round's event: it read each
-// new round's milestones once, a request per agent per round, though no
-// member joins a round before the last one's event, which its watch brought.
-TEST_CASE("etcd store: a round after a milestone the watch brought is not read") {
-  bool event_in_read = false;
-  Member member([&](const Member::Request& r) -> std::string {
-    if (r.target == "/v3/kv/range" && event_in_read)  // round 1's event, written before the watch began
-      return Member::ok("{" + kMilestoneHeader + R"(,"kvs":[{"key":")" + etcd::base64_encode("/p/m/r1/event") +
-                        R"(","create_revision":"5","mod_revision":"5","version":"1","value":")" +
-                        etcd::base64_encode("abort") + R"("}],"count":"1"})");
-    return nothing_written(r);
-  });
+// The round watcher's connection is told the round events' prefix, and
+// every event key lies right under it: its group is the prefix, not the
+// empty string (a read of etcd's whole key space).
+TEST_CASE("etcd store: a milestone right under the prefix is read with the prefix's keys") {
+  Member member(nothing_written);
   rendezvous::EtcdStore store(milestone_settings(member), 5s);
-  store.expect_waits_under("m/");
-  int ranges = 1;
-  SECTION("the event came on the watch") {
-    auto event = std::async(std::launch::async, [&] { return store.get("m/r1/event", 5s); });
-    await_milestone_streams(member, 1);
-    member.push(milestone_put("/p/m/r1/event", "abort", 11));
-    REQUIRE(event.get() == "abort");
-  }
-  SECTION("it was read, written before the watch began: the next round is read too") {
-    event_in_read = true;
-    REQUIRE(store.get("m/r1/event", 5s) == "abort");
-    ranges = 2;
-  }
-  REQUIRE(member.count("/v3/kv/range") == 1);
-  store.milestones_follow("m/r2/", "m/r1/event");
-  CHECK_FALSE(store.get_if_set("m/r2/event"));
-  CHECK(member.count("/v3/kv/range") == ranges);
+  store.expect_waits_under("m/event/");
+  CHECK_FALSE(store.get_if_set("m/event/r1"));
+  std::vector<Member::Request> ranges;
+  for (const auto& r : member.requests())
+    if (r.target == "/v3/kv/range") ranges.push_back(r);
+  REQUIRE(ranges.size() == 1);
+  CHECK(ranges[0].body.find(R"("key":")" + etcd::base64_encode("/p/m/event/") + "\"") != std::string::npos);
+  CHECK(member.count("/v3/watch") == 1);
+  CHECK_FALSE(store.get_if_set("m/event/r2"));  // the group was read while the watch ran
+  CHECK(member.count("/v3/kv/range") == 1);
 }
