@@ -207,14 +207,14 @@ Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& s
   barrier.arrive_and_wait(sh, a.nodes, beat, every);
   if (node == 0) {
     sh.failed = now_ns();
-    rdzv.outcome().publish_failure("{\"rank\": 0, \"exitcode\": 1}");
+    rdzv.publish_failure("{\"rank\": 0, \"exitcode\": 1}");
   }
   // The agent's round watcher waits on a thread of its own while the
   // agent goes on renewing its lease, reads the event in the same call, and
   // hands it to the rendezvous (C10dBackend::watch).
   for (const auto until = Clock::now() + std::chrono::seconds(a.timeout_s);;) {
     try {
-      rdzv.outcome().learned_event(rdzv.round(), parse_round_event(store.get(rdzv.outcome().event_key(), every)));
+      rdzv.learned_event(rdzv.round(), parse_round_event(store.get(rdzv.event_key(), every)));
       break;
     } catch (const cxxrun::store::StoreTimeout&) {
       if (Clock::now() >= until) throw;
@@ -223,8 +223,7 @@ Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& s
   }
   at_least(sh.last_woken, now_ns());
   const auto [waiting, left] = rdzv.waiting_and_stepped_out();
-  const bool dead = rdzv.outcome().current_event() == RoundEvent::dead;
-  const int expected = std::max(1, rdzv.members() + waiting - (dead ? 1 : 0));
+  const int expected = std::max(1, rdzv.members() + waiting - (rdzv.current_event() == RoundEvent::dead ? 1 : 0));
   rdzv.start_next_round(waiting != 0);
   Assignment next = rdzv.next_rendezvous(expected, left);
   at_least(sh.last_done, now_ns());

@@ -55,8 +55,8 @@ Assignment C10dBackend::rejoin() {
   try {
     // Whoever found members dead counted them: every survivor expects the
     // same number back, and too few is an error now, not after join_timeout.
-    const int dead = rdzv_->outcome().current_event() == RoundEvent::dead
-                         ? std::max({1, dead_seen_, rdzv_->outcome().dead_count()})
+    const int dead = rdzv_->current_event() == RoundEvent::dead
+                         ? std::max({1, dead_seen_, rdzv_->dead_count()})
                          : 0;
     // Spares count: a fixed-size job whose member died goes on at the same
     // size when one waits (it stopped, "only N-1 nodes alive", before).
@@ -88,7 +88,7 @@ Assignment C10dBackend::joined(const Assignment& a) {
   last_beat_ok_ = std::chrono::steady_clock::now();  // the round just proved the store alive
   speeds_ = std::make_unique<SpeedBoard>([this] { return store_->connect_another(kBoardTimeout); },
                                          rdzv_->round_prefix(), a.group_rank, a.group_world_size);
-  if (watcher_) watcher_->watch(a.round, rdzv_->outcome().event_key());
+  if (watcher_) watcher_->watch(a.round, rdzv_->event_key());
   return a;
 }
 
@@ -104,10 +104,10 @@ void C10dBackend::watch(OnEvent on_event) {
   client->expect_waits_under(rdzv_->event_prefix());
   watcher_ = std::make_unique<RoundWatcher>(std::move(client),
                                             [this, on_event = std::move(on_event)](int round, RoundEvent what) {
-                                              rdzv_->outcome().learned_event(round, what);
+                                              rdzv_->learned_event(round, what);
                                               on_event(round, what);
                                             });
-  watcher_->watch(rdzv_->round(), rdzv_->outcome().event_key());
+  watcher_->watch(rdzv_->round(), rdzv_->event_key());
 }
 
 // Failures are logged, never thrown: a store hiccup must not kill a healthy
@@ -146,7 +146,7 @@ Rendezvous::Liveness C10dBackend::check_members() {
   // Members are judged while this node waits for the others too, and one
   // whose workers succeeded leaves once the round is done: gone, not dead.
   try {
-    if (rdzv_->outcome().current_event() == RoundEvent::done) return Liveness{{}, rdzv_->members()};
+    if (rdzv_->current_event() == RoundEvent::done) return Liveness{{}, rdzv_->members()};
   } catch (const std::exception&) {
     return Liveness{{}, rdzv_->members()};  // the next check decides
   }
@@ -158,7 +158,7 @@ Rendezvous::Liveness C10dBackend::check_members() {
                (s.keep_alive_interval * s.keep_alive_max_attempt).count());
   dead_seen_ = static_cast<int>(out.dead.size());
   try {
-    rdzv_->outcome().publish_dead(dead_seen_);
+    rdzv_->publish_dead(dead_seen_);
   } catch (const std::exception& e) {
     spdlog::warn("cannot tell the other nodes: {}", e.what());
   }
@@ -183,7 +183,7 @@ void C10dBackend::coordination_failed(const char* what, const std::exception& e)
 void C10dBackend::publish_failure(const std::string& record) {
   if (store_gone_) return;
   try {
-    rdzv_->outcome().publish_failure(record);
+    rdzv_->publish_failure(record);
   } catch (const std::exception& e) {
     coordination_failed("cannot tell the other nodes about the failure", e);
   }
@@ -192,7 +192,7 @@ void C10dBackend::publish_failure(const std::string& record) {
 RoundEvent C10dBackend::finish_round() {
   if (store_gone_) return RoundEvent::none;
   try {
-    return rdzv_->outcome().finish_round();
+    return rdzv_->finish_round();
   } catch (const std::exception& e) {
     coordination_failed("cannot report success to the rendezvous store", e);
     return RoundEvent::none;
@@ -202,8 +202,8 @@ RoundEvent C10dBackend::finish_round() {
 std::vector<std::string> C10dBackend::failure_records(std::chrono::milliseconds limit) {
   if (store_gone_) return {};
   try {
-    rdzv_->outcome().wait_all_stopped(limit);
-    return rdzv_->outcome().failure_records();
+    rdzv_->wait_all_stopped(limit);
+    return rdzv_->failure_records();
   } catch (const std::exception& e) {
     spdlog::warn("cannot read the job's failures from the rendezvous store: {}", e.what());
     return {};
@@ -213,7 +213,7 @@ std::vector<std::string> C10dBackend::failure_records(std::chrono::milliseconds 
 std::vector<std::string> C10dBackend::published_failures() {
   if (store_gone_) return {};
   try {
-    return rdzv_->outcome().failure_records();
+    return rdzv_->failure_records();
   } catch (const std::exception& e) {
     spdlog::warn("cannot read the job's failures from the rendezvous store: {}", e.what());
     return {};
@@ -225,9 +225,9 @@ std::vector<std::string> C10dBackend::published_failures() {
 std::vector<std::string> C10dBackend::attempt_records(const std::string& mine, std::chrono::milliseconds limit) {
   if (store_gone_) return {mine};
   try {
-    rdzv_->outcome().publish_attempt(mine);
-    rdzv_->outcome().wait_all_stopped(limit);
-    return rdzv_->outcome().attempt_records();
+    rdzv_->publish_attempt(mine);
+    rdzv_->wait_all_stopped(limit);
+    return rdzv_->attempt_records();
   } catch (const std::exception& e) {
     coordination_failed("cannot share this attempt's progress through the rendezvous store", e);
     return {mine};
@@ -237,7 +237,7 @@ std::vector<std::string> C10dBackend::attempt_records(const std::string& mine, s
 std::string C10dBackend::settle_verdict(const Proposal& propose) {
   if (store_gone_) return propose("");
   try {
-    return rdzv_->outcome().settle_verdict(propose);
+    return rdzv_->settle_verdict(propose);
   } catch (const std::exception& e) {
     coordination_failed("cannot settle the restart verdict through the rendezvous store", e);
     return propose("");
@@ -287,7 +287,7 @@ void C10dBackend::tell_node(int group_rank, const std::string& verdict) {
 bool C10dBackend::call_spare() {
   if (store_gone_ || !rdzv_) return false;
   try {
-    return rdzv_->num_nodes_waiting() > 0 && rdzv_->outcome().publish_event(RoundEvent::join) == RoundEvent::join;
+    return rdzv_->num_nodes_waiting() > 0 && rdzv_->publish_event(RoundEvent::join) == RoundEvent::join;
   } catch (const std::exception& e) {
     spdlog::warn("cannot call a waiting spare in: {}", e.what());
     return false;

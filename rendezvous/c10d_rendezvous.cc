@@ -3,14 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "rendezvous/group_ranks.h"
 #include "rendezvous/round_completion.h"
 #include "rendezvous/round_records.h"
-#include "rendezvous/spare_wait.h"
 
 namespace cxxrun::rendezvous {
 namespace {
@@ -39,11 +40,25 @@ C10dRendezvous::C10dRendezvous(store::StoreClient& store, RendezvousSettings set
     : store_(store),
       lease_(settings.keep_alive_interval, [this](const std::string& line) { progress(line); }),
       s_(std::move(settings)),
-      keys_(s_.run_id),
       pick_port_(std::move(pick_port)),
-      log_(std::move(log)),
-      outcome_(store_, keys_) {
+      log_(std::move(log)) {
   store_.expect_waits_under(milestone_prefix());
+}
+
+std::string C10dRendezvous::key(const std::string& suffix) const { return "cxxrun/rdzv/" + s_.run_id + "/" + suffix; }
+
+std::string C10dRendezvous::round_key(int round, const std::string& suffix) const {
+  return key("r" + std::to_string(round) + "/" + suffix);
+}
+
+std::string C10dRendezvous::milestone_prefix() const { return key("m/"); }
+
+std::string C10dRendezvous::event_prefix() const { return key("m/event/"); }
+
+std::string C10dRendezvous::event_of(int round) const { return event_prefix() + "r" + std::to_string(round); }
+
+std::string C10dRendezvous::milestone(int round, const std::string& suffix) const {
+  return key("m/r" + std::to_string(round) + "/" + suffix);
 }
 
 std::string C10dRendezvous::config_text() const {
@@ -52,7 +67,7 @@ std::string C10dRendezvous::config_text() const {
 
 void C10dRendezvous::check_config(std::optional<std::string> answer) {
   const JobConfig mine{std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes), s_.entrypoint};
-  const std::string theirs = answer ? std::move(*answer) : store_.compare_set(keys_.job("config"), "", config_text());
+  const std::string theirs = answer ? std::move(*answer) : store_.compare_set(key("config"), "", config_text());
   if (theirs == describe(mine)) return;
   if (theirs == kClosed)
     throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
@@ -81,7 +96,7 @@ Assignment C10dRendezvous::join(int expected, int stepped_out_now) {
   // since is found by the join, as one opened after this read always was).
   check_config(std::exchange(config_answer_, std::nullopt));
   int round = std::exchange(opened_, -1);
-  if (round <= round_) round = to_int(store_.compare_set(keys_.job("round"), "", "0"), "round number");
+  if (round <= round_) round = to_int(store_.compare_set(key("round"), "", "0"), "round number");
   round = std::max(round, round_ + 1);
   Assignment out;
   while (!join_round(round, deadline, out)) ++round;
@@ -94,30 +109,29 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
                static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder), s_.node_group};
   // Opened with this join where start_next_round found it not yet opened.
   const auto open = std::exchange(open_with_join_, std::nullopt);
-  const std::string count = keys_.round(round, "count");
+  const std::string count = round_key(round, "count");
   const int slot = static_cast<int>(open && open->desired == std::to_string(round) ? store_.add_and_compare_set(count, *open)
                                                                                     : store_.add(count, 1)) - 1;
   // Every milestone of the round follows its first joiner's ADD.
-  store_.milestones_follow(keys_.milestone(round, ""), count);
-  const std::string descriptor = keys_.round(round, "node/" + std::to_string(slot));
+  store_.milestones_follow(milestone(round, ""), count);
+  const std::string descriptor = round_key(round, "node/" + std::to_string(slot));
   if (!liveness_) store_.set(descriptor, describe(me_));
-  else if (liveness_->joining(keys_.round(round, "alive/"), slot, descriptor, describe(me_))) lease_.renewed();
+  else if (liveness_->joining(round_key(round, "alive/"), slot, descriptor, describe(me_))) lease_.renewed();
   // The max-th joiner completes the round before anyone wakes, so the
   // others wake to a complete round instead of racing to complete it.
   // Below the (min-1)-th, no one waits for a joiner's wake key.
   std::optional<Completion> done;
   if (slot == s_.max_nodes - 1) done = complete_round(round, s_.max_nodes, slot);
-  else if (slot + 1 >= s_.min_nodes) store_.set(keys_.milestone(round, "wake/" + std::to_string(slot)), "joined");
+  else if (slot + 1 >= s_.min_nodes) store_.set(milestone(round, "wake/" + std::to_string(slot)), "joined");
   log_("node " + me_.addr + " (pid " + std::to_string(me_.pid) + ") attempts to join round " +
        std::to_string(round) + " of rendezvous '" + s_.run_id + "' at " + s_.endpoint);
   if (!done) done = wait_for_completion(round, slot, deadline);
   if (slot >= done->members) {
     // Below max, the running members restart to take this node in.
     if (done->members < s_.max_nodes)
-      store_.compare_set(keys_.event(round), "", std::string(to_string(RoundEvent::join)));
-    SpareWait spare(store_, keys_, s_, liveness_, log_, [this](const std::string& line) { progress(line); });
-    spare.wait_for_next_round(round, done->members);
-    spare.give_way(round, done->members);
+      store_.compare_set(event_of(round), "", std::string(to_string(RoundEvent::join)));
+    wait_for_next_round(round, done->members);
+    give_way(round, done->members);
     return false;
   }
   out = assign(round, *done, slot, deadline);
@@ -134,7 +148,7 @@ C10dRendezvous::Completion C10dRendezvous::parse_completion(const std::string& t
 // RoundCompletion rules; whoever gets there first writes `complete` and
 // everyone adopts that value.
 C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int slot, Clock::time_point deadline) {
-  const std::string complete = keys_.milestone(round, "complete");
+  const std::string complete = milestone(round, "complete");
   const int joined = slot + 1;
   RoundCompletion rule(s_, expected_, deadline);
   RoundSeen seen;
@@ -153,10 +167,10 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
     // now, not at join_timeout. A read per progress_interval of waiting,
     // none for a join that goes from milestone to milestone; so are the
     // nodes that declined a first round.
-    if (waited_out && store_.get_if_set(keys_.job("config")) == std::optional<std::string>(kClosed))
+    if (waited_out && store_.get_if_set(key("config")) == std::optional<std::string>(kClosed))
       throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
                             " was closed while this node waited to join: the job ended without it");
-    seen.count = first ? joined : static_cast<int>(store_.add(keys_.round(round, "count"), 0));
+    seen.count = first ? joined : static_cast<int>(store_.add(round_key(round, "count"), 0));
     if (seen.count < s_.max_nodes && expected_ == 0 && (waited_out || rule.reads_declines())) {
       auto declined = declined_nodes(round);
       for (size_t i = seen.declined.size(); i < declined.size(); ++i)
@@ -182,7 +196,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
         // Whoever makes the round full completes it: waiting for the max-th
         // joiner is waiting for `complete`, and brings the member count.
         if (next.milestone == s_.max_nodes) return parse_completion(store_.get(complete, slice));
-        store_.wait({keys_.milestone(round, "wake/" + std::to_string(next.milestone - 1))}, slice);
+        store_.wait({milestone(round, "wake/" + std::to_string(next.milestone - 1))}, slice);
         break;
       } catch (const store::StoreTimeout&) {
         waited_out = step >= next.until;
@@ -200,16 +214,91 @@ C10dRendezvous::Completion C10dRendezvous::complete_round(int round, int count, 
   // A spare (slot >= count) may see the count reach max first; the last
   // member computes the assignments in its place.
   const std::string mine = std::to_string(count) + "|" + std::to_string(std::min(slot, count - 1));
-  const Completion done = parse_completion(store_.compare_set(keys_.milestone(round, "complete"), "", mine));
-  store_.set(keys_.milestone(round, "wake/" + std::to_string(s_.max_nodes - 1)), "complete");
+  const Completion done = parse_completion(store_.compare_set(milestone(round, "complete"), "", mine));
+  store_.set(milestone(round, "wake/" + std::to_string(s_.max_nodes - 1)), "complete");
   return done;
+}
+
+// A spare (the round is full) or a late joiner waits, without a deadline as
+// torchrun's spares do, until the next round opens or the job closes. A
+// round whose members are all gone (its job was killed, and is launched
+// again under the same id) opens no next round by itself: the waiter opens
+// it, as torch's rendezvous moves on when no participant is left.
+void C10dRendezvous::wait_for_next_round(int round, int members) {
+  log_(members >= s_.max_nodes ? "rendezvous '" + s_.run_id + "' is full (" + std::to_string(s_.max_nodes) +
+                                     " nodes); this node waits as a spare for the next round"
+                               : "round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
+                                     "' completed without this node; waiting for the next round");
+  const std::string next = milestone(round, "next");
+  BeatCounters::Seen seen;
+  for (;;) {
+    try {
+      const std::string value = store_.get(next, s_.keep_alive_interval);
+      if (value == "closed")
+        throw RendezvousClosed("rendezvous '" + s_.run_id + "' closed while this node waited as a spare");
+      // A spare of a failed job failed with it: exit 0 would tell the
+      // scheduler the job succeeded.
+      if (value == "failed")
+        throw RendezvousError("the job of rendezvous '" + s_.run_id +
+                              "' failed while this node waited as a spare; the failure is in the other nodes' logs");
+      return;
+    } catch (const store::StoreTimeout&) {
+      // Members that read no node waiting do not write `next`
+      // (start_next_round): the round number says the next round is open.
+      if (const auto now = store_.get_if_set(key("round")); now && to_int(*now, "round number") > round) return;
+      if (all_members_gone(round, members, seen)) {
+        log_("no member of round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
+             "' is alive (was its job killed?); opening round " + std::to_string(round + 1));
+        return open_round_after(round);
+      }
+      progress("waiting as a spare for the next round of rendezvous '" + s_.run_id + "'");
+    }
+  }
+}
+
+// The next round is open and this node was not a member of the last: the
+// members that go on join first, then a spare of the job's group (the most
+// common among the last round's members), then the others, so that when
+// several spares wait the nearest one takes a free place. Joining order is
+// the whole mechanism: a round takes its first max joiners.
+void C10dRendezvous::give_way(int round, int members) {
+  std::map<std::string, int> groups;
+  try {
+    std::vector<std::string> keys;
+    for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
+    for (const auto& text : store_.multi_get(keys))
+      if (const std::string g = parse_member(text).group; !g.empty()) ++groups[g];
+  } catch (const std::exception&) {
+    // Nothing known of the job's group: a spare like any other.
+  }
+  const auto job_group = std::max_element(groups.begin(), groups.end(),
+                                          [](const auto& a, const auto& b) { return a.second < b.second; });
+  const bool near = job_group == groups.end() || job_group->first == s_.node_group;
+  std::this_thread::sleep_for(near ? kSpareGivesWay : kFarSpareGivesWay);
+}
+
+// Every member's keep-alive stopped: over etcd, no lease is left; over a
+// TCPStore, no beat counter moved for interval * max_attempt, as this node
+// saw them.
+bool C10dRendezvous::all_members_gone(int round, int members, BeatCounters::Seen& seen) {
+  if (liveness_) return liveness_->count_alive(round_key(round, "alive/"), members) == 0;
+  return BeatCounters::all_still(store_, round_key(round, "alive/"), members, seen,
+                                 s_.keep_alive_interval * s_.keep_alive_max_attempt);
+}
+
+// A member still alive, wrongly thought gone, learns of the new round by the
+// event, as of a node waiting to join.
+void C10dRendezvous::open_round_after(int round) {
+  store_.compare_set(event_of(round), "", std::string(to_string(RoundEvent::join)));
+  store_.compare_set(key("round"), std::to_string(round), std::to_string(round + 1));
+  store_.set(milestone(round, "next"), std::to_string(round + 1));
 }
 
 // Run by one elected member: one read of every descriptor, one write of
 // every assignment.
 void C10dRendezvous::publish_assignments(int round, int members) {
   std::vector<std::string> keys;
-  for (int i = 0; i < members; ++i) keys.push_back(keys_.round(round, "node/" + std::to_string(i)));
+  for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
   const std::vector<std::string> texts =
       lease_.wait(Clock::now() + s_.read_timeout, [&](milliseconds t) { return store_.wait_and_get(keys, t); });
   std::vector<Member> all;
@@ -222,21 +311,21 @@ void C10dRendezvous::publish_assignments(int round, int members) {
   // each of N assignments, a list of the members gone made the round's
   // writes N times its size (3,000 agents over etcd, most leases expired:
   // "request is too large").
-  std::string alive = liveness_ ? liveness_->snapshot(keys_.round(round, "alive/"), members) : "";
+  std::string alive = liveness_ ? liveness_->snapshot(round_key(round, "alive/"), members) : "";
   std::vector<std::string> assign_keys, values;
   if (alive.size() > kInlineSnapshot) {
-    assign_keys.push_back(keys_.round(round, "alive_snapshot"));
+    assign_keys.push_back(round_key(round, "alive_snapshot"));
     values.push_back(std::exchange(alive, kSnapshotElsewhere));
   }
   const std::vector<AssignmentRecord> records = assignments(all, order, alive);
   for (int slot = 0; slot < members; ++slot) {
-    assign_keys.push_back(keys_.round(round, "assign/" + std::to_string(slot)));
+    assign_keys.push_back(round_key(round, "assign/" + std::to_string(slot)));
     values.push_back(describe(records[slot]));
   }
-  assign_keys.push_back(keys_.round(round, "ranks"));
+  assign_keys.push_back(round_key(round, "ranks"));
   values.push_back(describe_ranks(order));
   // Last: it stands for every key before it (assign).
-  assign_keys.push_back(keys_.milestone(round, "assigned"));
+  assign_keys.push_back(milestone(round, "assigned"));
   values.push_back("1");
   store_.multi_set(assign_keys, values);
 }
@@ -253,8 +342,8 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   // comes on the watch every member holds, where a wait for the assignment
   // itself was a watch per member; a TCPStore answers in as many requests
   // (WAIT and a read, where a get was WAIT and GET).
-  lease_.wait(deadline, [&](milliseconds t) { store_.wait({keys_.milestone(round, "assigned")}, t); });
-  const auto text = store_.get_if_set(keys_.round(round, "assign/" + me));
+  lease_.wait(deadline, [&](milliseconds t) { store_.wait({milestone(round, "assigned")}, t); });
+  const auto text = store_.get_if_set(round_key(round, "assign/" + me));
   if (!text)
     throw RendezvousError("rendezvous '" + s_.run_id + "': round " + std::to_string(round) +
                           " was assigned, but not this node's slot " + me + " (were the job's keys removed?)");
@@ -266,7 +355,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   out.group_rank = mine.group_rank;
   out.base_rank = mine.base_rank;
   out.world_size = mine.world_size;
-  const std::string master = keys_.milestone(round, "master");
+  const std::string master = milestone(round, "master");
   std::string where;
   if (out.group_rank == 0) {
     where = me_.addr + ":" + std::to_string(pick_port_(member_addrs(round, members)));
@@ -280,13 +369,12 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   round_ = round;
   slot_ = slot;
   members_ = members;
-  outcome_.entered(round, members);
   rank_of_slot_.clear();
-  counters_.joined(keys_.round(round, "alive/"), slot);
+  counters_.joined(round_key(round, "alive/"), slot);
   if (liveness_) {
     std::string alive = mine.alive;
-    if (alive == kSnapshotElsewhere) alive = get(keys_.round(round, "alive_snapshot"));
-    liveness_->joined(keys_.round(round, "alive/"), members, alive);
+    if (alive == kSnapshotElsewhere) alive = get(round_key(round, "alive_snapshot"));
+    liveness_->joined(round_key(round, "alive/"), members, alive);
   }
   log_("node " + me_.addr + " joined round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
        "' as rank " + std::to_string(out.group_rank) + " in a world of size " + std::to_string(members) + " (" +
@@ -296,7 +384,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
 
 std::vector<std::string> C10dRendezvous::member_addrs(int round, int members) {
   std::vector<std::string> keys;
-  for (int i = 0; i < members; ++i) keys.push_back(keys_.round(round, "node/" + std::to_string(i)));
+  for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
   std::vector<std::string> addrs;
   for (const auto& text : store_.multi_get(keys)) addrs.push_back(parse_member(text).addr);
   return addrs;
@@ -309,7 +397,7 @@ const std::vector<int>& C10dRendezvous::rank_of_slot() {
     // the keep-alives' client, as the liveness check it serves: its calls end
     // within a keep-alive interval, so a store gone away cannot hold the
     // agent (and its exit) for read_timeout.
-    const auto written = beats_->get_if_set(keys_.round(round_, "ranks"));
+    const auto written = beats_->get_if_set(round_key(round_, "ranks"));
     if (!written)
       throw store::StoreError("the rendezvous store at " + s_.endpoint + " no longer knows round " +
                               std::to_string(round_) + " of this job: it was restarted and its state is gone");
@@ -364,16 +452,27 @@ std::vector<int> C10dRendezvous::dead_members() {
 
 int C10dRendezvous::num_nodes_waiting() {
   if (round_ < 0) return 0;
-  const int count = static_cast<int>(store_.add(keys_.round(round_, "count"), 0));
+  const int count = static_cast<int>(store_.add(round_key(round_, "count"), 0));
   return std::max(0, count - members_);
 }
 
-void C10dRendezvous::step_out() { store_.add(keys_.round(round_, "out"), 1); }
+RoundEvent C10dRendezvous::publish_dead(int count) {
+  store_.compare_set(round_key(round_, "dead"), "", std::to_string(count));
+  return publish_event(RoundEvent::dead);
+}
+
+int C10dRendezvous::dead_count() {
+  const std::string k = round_key(round_, "dead");
+  const auto dead = store_.get_if_set(k);
+  return dead ? to_int(*dead, "dead count") : 0;
+}
+
+void C10dRendezvous::step_out() { store_.add(round_key(round_, "out"), 1); }
 
 C10dRendezvous::Waiting C10dRendezvous::waiting_and_stepped_out() {
   if (round_ < 0) return {};
-  auto read = store_.add_and_get_if_set_each(keys_.round(round_, "count"), 0,
-                                             {keys_.round(round_, "out"), keys_.job("round"), keys_.job("config")});
+  auto read = store_.add_and_get_if_set_each(round_key(round_, "count"), 0,
+                                             {round_key(round_, "out"), key("round"), key("config")});
   opening_reads_ = OpeningReads{round_, read.values[1], read.values[2]};
   return {std::max(0, static_cast<int>(read.count) - members_),
           read.values[0] ? to_int(*read.values[0], "stepped-out count") : 0};
@@ -381,20 +480,20 @@ C10dRendezvous::Waiting C10dRendezvous::waiting_and_stepped_out() {
 
 int C10dRendezvous::stepped_out() {
   if (round_ < 0) return 0;
-  auto text = store_.get_if_set(keys_.round(round_, "out"));
+  auto text = store_.get_if_set(round_key(round_, "out"));
   return text ? to_int(*text, "stepped-out count") : 0;
 }
 
 void C10dRendezvous::decline(const std::string& why) {
   check_config();
-  const int round = to_int(store_.compare_set(keys_.job("round"), "", "0"), "round number");
+  const int round = to_int(store_.compare_set(key("round"), "", "0"), "round number");
   std::string line = hostname() + " (pid " + std::to_string(getpid()) + ") " + why;
   std::replace(line.begin(), line.end(), '\n', ' ');
-  store_.append(keys_.round(round, "declined"), line + "\n");
+  store_.append(round_key(round, "declined"), line + "\n");
 }
 
 std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
-  return parse_lines(store_.get_if_set(keys_.round(round, "declined")).value_or(""));
+  return parse_lines(store_.get_if_set(round_key(round, "declined")).value_or(""));
 }
 
 // One round trip: opening the round, waking spares where some wait, and the
@@ -403,8 +502,8 @@ std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
 void C10dRendezvous::start_next_round(bool spares_wait) {
   lease_.beat_if_due();
   using CompareSet = store::StoreClient::CompareSet;
-  const CompareSet round{keys_.job("round"), std::to_string(round_), std::to_string(round_ + 1)};
-  const CompareSet config{keys_.job("config"), "", config_text()};
+  const CompareSet round{key("round"), std::to_string(round_), std::to_string(round_ + 1)};
+  const CompareSet config{key("config"), "", config_text()};
   const auto read = std::exchange(opening_reads_, std::nullopt);
   std::optional<std::string> opened, config_answer;
   if (read && read->round == round_) {
@@ -422,7 +521,7 @@ void C10dRendezvous::start_next_round(bool spares_wait) {
   }
   std::vector<CompareSet> batch;
   if (!opened) batch.push_back(round);
-  if (spares_wait) batch.push_back({keys_.milestone(round_, "next"), "", std::to_string(round_ + 1)});
+  if (spares_wait) batch.push_back({milestone(round_, "next"), "", std::to_string(round_ + 1)});
   if (!config_answer) batch.push_back(config);
   if (!batch.empty()) {
     std::vector<std::string> answers = store_.compare_sets(batch);
@@ -434,8 +533,95 @@ void C10dRendezvous::start_next_round(bool spares_wait) {
 }
 
 void C10dRendezvous::close(bool succeeded) {
-  store_.set(keys_.job("config"), kClosed);
-  if (round_ >= 0) store_.set(keys_.milestone(round_, "next"), succeeded ? "closed" : "failed");
+  store_.set(key("config"), kClosed);
+  if (round_ >= 0) store_.set(milestone(round_, "next"), succeeded ? "closed" : "failed");
+}
+
+// Round events: how one node tells every other that the current round is
+// over (a failure, a node waiting to join, a dead member, or success). Each
+// is one COMPARE_SET on the round's event key, so every agent that WAITs on
+// that key is woken by the server at once, and all agree on which came first.
+std::string C10dRendezvous::event_key() const { return event_of(round_); }
+
+RoundEvent C10dRendezvous::publish_event(RoundEvent what) {
+  const RoundEvent won = parse_round_event(store_.compare_set(event_key(), "", std::string(to_string(what))));
+  remember_event(round_, won);
+  return won;
+}
+
+RoundEvent C10dRendezvous::current_event() {
+  const long long known = known_event_.load();
+  if (known >= 0 && (known >> 8) == round_) return static_cast<RoundEvent>(known & 0xff);
+  const auto event = store_.get_if_set(event_key());
+  const RoundEvent now = event ? parse_round_event(*event) : RoundEvent::none;
+  remember_event(round_, now);
+  return now;
+}
+
+void C10dRendezvous::learned_event(int round, RoundEvent what) { remember_event(round, what); }
+
+void C10dRendezvous::remember_event(int round, RoundEvent what) {
+  if (round < 0 || what == RoundEvent::none) return;
+  known_event_.store((static_cast<long long>(round) << 8) | static_cast<long long>(what));
+}
+
+void C10dRendezvous::publish_failure(const std::string& record) {
+  if (record.find('\n') != std::string::npos)
+    throw std::invalid_argument("a failure record must be one line");
+  try {
+    store_.append(round_key(round_, "failures"), record + "\n");
+  } catch (const store::StoreError&) {
+    // The other nodes must stop whether or not the record got in.
+    publish_event(RoundEvent::abort);
+    throw;
+  }
+  publish_event(RoundEvent::abort);
+}
+
+RoundEvent C10dRendezvous::finish_round() {
+  const int64_t finished = store_.add(round_key(round_, "finished"), 1);
+  if (finished >= members_) return publish_event(RoundEvent::done);
+  return current_event();
+}
+
+void C10dRendezvous::wait_all_stopped(std::chrono::milliseconds timeout) {
+  const std::string all = milestone(round_, "all_stopped");
+  // The verdict and then the summary both wait: this node counts once.
+  if (counted_stopped_ != round_) {
+    counted_stopped_ = round_;
+    if (store_.add(round_key(round_, "stopped"), 1) >= members_) return store_.set(all, "1");
+  }
+  try {
+    store_.wait({all}, timeout);
+  } catch (const store::StoreTimeout&) {
+    // A member that is dead or still stopping: print what is known.
+  }
+}
+
+std::vector<std::string> C10dRendezvous::failure_records() {
+  return parse_lines(store_.get_if_set(round_key(round_, "failures")).value_or(""));
+}
+
+void C10dRendezvous::publish_attempt(const std::string& record) {
+  if (record.find('\n') != std::string::npos) throw std::invalid_argument("an attempt record must be one line");
+  store_.append(round_key(round_, "attempts"), record + "\n");
+}
+
+std::vector<std::string> C10dRendezvous::attempt_records() {
+  return parse_lines(store_.get_if_set(round_key(round_, "attempts")).value_or(""));
+}
+
+std::string C10dRendezvous::settle_verdict(const std::function<std::string(const std::string& last)>& propose) {
+  const std::string verdict = round_key(round_, "verdict");
+  if (auto settled = store_.get_if_set(verdict)) return *settled;
+  const std::string proposal = propose(store_.get_if_set(key("history")).value_or(""));
+  if (proposal.empty() || proposal.find('\n') != std::string::npos)
+    throw std::invalid_argument("a verdict must be one non-empty line");
+  const std::string settled = store_.compare_set(verdict, "", proposal);
+  // Every member writes the same: a node that joins a later round starts
+  // from it, whichever member's write comes last.
+  store_.set(key("history"), settled);
+  return settled;
 }
 
 }  // namespace cxxrun::rendezvous

@@ -61,6 +61,7 @@
 // lists first; nodes without one sort after those with one.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <stdexcept>
@@ -70,15 +71,19 @@
 #include <vector>
 
 #include "rendezvous/beat_counters.h"
-#include "rendezvous/job_keys.h"
 #include "rendezvous/lease_keeper.h"
 #include "rendezvous/member.h"
 #include "rendezvous/member_liveness.h"
 #include "rendezvous/rendezvous.h"
-#include "rendezvous/round_outcome.h"
 #include "store/client.h"
 
 namespace cxxrun::rendezvous {
+
+// How long a spare lets the last round's members go first into the next
+// round; one of another --node-group than the job's waits longer, so that
+// a spare of the job's group takes a free place first.
+inline constexpr std::chrono::milliseconds kSpareGivesWay{50};
+inline constexpr std::chrono::milliseconds kFarSpareGivesWay{500};
 
 class C10dRendezvous {
  public:
@@ -105,21 +110,50 @@ class C10dRendezvous {
   // first look always was).
   Assignment next_rendezvous(int expected, int stepped_out_now = -1);
 
+  // Round events. The store key that one event per round
+  // is written to; agents WAIT on it with a connection of their own.
+  std::string event_key() const;
   // Where the round's milestones live (StoreClient::expect_waits_under, as
   // this object tells its own connection), and under it where every round's
   // event lives alone: a connection of another thread that waits only for
   // events is told that, and its watch brings nothing else.
-  std::string milestone_prefix() const { return keys_.milestone_prefix(); }
-  std::string event_prefix() const { return keys_.event_prefix(); }
+  std::string milestone_prefix() const;
+  std::string event_prefix() const;
   int round() const { return round_; }
   // The current round's key prefix, for what keeps keys of its own in it
   // (rendezvous/speed_board.h).
-  std::string round_prefix() const { return keys_.round(round_, ""); }
+  std::string round_prefix() const { return round_key(round_, ""); }
+  // Ends the round for everyone; returns the event that won (maybe another).
+  RoundEvent publish_event(RoundEvent what);
+  // The event that ended the current round, none while it runs. Read once:
+  // a round's event never changes once written (the first writer wins), so
+  // one that this node published, read, or learned (learned_event) is
+  // answered without a request.
+  RoundEvent current_event();
+  // The event of `round` as a watcher on another thread saw it (C10dBackend
+  // hands on RoundWatcher's delivery): the re-join that follows reads it
+  // from here, not from the store. Thread-safe.
+  void learned_event(int round, RoundEvent what);
+  // Adds this node's failure record (one line) to the round's and ends the
+  // round with "abort" (unless another event came first).
+  void publish_failure(const std::string& record);
+  // This node's workers all succeeded. The last member to get here ends the
+  // round with "done". Returns the event that now stands, none if none yet.
+  RoundEvent finish_round();
+  // Every failure record of the round so far, in the order they arrived.
+  std::vector<std::string> failure_records();
+  // Counts this node's group as stopped after the round's failure and waits,
+  // at most `timeout`, until every member's is: then every record a member
+  // publishes while stopping is in.
+  void wait_all_stopped(std::chrono::milliseconds timeout);
   int members() const { return members_; }
-  // How the current round ends and what its members leave there: its
-  // event, its dead count, the failure and attempt records, the verdict
-  // (rendezvous/round_outcome.h).
-  RoundOutcome& outcome() { return outcome_; }
+  // The restart history (Rendezvous::attempt_records, settle_verdict): a
+  // round's attempt records are appended like its failures; its verdict is
+  // one COMPARE_SET, and the job's last one is kept under the job's key for
+  // a node that joins a later round.
+  void publish_attempt(const std::string& record);
+  std::vector<std::string> attempt_records();
+  std::string settle_verdict(const std::function<std::string(const std::string& last)>& propose);
 
   // Keep-alives and dead_members() go through `beats` (a connection with a
   // short deadline, so a lost store is noticed within a beat) instead of the
@@ -143,6 +177,11 @@ class C10dRendezvous {
   // dead member's place (docs/torchrun-compat.md §5, "a member dies while
   // a spare waits").
   int num_nodes_waiting();
+  // Ends the round with `dead`, saying how many members were found dead
+  // (the first count written stands); returns the event that won.
+  RoundEvent publish_dead(int count);
+  // How many members the round's `dead` event counted (0 if none).
+  int dead_count();
   // Opens round+1 for everyone (a restart or a membership change). The
   // nodes waiting beyond the last round (spares, late joiners) are woken by
   // the round's `next` key, written only where `spares_wait` (the caller
@@ -183,14 +222,20 @@ class C10dRendezvous {
 
  private:
   using Clock = std::chrono::steady_clock;
+  std::string key(const std::string& suffix) const;
+  std::string round_key(int round, const std::string& suffix) const;
+  std::string milestone(int round, const std::string& suffix) const;
+  std::string event_of(int round) const;  // round's event key, under event_prefix()
   // `answer`: the config key's value as a COMPARE_SET of this node's
   // config just answered it (start_next_round's); none: asks.
   void check_config(std::optional<std::string> answer = std::nullopt);
   std::string config_text() const;
   bool join_round(int round, Clock::time_point deadline, Assignment& out);
+  void give_way(int round, int members);
   // "host (pid N) why" of each node that declined `round`, in order.
   std::vector<std::string> declined_nodes(int round);
   Assignment join(int expected, int stepped_out_now);
+  void remember_event(int round, RoundEvent what);
   // A complete round: its member count, and the slot of the member that
   // completed it, who computes everyone's assignment.
   struct Completion {
@@ -200,6 +245,9 @@ class C10dRendezvous {
   static Completion parse_completion(const std::string& text);
   Completion wait_for_completion(int round, int slot, Clock::time_point deadline);
   Completion complete_round(int round, int count, int slot);
+  void wait_for_next_round(int round, int members);
+  bool all_members_gone(int round, int members, BeatCounters::Seen& seen);
+  void open_round_after(int round);
   void publish_assignments(int round, int members);
   Assignment assign(int round, Completion done, int slot, Clock::time_point deadline);
   const std::vector<int>& rank_of_slot();
@@ -211,7 +259,6 @@ class C10dRendezvous {
   MemberLiveness* liveness_ = nullptr;
   LeaseKeeper lease_;
   RendezvousSettings s_;
-  JobKeys keys_;
   PickPort pick_port_;
   Log log_;
   Member me_;
@@ -219,6 +266,7 @@ class C10dRendezvous {
   int slot_ = -1;
   int members_ = 0;
   int expected_ = 0;
+  int counted_stopped_ = -1;  // the round in which this node counted itself stopped
   // The round number start_next_round's COMPARE_SET answered: the join that
   // follows opens it without asking again (-1: none).
   int opened_ = -1;
@@ -237,10 +285,12 @@ class C10dRendezvous {
   std::optional<store::StoreClient::CompareSet> open_with_join_;
   // next_rendezvous's stepped_out_now, for the join's first look.
   int out_now_ = -1;
+  // (round << 8) | event of the last event known to stand, -1 none; written
+  // by the watcher's thread too (learned_event).
+  std::atomic<long long> known_event_{-1};
   Clock::time_point last_progress_{};
   std::vector<int> rank_of_slot_;
   BeatCounters counters_;  // without a MemberLiveness
-  RoundOutcome outcome_;
 };
 
 }  // namespace cxxrun::rendezvous
