@@ -75,15 +75,7 @@ def knows_procs(build):
 
 def member_cpu(cluster):
     """Each etcd member's CPU seconds so far (user + system)."""
-    out = []
-    for m in cluster.members:
-        try:
-            with open(f"/proc/{m.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
-        except (OSError, AttributeError):
-            out.append(0.0)
-    return out
+    return cluster.cpu_seconds()
 
 
 def compact(cluster):
@@ -429,14 +421,7 @@ def started_calls(cluster):
 def leases_expired(cluster):
     """etcd_debugging_server_lease_expired_total, summed over the members
     (the leader counts the leases it expires)."""
-    import urllib.request
-    total = 0
-    for m in cluster.members:
-        body = urllib.request.urlopen(f"http://{m.endpoint}/metrics", timeout=5).read().decode()
-        for line in body.splitlines():
-            if line.startswith("etcd_debugging_server_lease_expired_total "):
-                total += int(float(line.split()[1]))
-    return total
+    return int(cluster.metric_total("etcd_debugging_server_lease_expired_total"))
 
 
 def validate_rows(build, args, rows):

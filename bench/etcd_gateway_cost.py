@@ -65,15 +65,6 @@ def stubs(where):
     return etcdrpc_pb2, etcdrpc_pb2_grpc
 
 
-def cpu_seconds(cluster):
-    total = 0.0
-    for m in cluster.members:
-        with open(f"/proc/{m.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
 def b64(text):
     return base64.b64encode(text.encode()).decode()
 
@@ -142,12 +133,12 @@ def main():
                 for transport in ("gateway", "grpc"):
                     for kind in ("put", "range"):
                         keys = [f"cost/{transport}/{run}/{i}" for i in range(args.requests)]
-                        before, start = cpu_seconds(cluster), time.monotonic()
+                        before, start = sum(cluster.cpu_seconds()), time.monotonic()
                         if transport == "gateway":
                             gateway(cluster, kind, keys, args.clients)
                         else:
                             grpc_api(cluster, kind, keys, args.clients, pb, rpc)
-                        wall, cpu = time.monotonic() - start, cpu_seconds(cluster) - before
+                        wall, cpu = time.monotonic() - start, sum(cluster.cpu_seconds()) - before
                         results.setdefault((transport, kind), []).append((cpu / args.requests * 1e6, wall))
         finally:
             cluster.stop()

@@ -16,8 +16,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
-import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
@@ -25,16 +23,6 @@ from etcd_cluster import EtcdCluster  # noqa: E402
 
 # The first attempt's workers fail; the second's succeed.
 WORKER = 'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then sleep 1; exit 1; fi; sleep 1'
-
-
-def events_sent(cluster):
-    total = 0
-    for m in cluster.members:
-        body = urllib.request.urlopen(f"http://{m.endpoint}/metrics", timeout=5).read().decode()
-        for line in body.splitlines():
-            if line.startswith("etcd_debugging_mvcc_events_total "):
-                total += float(line.split()[1])
-    return total
 
 
 def run_job(cxxrun, cluster, nodes):
@@ -78,12 +66,11 @@ def main():
     cluster.start()
     results = {label: [] for label, _ in builds}
     try:
-        with tempfile.TemporaryDirectory(prefix="cxxrun_events_"):
-            for _ in range(args.runs):
-                for label, build in builds:
-                    before = events_sent(cluster)
-                    run_job(os.path.join(build, "bin", "cxxrun"), cluster, args.nodes)
-                    results[label].append((events_sent(cluster) - before) / args.nodes)
+        for _ in range(args.runs):
+            for label, build in builds:
+                before = cluster.metric_total("etcd_debugging_mvcc_events_total")
+                run_job(os.path.join(build, "bin", "cxxrun"), cluster, args.nodes)
+                results[label].append((cluster.metric_total("etcd_debugging_mvcc_events_total") - before) / args.nodes)
     finally:
         cluster.stop()
     print(f"| {args.nodes} agents, one failure and one re-form (median of {args.runs}) | watch events sent per agent |")

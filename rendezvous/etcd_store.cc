@@ -31,6 +31,12 @@ constexpr size_t kMaxTxnOps = 128;
 // 300 KB, well inside what etcd's gateway relays.
 constexpr int64_t kRangePage = 2048;
 
+// The longest prefix `a` and `b` share: of a sorted set's first and last
+// keys, the prefix every key of it shares.
+std::string common_prefix(const std::string& a, const std::string& b) {
+  return a.substr(0, std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+}
+
 milliseconds remaining(Clock::time_point deadline) {
   return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
 }
@@ -93,8 +99,9 @@ void resend_while_indeterminate(Clock::time_point deadline, const std::function<
 EtcdStore::EtcdStore(const EtcdSettings& settings, Duration timeout)
     : settings_(settings), prefix_(settings.prefix + "/"), timeout_(timeout), adder_(adder_name()) {
   try {
-    client_ = std::make_unique<etcd::Client>(etcd_options(settings_, timeout_));
-    milestones_ = std::make_unique<EtcdMilestones>(settings_, *client_, etcd_options(settings_, timeout_));
+    const etcd::Options options = etcd_options(settings_, timeout_);
+    client_ = std::make_unique<etcd::Client>(options);
+    milestones_ = std::make_unique<EtcdMilestones>(settings_, *client_, options);
   } catch (const etcd::EtcdAuthError& e) {
     throw store::StoreAuthError(e.what());
   } catch (const etcd::EtcdError& e) {
@@ -268,8 +275,8 @@ bool EtcdStore::check(const std::vector<std::string>& keys) {
 EtcdStore::Reads EtcdStore::read_many(const char* what, const std::vector<std::string>& keys) {
   if (keys.size() > kMaxTxnOps) {
     const auto [low, high] = std::minmax_element(keys.begin(), keys.end());
-    const auto common = std::mismatch(low->begin(), low->end(), high->begin(), high->end()).first - low->begin();
-    if (common > 0) return read_pages(what, keys, etcd_key(low->substr(0, common)));
+    if (const std::string common = common_prefix(*low, *high); !common.empty())
+      return read_pages(what, keys, etcd_key(common));
   }
   Reads got;
   for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
@@ -324,9 +331,7 @@ std::vector<std::string> EtcdStore::wait_and_get(const std::vector<std::string>&
   if (!waiting.empty()) {
     // One watch on the keys' common prefix, not one per key: a thousand
     // descriptors still to come are a thousand events on one stream.
-    std::string prefix = waiting.begin()->first;
-    for (const auto& [k, i] : waiting)
-      prefix.resize(std::mismatch(prefix.begin(), prefix.end(), k.begin(), k.end()).first - prefix.begin());
+    const std::string prefix = common_prefix(waiting.begin()->first, waiting.rbegin()->first);
     auto watch = guarded("wait", keys.front(), [&] {
       return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), prefix,
                                            etcd::Watch::Scope::prefix, got.revision + 1);

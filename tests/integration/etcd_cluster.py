@@ -116,13 +116,33 @@ class EtcdCluster:
         return subprocess.run(argv + list(args), env=env, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
 
-    def watchers(self, i):
-        """How many watches member i serves now (its metrics)."""
+    def metric(self, i, name):
+        """Member i's value of the unlabelled metric `name` (0 if it has none)."""
         body = urllib.request.urlopen(f"http://{self.members[i].endpoint}/metrics", timeout=5).read().decode()
         for line in body.splitlines():
-            if line.startswith("etcd_debugging_mvcc_watcher_total "):
-                return int(float(line.split()[1]))
-        return 0
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return 0.0
+
+    def metric_total(self, name):
+        """The unlabelled metric `name`, summed over the members."""
+        return sum(self.metric(i, name) for i in range(len(self.members)))
+
+    def watchers(self, i):
+        """How many watches member i serves now (its metrics)."""
+        return int(self.metric(i, "etcd_debugging_mvcc_watcher_total"))
+
+    def cpu_seconds(self):
+        """Each member's CPU seconds so far (user + system; 0 for one not running)."""
+        out = []
+        for m in self.members:
+            try:
+                with open(f"/proc/{m.proc.pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                out.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+            except (OSError, AttributeError):
+                out.append(0.0)
+        return out
 
     def busiest_watch_member(self):
         """The running member that serves the most watches (the agents ask the
