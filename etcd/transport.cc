@@ -143,7 +143,7 @@ void Transport::await_leader_other_than(std::string lost, int64_t lost_term, Clo
     std::string leader;
     int64_t term = 0;
     try {
-      const std::string status = call("status", kStatus, "{}", Repeat::always, until);
+      const std::string status = call("status", kStatus, std::string(), Repeat::always, until);  // an empty StatusRequest
       leader = wire::parse_status_leader(status);
       term = wire::parse_raft_term(status);
     } catch (const EtcdError&) {
@@ -224,11 +224,11 @@ std::string Transport::call(std::string_view what, const std::string& path, cons
       return std::move(response.body);
     }
 
-    auto error = wire::parse_error(response.body);
-    std::string message = error ? error->message
-                                : "HTTP " + std::to_string(response.status) + ": " +
-                                      response.body.substr(0, response.body.find('\n')).substr(0, 200);
-    int code = error ? error->code : 0;
+    // gRPC carries a refusal's status in the trailers, which this HTTP/1.1
+    // connection does not read: until the gRPC connection replaces it, the
+    // HTTP status is all a refusal says.
+    std::string message = "HTTP " + std::to_string(response.status);
+    int code = 0;
     switch (classify(response.status, code, message)) {
       case Refusal::bad_token:
         if (!options_.username.empty() && !authenticated_again && path != kAuthenticate) {

@@ -139,11 +139,10 @@ struct Watch::Impl {
         HttpRequest request{"/v3/watch", wire::watch_create_request(key, range_end, from), transport.token(deadline)};
         auto answer = connection->open_stream(request, deadline, now + kConnectLimit);
         if (answer.status != 200) {
-          auto error = wire::parse_error(answer.body);
-          if (refused(answer.status, error.value_or(wire::ServerError{0, "HTTP " + std::to_string(answer.status)}),
-                      authenticated_again))
-            continue;
-          move_on(error ? error->message : "HTTP " + std::to_string(answer.status), deadline);
+          // The status is in the trailers under gRPC (not read here yet).
+          const wire::ServerError error{0, "HTTP " + std::to_string(answer.status)};
+          if (refused(answer.status, error, authenticated_again)) continue;
+          move_on(error.message, deadline);
           continue;
         }
         if (await_created(deadline, authenticated_again)) return true;

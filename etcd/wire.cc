@@ -1,361 +1,390 @@
 #include "etcd/wire.h"
 
 #include <algorithm>
-#include <charconv>
-#include <nlohmann/json.hpp>
-
-#include "etcd/base64.h"
 
 namespace cxxrun::etcd::wire {
 namespace {
 
-using json = nlohmann::json;
+using protobuf::Field;
+using protobuf::Reader;
+using protobuf::Writer;
 
-json parse_object(std::string_view body) {
-  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    auto shown = body.substr(0, 120);
-    throw Malformed("malformed answer (not a JSON object): " + std::string(shown));
-  }
-  return doc;
+// Field numbers, from etcd's api/etcdserverpb/rpc.proto and
+// api/mvccpb/kv.proto; a namespace per message.
+namespace header_f { constexpr uint32_t member_id = 2, revision = 3, raft_term = 4; }
+namespace kv_f { constexpr uint32_t key = 1, create_revision = 2, mod_revision = 3, version = 4, value = 5, lease = 6; }
+namespace range_f {  // RangeRequest, RangeResponse
+constexpr uint32_t key = 1, range_end = 2, limit = 3, revision = 4, keys_only = 8, count_only = 9;
+constexpr uint32_t header = 1, kvs = 2, more = 3, count = 4;
+}  // namespace range_f
+namespace put_f { constexpr uint32_t key = 1, value = 2, lease = 3; }
+namespace delete_f { constexpr uint32_t key = 1, range_end = 2, deleted = 2; }  // the last: DeleteRangeResponse
+namespace compare_f {
+constexpr uint32_t result = 1, target = 2, key = 3, version = 4, create_revision = 5, mod_revision = 6, value = 7;
+}
+namespace op_f { constexpr uint32_t range = 1, put = 2, delete_range = 3, txn = 4; }  // RequestOp, ResponseOp
+namespace txn_f {  // TxnRequest, TxnResponse
+constexpr uint32_t compare = 1, success = 2, failure = 3;
+constexpr uint32_t succeeded = 2, responses = 3;
+}  // namespace txn_f
+namespace lease_f {
+constexpr uint32_t request_ttl = 1, request_id = 1;  // LeaseGrantRequest.TTL; keep-alive's and revoke's ID
+constexpr uint32_t id = 2, ttl = 3, error = 4;      // LeaseGrantResponse, LeaseKeepAliveResponse
+}  // namespace lease_f
+namespace auth_f { constexpr uint32_t name = 1, password = 2, token = 2; }
+namespace status_f { constexpr uint32_t leader = 4; }
+namespace watch_f {
+constexpr uint32_t create_request = 1;                                                 // WatchRequest
+constexpr uint32_t key = 1, range_end = 2, start_revision = 3, progress_notify = 4;    // WatchCreateRequest
+constexpr uint32_t created = 3, canceled = 4, compact_revision = 5, cancel_reason = 6, events = 11;  // WatchResponse
+constexpr uint32_t event_type = 1, event_kv = 2;                                       // mvccpb.Event
+}  // namespace watch_f
+constexpr uint32_t kHeader = 1;  // every response's ResponseHeader
+
+// ---- requests ---------------------------------------------------------------
+
+// A key and, for a range, its end: fields 1 and 2 of every keyed request.
+Writer keyed(const std::string& key, const std::string& range_end) {
+  Writer w;
+  w.bytes(range_f::key, key).bytes(range_f::range_end, range_end);
+  return w;
 }
 
-const json* member(const json& object, const char* name) {
-  auto it = object.find(name);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
+std::string txn_bytes(const std::vector<Compare>& compares, const std::vector<Op>& success,
+                      const std::vector<Op>& failure);
 
-// proto3 JSON writes int64 as a string; numbers are legal too. Absent: 0.
-int64_t int_field(const json& object, const char* name) {
-  const json* v = member(object, name);
-  if (!v) return 0;
-  if (v->is_number_integer()) return v->get<int64_t>();
-  if (v->is_string()) {
-    const auto& s = v->get_ref<const std::string&>();
-    int64_t out = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    if (!s.empty() && ec == std::errc() && end == s.data() + s.size()) return out;
-  }
-  throw Malformed(std::string("malformed answer: field '") + name + "' is not an int64: " + v->dump());
-}
-
-bool bool_field(const json& object, const char* name) {
-  const json* v = member(object, name);
-  if (!v) return false;
-  if (!v->is_boolean()) throw Malformed(std::string("malformed answer: field '") + name + "' is not a bool");
-  return v->get<bool>();
-}
-
-std::string string_field(const json& object, const char* name) {
-  const json* v = member(object, name);
-  if (!v) return {};
-  if (!v->is_string()) throw Malformed(std::string("malformed answer: field '") + name + "' is not a string");
-  return v->get<std::string>();
-}
-
-std::string bytes_field(const json& object, const char* name) {
-  auto decoded = base64_decode(string_field(object, name));
-  if (!decoded) throw Malformed(std::string("malformed answer: field '") + name + "' is not base64");
-  return *decoded;
-}
-
-const json& object_field(const json& object, const char* name) {
-  static const json empty = json::object();
-  const json* v = member(object, name);
-  if (!v) return empty;
-  if (!v->is_object()) throw Malformed(std::string("malformed answer: field '") + name + "' is not an object");
-  return *v;
-}
-
-const json& array_field(const json& object, const char* name) {
-  static const json empty = json::array();
-  const json* v = member(object, name);
-  if (!v) return empty;
-  if (!v->is_array()) throw Malformed(std::string("malformed answer: field '") + name + "' is not an array");
-  return *v;
-}
-
-int64_t header_revision(const json& response) { return int_field(object_field(response, "header"), "revision"); }
-
-KeyValue key_value(const json& kv) {
-  KeyValue out;
-  out.key = bytes_field(kv, "key");
-  out.value = bytes_field(kv, "value");
-  out.create_revision = int_field(kv, "create_revision");
-  out.mod_revision = int_field(kv, "mod_revision");
-  out.version = int_field(kv, "version");
-  out.lease = int_field(kv, "lease");
-  return out;
-}
-
-std::vector<KeyValue> kvs(const json& response) {
-  std::vector<KeyValue> out;
-  for (const auto& kv : array_field(response, "kvs")) out.push_back(key_value(kv));
-  return out;
-}
-
-// A key and, for a range, its end: the fields every keyed request shares.
-json keyed(const std::string& key, const std::string& range_end) {
-  json request = {{"key", base64_encode(key)}};
-  if (!range_end.empty()) request["range_end"] = base64_encode(range_end);
-  return request;
-}
-
-json txn_json(const std::vector<Compare>& compares, const std::vector<Op>& success, const std::vector<Op>& failure);
-
-json op_json(const Op& op) {
+std::string op_bytes(const Op& op) {
+  Writer w;
   switch (op.kind) {
-    case Op::Kind::txn:
-      return {{"request_txn", txn_json(op.compares, op.success, op.failure)}};
-    case Op::Kind::put: {
-      json put = keyed(op.key, "");
-      put["value"] = base64_encode(op.value);
-      if (op.lease != 0) put["lease"] = std::to_string(op.lease);
-      return {{"request_put", put}};
-    }
     case Op::Kind::range:
-      return {{"request_range", keyed(op.key, op.range_end)}};
+      return w.message(op_f::range, keyed(op.key, op.range_end).data()).take();
+    case Op::Kind::put:
+      return w.message(op_f::put, put_request(op.key, op.value, op.lease)).take();
     case Op::Kind::delete_range:
-      return {{"request_delete_range", keyed(op.key, op.range_end)}};
+      return w.message(op_f::delete_range, keyed(op.key, op.range_end).data()).take();
+    case Op::Kind::txn:
+      return w.message(op_f::txn, txn_bytes(op.compares, op.success, op.failure)).take();
   }
   return {};
 }
 
-json compare_json(const Compare& c) {
-  static const char* const kTargets[] = {"VALUE", "VERSION", "CREATE", "MOD"};
-  static const char* const kFields[] = {"value", "version", "create_revision", "mod_revision"};
-  static const char* const kResults[] = {"EQUAL", "NOT_EQUAL", "GREATER", "LESS"};
-  auto target = static_cast<size_t>(c.target);
-  json out = {{"key", base64_encode(c.key)},
-              {"target", kTargets[target]},
-              {"result", kResults[static_cast<size_t>(c.result)]}};
-  if (c.target == Compare::Target::value) out["value"] = base64_encode(c.value);
-  else out[kFields[target]] = std::to_string(c.number);
+std::string compare_bytes(const Compare& c) {
+  // etcd's enums: CompareResult EQUAL 0, GREATER 1, LESS 2, NOT_EQUAL 3;
+  // CompareTarget VERSION 0, CREATE 1, MOD 2, VALUE 3.
+  static constexpr uint64_t kResults[] = {0, 3, 1, 2};  // equal, not_equal, greater, less
+  static constexpr uint64_t kTargets[] = {3, 0, 1, 2};  // value, version, create_revision, mod_revision
+  Writer w;
+  w.varint(compare_f::result, kResults[static_cast<size_t>(c.result)])
+      .varint(compare_f::target, kTargets[static_cast<size_t>(c.target)])
+      .bytes(compare_f::key, c.key);
+  // The target_union oneof: written even at 0 or empty.
+  switch (c.target) {
+    case Compare::Target::version: w.varint_always(compare_f::version, static_cast<uint64_t>(c.number)); break;
+    case Compare::Target::create_revision:
+      w.varint_always(compare_f::create_revision, static_cast<uint64_t>(c.number));
+      break;
+    case Compare::Target::mod_revision:
+      w.varint_always(compare_f::mod_revision, static_cast<uint64_t>(c.number));
+      break;
+    case Compare::Target::value: w.bytes_always(compare_f::value, c.value); break;
+  }
+  return w.take();
+}
+
+std::string txn_bytes(const std::vector<Compare>& compares, const std::vector<Op>& success,
+                      const std::vector<Op>& failure) {
+  Writer w;
+  for (const auto& c : compares) w.message(txn_f::compare, compare_bytes(c));
+  for (const auto& op : success) w.message(txn_f::success, op_bytes(op));
+  for (const auto& op : failure) w.message(txn_f::failure, op_bytes(op));
+  return w.take();
+}
+
+// ---- responses --------------------------------------------------------------
+
+struct Header {
+  uint64_t member_id = 0;
+  int64_t revision = 0;
+  uint64_t raft_term = 0;
+};
+
+Header header_of(std::string_view message) {
+  Header out;
+  Reader r(message);
+  while (auto f = r.next()) {
+    if (f->number == header_f::member_id) out.member_id = f->as_uint64();
+    else if (f->number == header_f::revision) out.revision = f->as_int64();
+    else if (f->number == header_f::raft_term) out.raft_term = f->as_uint64();
+  }
   return out;
 }
 
-json txn_json(const std::vector<Compare>& compares, const std::vector<Op>& success, const std::vector<Op>& failure) {
-  json out = {{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
-  for (const auto& c : compares) out["compare"].push_back(compare_json(c));
-  for (const auto& op : success) out["success"].push_back(op_json(op));
-  for (const auto& op : failure) out["failure"].push_back(op_json(op));
+// Visits every field of a response but its header, which is parsed (one
+// that does not parse makes the answer malformed); returns the header's
+// revision.
+template <class Visit>
+int64_t fields(std::string_view response, Visit visit) {
+  int64_t revision = 0;
+  Reader r(response);
+  while (auto f = r.next()) {
+    if (f->number == kHeader) revision = header_of(f->as_bytes()).revision;
+    else visit(*f);
+  }
+  return revision;
+}
+
+int64_t header_revision(std::string_view response) {
+  return fields(response, [](const Field&) {});
+}
+
+KeyValue key_value(std::string_view message) {
+  KeyValue out;
+  Reader r(message);
+  while (auto f = r.next()) {
+    switch (f->number) {
+      case kv_f::key: out.key = f->as_bytes(); break;
+      case kv_f::create_revision: out.create_revision = f->as_int64(); break;
+      case kv_f::mod_revision: out.mod_revision = f->as_int64(); break;
+      case kv_f::version: out.version = f->as_int64(); break;
+      case kv_f::value: out.value = f->as_bytes(); break;
+      case kv_f::lease: out.lease = f->as_int64(); break;
+      default: break;
+    }
+  }
   return out;
+}
+
+struct Range {
+  int64_t revision = 0;
+  std::vector<KeyValue> kvs;
+  bool more = false;
+  int64_t count = 0;
+};
+
+Range range_of(std::string_view message) {
+  Range out;
+  out.revision = fields(message, [&](const Field& f) {
+    switch (f.number) {
+      case range_f::kvs: out.kvs.push_back(key_value(f.as_bytes())); break;
+      case range_f::more: out.more = f.as_bool(); break;
+      case range_f::count: out.count = f.as_int64(); break;
+      default: break;
+    }
+  });
+  return out;
+}
+
+// The int64 field `number` of a response (0 when absent); the revision
+// into `revision`.
+int64_t int64_field(std::string_view response, uint32_t number, int64_t* revision = nullptr) {
+  int64_t out = 0;
+  const int64_t rev = fields(response, [&](const Field& f) {
+    if (f.number == number) out = f.as_int64();
+  });
+  if (revision) *revision = rev;
+  return out;
+}
+
+OpResult op_result(std::string_view message) {
+  OpResult op;
+  bool known = false;
+  Reader r(message);
+  while (auto f = r.next()) {
+    switch (f->number) {
+      case op_f::range: {
+        auto range = range_of(f->as_bytes());
+        op.kind = Op::Kind::range;
+        op.revision = range.revision;
+        op.kvs = std::move(range.kvs);
+        break;
+      }
+      case op_f::put:
+        op.kind = Op::Kind::put;
+        op.revision = header_revision(f->as_bytes());
+        break;
+      case op_f::delete_range:
+        op.kind = Op::Kind::delete_range;
+        op.deleted = int64_field(f->as_bytes(), delete_f::deleted, &op.revision);
+        break;
+      case op_f::txn:
+        op.kind = Op::Kind::txn;
+        op.succeeded = int64_field(f->as_bytes(), txn_f::succeeded, &op.revision) != 0;
+        break;
+      default:
+        continue;
+    }
+    known = true;
+  }
+  if (!known) throw Malformed("malformed answer: a txn response of no kind this client knows");
+  return op;
+}
+
+// The header of a response, by its top-level fields up to field 1 only; no
+// throw (see parse_member_id).
+Header cheap_header(std::string_view body) {
+  try {
+    Reader r(body);
+    while (auto f = r.next())
+      if (f->number == kHeader) return header_of(f->as_bytes());
+  } catch (const Malformed&) {
+  }
+  return {};
 }
 
 }  // namespace
 
 std::string range_request(const std::string& key, const std::string& range_end) {
-  return keyed(key, range_end).dump();
+  return keyed(key, range_end).take();
 }
 
 std::string range_request(const std::string& key, const std::string& range_end, RangeShape shape) {
-  json request = keyed(key, range_end);
-  request[shape == RangeShape::count_only ? "count_only" : "keys_only"] = true;
-  return request.dump();
+  return keyed(key, range_end)
+      .boolean(shape == RangeShape::count_only ? range_f::count_only : range_f::keys_only, true)
+      .take();
 }
 
 std::string range_at_request(const std::string& key, int64_t revision) {
-  json request = keyed(key, "");
-  request["revision"] = std::to_string(revision);
-  return request.dump();
+  return keyed(key, "").int64(range_f::revision, revision).take();
 }
 
 std::string range_page_request(const std::string& key, const std::string& range_end, int64_t limit, int64_t revision) {
-  json request = keyed(key, range_end);
-  request["limit"] = std::to_string(limit);
-  if (revision != 0) request["revision"] = std::to_string(revision);
-  return request.dump();
+  return keyed(key, range_end).int64(range_f::limit, limit).int64(range_f::revision, revision).take();
 }
 
 std::string put_request(const std::string& key, const std::string& value, int64_t lease) {
-  return op_json(Op::put(key, value, lease))["request_put"].dump();
+  Writer w;
+  return w.bytes(put_f::key, key).bytes(put_f::value, value).int64(put_f::lease, lease).take();
 }
 
 std::string delete_request(const std::string& key, const std::string& range_end) {
-  return keyed(key, range_end).dump();
+  return keyed(key, range_end).take();
 }
 
 std::string txn_request(const std::vector<Compare>& compares, const std::vector<Op>& success,
                         const std::vector<Op>& failure) {
-  return txn_json(compares, success, failure).dump();
+  return txn_bytes(compares, success, failure);
 }
 
-std::string lease_grant_request(int64_t ttl_seconds) { return json{{"TTL", std::to_string(ttl_seconds)}}.dump(); }
+std::string lease_grant_request(int64_t ttl_seconds) {
+  return Writer().int64(lease_f::request_ttl, ttl_seconds).take();
+}
 
-std::string lease_id_request(int64_t id) { return json{{"ID", std::to_string(id)}}.dump(); }
+std::string lease_id_request(int64_t id) { return Writer().int64(lease_f::request_id, id).take(); }
 
 std::string authenticate_request(const std::string& name, const std::string& password) {
-  // The only strings here that are not base64: bytes that are not UTF-8
-  // must not make dump() throw.
-  return json{{"name", name}, {"password", password}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return Writer().bytes(auth_f::name, name).bytes(auth_f::password, password).take();
 }
 
 std::string watch_create_request(const std::string& key, const std::string& range_end, int64_t start_revision) {
-  json create = keyed(key, range_end);
-  if (start_revision > 0) create["start_revision"] = std::to_string(start_revision);
+  Writer create;
+  create.bytes(watch_f::key, key).bytes(watch_f::range_end, range_end);
+  if (start_revision > 0) create.int64(watch_f::start_revision, start_revision);
   // A quiet watch still learns the current revision (every 10 minutes by
   // etcd's default), so resuming it after a member fails starts near now,
   // not where it was created, which compaction may have dropped.
-  create["progress_notify"] = true;
-  return json{{"create_request", create}}.dump();
+  create.boolean(watch_f::progress_notify, true);
+  return Writer().message(watch_f::create_request, create.data()).take();
 }
 
 GetResult parse_get(std::string_view body) {
-  json doc = parse_object(body);
+  auto range = range_of(body);
   GetResult out;
-  out.revision = header_revision(doc);
-  auto all = kvs(doc);
-  if (!all.empty()) out.kv = std::move(all.front());
+  out.revision = range.revision;
+  if (!range.kvs.empty()) out.kv = std::move(range.kvs.front());
   return out;
 }
 
 RangeResult parse_range(std::string_view body) {
-  json doc = parse_object(body);
-  return RangeResult{header_revision(doc), kvs(doc), bool_field(doc, "more")};
+  auto range = range_of(body);
+  return RangeResult{range.revision, std::move(range.kvs), range.more};
 }
 
 CountResult parse_count(std::string_view body) {
-  json doc = parse_object(body);
-  return CountResult{header_revision(doc), int_field(doc, "count")};
+  auto range = range_of(body);
+  return CountResult{range.revision, range.count};
 }
 
-int64_t parse_revision(std::string_view body) { return header_revision(parse_object(body)); }
+int64_t parse_revision(std::string_view body) { return header_revision(body); }
 
-int64_t parse_deleted(std::string_view body) { return int_field(parse_object(body), "deleted"); }
+int64_t parse_deleted(std::string_view body) { return int64_field(body, delete_f::deleted); }
 
 TxnResult parse_txn(std::string_view body) {
-  json doc = parse_object(body);
   TxnResult out;
-  out.succeeded = bool_field(doc, "succeeded");
-  out.revision = header_revision(doc);
-  for (const auto& r : array_field(doc, "responses")) {
-    OpResult op;
-    if (const json* range = member(r, "response_range")) {
-      op.kind = Op::Kind::range;
-      op.revision = header_revision(*range);
-      op.kvs = kvs(*range);
-    } else if (const json* put = member(r, "response_put")) {
-      op.kind = Op::Kind::put;
-      op.revision = header_revision(*put);
-    } else if (const json* del = member(r, "response_delete_range")) {
-      op.kind = Op::Kind::delete_range;
-      op.revision = header_revision(*del);
-      op.deleted = int_field(*del, "deleted");
-    } else if (const json* txn = member(r, "response_txn")) {
-      op.kind = Op::Kind::txn;
-      op.revision = header_revision(*txn);
-      op.succeeded = bool_field(*txn, "succeeded");
-    } else {
-      throw Malformed("malformed answer: a txn response of unknown kind: " + r.dump());
-    }
-    out.responses.push_back(std::move(op));
-  }
+  out.revision = fields(body, [&](const Field& f) {
+    if (f.number == txn_f::succeeded) out.succeeded = f.as_bool();
+    else if (f.number == txn_f::responses) out.responses.push_back(op_result(f.as_bytes()));
+  });
   return out;
 }
 
 Lease parse_lease_grant(std::string_view body) {
-  json doc = parse_object(body);
-  if (auto error = string_field(doc, "error"); !error.empty()) throw Malformed("lease grant refused: " + error);
-  return Lease{int_field(doc, "ID"), int_field(doc, "TTL")};
+  Lease out;
+  std::string error;
+  fields(body, [&](const Field& f) {
+    if (f.number == lease_f::id) out.id = f.as_int64();
+    else if (f.number == lease_f::ttl) out.ttl = f.as_int64();
+    else if (f.number == lease_f::error) error = f.as_bytes();
+  });
+  if (!error.empty()) throw Malformed("lease grant refused: " + error);
+  return out;
 }
 
-int64_t parse_keep_alive(std::string_view body) {
-  json doc = parse_object(body);
-  // The gateway streams keep-alive, so even one answer comes wrapped.
-  if (const json* result = member(doc, "result")) return std::max<int64_t>(0, int_field(*result, "TTL"));
-  if (member(doc, "error")) throw Malformed("malformed answer: a keep-alive stream error: " + doc.dump());
-  return std::max<int64_t>(0, int_field(doc, "TTL"));
-}
+int64_t parse_keep_alive(std::string_view body) { return std::max<int64_t>(0, int64_field(body, lease_f::ttl)); }
 
 std::string parse_token(std::string_view body) {
-  auto token = string_field(parse_object(body), "token");
+  std::string token;
+  fields(body, [&](const Field& f) {
+    if (f.number == auth_f::token) token = f.as_bytes();
+  });
   if (token.empty()) throw Malformed("malformed answer: authenticate gave no token");
   return token;
 }
 
-namespace {
-
-// The text of header field `name` ("member_id", "raft_term"), unquoted;
-// empty when absent. Looked for only in the first bytes, where the gateway
-// puts the header, so that every answer can afford it.
-std::string_view header_text(std::string_view body, std::string_view name) {
-  auto head = body.substr(0, 512);
-  const std::string field = "\"" + std::string(name) + "\":";
-  auto at = head.find(field);
-  if (at == std::string_view::npos) return {};
-  auto start = at + field.size();
-  const bool quoted = start < head.size() && head[start] == '"';  // proto3 JSON writes 64-bit ints as strings
-  if (quoted) ++start;
-  auto end = quoted ? head.find('"', start) : head.find_first_of(",}", start);
-  return end == std::string_view::npos ? std::string_view() : head.substr(start, end - start);
+std::string parse_member_id(std::string_view body) {
+  const auto id = cheap_header(body).member_id;
+  return id == 0 ? std::string() : std::to_string(id);
 }
 
-}  // namespace
-
-std::string parse_member_id(std::string_view body) { return std::string(header_text(body, "member_id")); }
-
-int64_t parse_raft_term(std::string_view body) {
-  const auto text = header_text(body, "raft_term");
-  int64_t term = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), term);
-  return ec == std::errc() && end == text.data() + text.size() ? term : 0;
-}
+int64_t parse_raft_term(std::string_view body) { return static_cast<int64_t>(cheap_header(body).raft_term); }
 
 std::string parse_status_leader(std::string_view body) {
-  json doc = parse_object(body);
-  const json* leader = member(doc, "leader");
-  if (!leader) return {};
-  std::string id = leader->is_string() ? leader->get<std::string>() : leader->dump();
-  return id == "0" ? std::string() : id;
+  uint64_t leader = 0;
+  fields(body, [&](const Field& f) {
+    if (f.number == status_f::leader) leader = f.as_uint64();
+  });
+  return leader == 0 ? std::string() : std::to_string(leader);
 }
 
-std::optional<ServerError> parse_error(std::string_view body) {
-  json doc = json::parse(body, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) return std::nullopt;
-  try {
-    const json* error = member(doc, "error");
-    if (!error) return std::nullopt;
-    if (error->is_object())  // streamed
-      return ServerError{static_cast<int>(int_field(*error, "grpc_code")), string_field(*error, "message")};
-    auto message = string_field(doc, "message");
-    return ServerError{static_cast<int>(int_field(doc, "code")),
-                       message.empty() ? string_field(doc, "error") : message};
-  } catch (const Malformed&) {
-    return std::nullopt;
-  }
-}
-
-WatchMessage parse_watch_message(std::string_view object) {
-  json doc = parse_object(object);
+WatchMessage parse_watch_message(std::string_view message) {
   WatchMessage out;
-  if (member(doc, "error")) {
-    out.kind = WatchMessage::Kind::error;
-    auto error = parse_error(object);
-    if (!error) throw Malformed("malformed answer: a watch stream error: " + doc.dump());
-    out.error = *error;
-    return out;
-  }
-  const json* result = member(doc, "result");
-  if (!result || !result->is_object()) throw Malformed("malformed answer: a watch message without result");
-  out.revision = header_revision(*result);
-  for (const auto& e : array_field(*result, "events")) {
-    WatchEvent event;
-    auto type = string_field(e, "type");
-    if (type == "DELETE") event.type = WatchEvent::Type::del;
-    else if (type.empty() || type == "PUT") event.type = WatchEvent::Type::put;
-    else throw Malformed("malformed answer: a watch event of type " + type);
-    event.kv = key_value(object_field(e, "kv"));
-    out.events.push_back(std::move(event));
-  }
-  if (bool_field(*result, "canceled")) {
-    out.kind = WatchMessage::Kind::canceled;
-    out.compact_revision = int_field(*result, "compact_revision");
-    out.cancel_reason = string_field(*result, "cancel_reason");
-  } else if (bool_field(*result, "created")) {
-    out.kind = WatchMessage::Kind::created;
-  } else if (!out.events.empty()) {
-    out.kind = WatchMessage::Kind::events;
-  }
+  bool created = false, canceled = false;
+  out.revision = fields(message, [&](const Field& f) {
+    switch (f.number) {
+      case watch_f::created: created = f.as_bool(); break;
+      case watch_f::canceled: canceled = f.as_bool(); break;
+      case watch_f::compact_revision: out.compact_revision = f.as_int64(); break;
+      case watch_f::cancel_reason: out.cancel_reason = f.as_bytes(); break;
+      case watch_f::events: {
+        WatchEvent event;
+        Reader e(f.as_bytes());
+        while (auto g = e.next()) {
+          if (g->number == watch_f::event_type) {
+            const auto type = g->as_uint64();  // mvccpb.Event.EventType: PUT 0, DELETE 1
+            if (type > 1) throw Malformed("malformed answer: a watch event of type " + std::to_string(type));
+            event.type = type == 1 ? WatchEvent::Type::del : WatchEvent::Type::put;
+          } else if (g->number == watch_f::event_kv) {
+            event.kv = key_value(g->as_bytes());
+          }
+        }
+        out.events.push_back(std::move(event));
+        break;
+      }
+      default: break;
+    }
+  });
+  if (canceled) out.kind = WatchMessage::Kind::canceled;
+  else if (created) out.kind = WatchMessage::Kind::created;
+  else if (!out.events.empty()) out.kind = WatchMessage::Kind::events;
   return out;
 }
 

@@ -1,5 +1,10 @@
 // Standard base64 with padding (RFC 4648 §4): how etcd's JSON gateway
 // carries every key and value (proto3 JSON's encoding of bytes fields).
+// Test-side only: the client speaks protobuf, but the unit tests still
+// script the fake member in the gateway's JSON (gateway_json.h), whose keys
+// and values they write and read with these. The namespace and the include
+// path ("etcd/base64.h", found under tests/unit/) are those it had in the
+// product, so the tests that use it did not change.
 #pragma once
 
 #include <optional>
