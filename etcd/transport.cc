@@ -143,7 +143,8 @@ void Transport::await_leader_other_than(std::string lost, int64_t lost_term, Clo
     std::string leader;
     int64_t term = 0;
     try {
-      const std::string status = call("status", kStatus, std::string(), Repeat::always, until);  // an empty StatusRequest
+      // An empty StatusRequest.
+      const std::string status = call("status", kStatus, std::string(), Repeat::always, until);
       leader = wire::parse_status_leader(status);
       term = wire::parse_raft_term(status);
     } catch (const EtcdError&) {

@@ -103,7 +103,8 @@ TEST_CASE("etcd wire: a range answer, its keys and its header") {
   CHECK(wire::parse_raft_term(unhex("0a021805")) == 0);
 
   // Two keys, one with NUL and 0xff and no value, one whose value is NUL.
-  auto page = wire::parse_range(unhex("0a021805120b0a036100ff10011801200112060a01622a010018012003"));  // range page more
+  // range page more
+  auto page = wire::parse_range(unhex("0a021805120b0a036100ff10011801200112060a01622a010018012003"));
   CHECK(page.revision == 5);
   CHECK(page.more);
   REQUIRE(page.kvs.size() == 2);
