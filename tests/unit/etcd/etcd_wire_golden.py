@@ -6,6 +6,7 @@ printed as hex with its proto3 JSON (the gateway's names:
 preserving_proto_field_name). Run: /usr/bin/python3 tests/unit/etcd/etcd_wire_golden.py"""
 import importlib
 import os
+import shutil
 import sys
 import tempfile
 
@@ -70,7 +71,10 @@ def load():
     if protoc.main(["protoc", f"-I{where}", f"--python_out={where}", os.path.join(where, "etcdgolden.proto")]) != 0:
         sys.exit("protoc failed")
     sys.path.insert(0, where)
-    return importlib.import_module("etcdgolden_pb2")
+    module = importlib.import_module("etcdgolden_pb2")
+    sys.path.remove(where)
+    shutil.rmtree(where)
+    return module
 
 
 pb = load()
