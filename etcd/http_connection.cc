@@ -243,7 +243,7 @@ struct HttpConnection::Impl {
     r.set(http::field::content_type, "application/json");
     r.set(http::field::user_agent, "cxxrun-etcd");
     if (!request.token.empty()) r.set(http::field::authorization, request.token);
-    r.set(kRequireLeaderHeader, "true");
+    r.set(kGatewayRequireLeaderHeader, "true");
     r.body() = request.body;
     r.keep_alive(true);
     r.prepare_payload();
