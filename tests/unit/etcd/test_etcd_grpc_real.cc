@@ -40,8 +40,11 @@ std::string bytes_field(int number, const std::string& bytes) {
   return varint(uint64_t(number) << 3 | 2) + varint(bytes.size()) + bytes;
 }
 
-// Every length-delimited field `number` of `message` (varints skipped).
-std::vector<std::string> fields(const std::string& message, int number) {
+std::string varint_field(int number, uint64_t value) { return varint(uint64_t(number) << 3) + varint(value); }
+
+// Every length-delimited field `number` of `message`; with `varints`, the
+// varint fields `number` instead.
+std::vector<std::string> fields(const std::string& message, int number, std::vector<uint64_t>* varints = nullptr) {
   std::vector<std::string> out;
   size_t at = 0;
   auto read_varint = [&] {
@@ -56,7 +59,8 @@ std::vector<std::string> fields(const std::string& message, int number) {
   while (at < message.size()) {
     const uint64_t tag = read_varint();
     if ((tag & 7) == 0) {
-      read_varint();
+      const uint64_t v = read_varint();
+      if (varints && static_cast<int>(tag >> 3) == number) varints->push_back(v);
     } else if ((tag & 7) == 2) {
       const uint64_t length = read_varint();
       if (at + length > message.size()) break;
@@ -187,6 +191,33 @@ void probe(bool tls) {
   // An unknown method is etcd's refusal, as a status.
   r = c.call({"/etcdserverpb.KV/NoSuch", "", ""}, Clock::now() + 10s, Clock::now() + 10s);
   CHECK(r.status.code == 12);
+
+  // A lease kept alive by one request on its own stream: the answer, then
+  // the end of the call (etcd ends LeaseKeepAlive when our side has ended).
+  r = c.call({"/etcdserverpb.Lease/LeaseGrant", varint_field(1, 60), ""}, Clock::now() + 10s, Clock::now() + 10s);
+  REQUIRE(r.status.code == 0);
+  std::vector<uint64_t> ids;
+  fields(r.message, 2, &ids);  // LeaseGrantResponse.ID
+  REQUIRE(ids.size() == 1);
+  r = c.call({"/etcdserverpb.Lease/LeaseKeepAlive", varint_field(1, ids[0]), ""}, Clock::now() + 10s,
+             Clock::now() + 10s);
+  REQUIRE(r.status.code == 0);
+  std::vector<uint64_t> kept, ttl;
+  fields(r.message, 2, &kept);  // LeaseKeepAliveResponse.ID
+  fields(r.message, 3, &ttl);   // and TTL
+  CHECK(kept == ids);
+  REQUIRE(ttl.size() == 1);
+  CHECK(ttl[0] > 0);
+
+  // The wrong scheme for the member: a hint, not a hang.
+  GrpcConnection wrong(endpoint, tls ? nullptr : std::make_shared<TlsContext>(TlsFiles{}));
+  try {
+    wrong.call({"/etcdserverpb.KV/Range", bytes_field(1, "x"), ""}, Clock::now() + 10s, Clock::now() + 10s);
+    FAIL("a call with the wrong scheme succeeded");
+  } catch (const TransportError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("serve https?)") != std::string::npos);
+  }
 
   GrpcConnection watch(endpoint, context);
   // WatchRequest{create_request: WatchCreateRequest{key}}
