@@ -4,13 +4,11 @@
 // whenever the loop runs. Each synchronous call runs the connection's own
 // io_context until its stream has its answer or the deadline passes; a
 // connection given up is closed and its operations drained, so no handler
-// outlives the call's locals. The connect, TLS handshake and their errors
-// are http_connection.cc's, word for word.
+// outlives the call's locals. The connect and TLS handshake are
+// http_connection.cc's, their errors worded by handshake.h for both.
 #include "etcd/grpc_connection.h"
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
 #include <atomic>
 #include <boost/asio/connect.hpp>
@@ -25,6 +23,7 @@
 #include <vector>
 
 #include "etcd/grpc_session.h"
+#include "etcd/handshake.h"
 #include "etcd/tls.h"
 
 namespace cxxrun::etcd {
@@ -37,25 +36,6 @@ using Kind = TransportError::Kind;
 
 constexpr size_t kReadSize = 256 << 10;
 constexpr uint32_t kRefusedStream = 7;  // HTTP/2's REFUSED_STREAM: not processed at all
-
-bool is_ssl(const error_code& ec) { return ec.category() == asio::error::get_ssl_category(); }
-
-std::string ssl_reason(const error_code& ec) {
-  if (is_ssl(ec))
-    if (const char* r = ERR_reason_error_string(static_cast<unsigned long>(ec.value()))) return r;
-  return ec.message();
-}
-
-// The member rejected our handshake (e.g. "tlsv13 alert certificate
-// required"). With TLS 1.3 the client's side of the handshake completes
-// before the server has judged our certificate, so this arrives on the first
-// read, after the request went out; it was refused all the same.
-bool is_alert(const error_code& ec) { return is_ssl(ec) && ssl_reason(ec).find("alert") != std::string::npos; }
-
-std::string broken_text(const error_code& ec) {
-  if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) return "the member closed the connection";
-  return ec.message();
-}
 
 std::string status_text(const GrpcStream& s) {
   if (!s.has_status) return "";
@@ -242,20 +222,11 @@ struct GrpcConnection::Impl {
     flush();
   }
 
-  // What etcd's Go clients do: the chain must lead to the CA, and the
-  // certificate must name the host we dialled, as an IP SAN when we dialled
-  // an address and a DNS SAN otherwise; SNI carries names only. ALPN asks
-  // for HTTP/2, which gRPC needs.
+  // The member's certificate checked as etcd's Go clients do
+  // (handshake.h); ALPN asks for HTTP/2, which gRPC needs.
   void handshake(Clock::time_point deadline) {
     SSL* ssl = secure->native_handle();
-    X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
-    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-    if (is_ip_address(endpoint.host)) {
-      X509_VERIFY_PARAM_set1_ip_asc(param, endpoint.host.c_str());
-    } else {
-      X509_VERIFY_PARAM_set1_host(param, endpoint.host.c_str(), 0);
-      SSL_set_tlsext_host_name(ssl, endpoint.host.c_str());
-    }
+    expect_member(ssl, endpoint.host);
     static const unsigned char kAlpn[] = {2, 'h', '2'};
     SSL_set_alpn_protos(ssl, kAlpn, sizeof kAlpn);
     bool done = false;
@@ -278,29 +249,9 @@ struct GrpcConnection::Impl {
       close();
       throw TransportError(Kind::tls, false, true, "TLS: the member did not agree to HTTP/2 (ALPN h2), which gRPC needs");
     }
-    long verify = SSL_get_verify_result(ssl);
-    std::string reason = ssl_reason(ec);
+    const TransportError error = handshake_error(ec, SSL_get_verify_result(ssl), *tls);
     close();
-    ERR_clear_error();
-    if (verify != X509_V_OK)
-      throw TransportError(Kind::tls, false, true,
-                           "TLS handshake failed: certificate verify failed: " +
-                               std::string(X509_verify_cert_error_string(verify)) + " (" + tls->ca_note() + ")");
-    if (is_alert(ec))
-      throw TransportError(Kind::tls, false, true,
-                           "TLS handshake failed: the member refused it: " + reason + " (" + tls->cert_note() + ")");
-    if (is_ssl(ec))
-      throw TransportError(Kind::tls, false, true,
-                           "TLS handshake failed: " + reason + (reason == "wrong version number"
-                                                                    ? " (does the member serve https?)"
-                                                                    : ""));
-    // A member that serves plain http closes on our ClientHello; so does one
-    // that is going down. Only the first is worth a hint, and both retry.
-    bool closed = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated ||
-                  ec == asio::error::connection_reset;
-    throw TransportError(Kind::unreachable, false, false,
-                         "TLS handshake broke off: " + broken_text(ec) +
-                             (closed ? " (does the member serve https?)" : ""));
+    throw error;
   }
 
   // A kept-alive connection is usable only if what arrived while it was
@@ -343,12 +294,12 @@ struct GrpcConnection::Impl {
     if (is_alert(read))
       throw TransportError(Kind::tls, false, true,
                            "TLS: the member refused the connection: " + ssl_reason(read) + " (" + tls->cert_note() + ")");
-    if (write && !read) throw TransportError(Kind::lost, true, false, "sending the request: " + broken_text(write));
+    if (write && !read) throw TransportError(Kind::lost, true, false, "sending the request: " + closed_text(write));
     // An https member closes on a plain request without a byte of answer;
     // so would one that died just then, so this is a hint, not a verdict.
     const bool hint = fresh && !tls && !heard && read == asio::error::eof;
     throw TransportError(Kind::lost, true, false,
-                         "reading the answer: " + broken_text(read ? read : write) +
+                         "reading the answer: " + closed_text(read ? read : write) +
                              (hint ? " without answering (does it serve https?)" : ""));
   }
 

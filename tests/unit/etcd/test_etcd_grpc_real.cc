@@ -219,6 +219,21 @@ void probe(bool tls) {
     CHECK(std::string(e.what()).find("serve https?)") != std::string::npos);
   }
 
+  if (tls) {
+    // No client certificate for a member that requires one: refused, for
+    // good, though with TLS 1.3 it shows only on the first read.
+    GrpcConnection anonymous(endpoint, std::make_shared<TlsContext>(TlsFiles{etcd.dir.path + "/ca.pem", "", ""}));
+    try {
+      anonymous.call({"/etcdserverpb.KV/Range", bytes_field(1, "x"), ""}, Clock::now() + 10s, Clock::now() + 10s);
+      FAIL("a call without a client certificate succeeded");
+    } catch (const TransportError& e) {
+      INFO(e.what());
+      CHECK(e.kind == TransportError::Kind::tls);
+      CHECK(e.permanent);
+      CHECK(std::string(e.what()).find("(no client certificate)") != std::string::npos);
+    }
+  }
+
   GrpcConnection watch(endpoint, context);
   // WatchRequest{create_request: WatchCreateRequest{key}}
   auto opened = watch.open_stream(
