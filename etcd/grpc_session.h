@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "etcd/grpc_connection.h"
+#include "etcd/grpc_call.h"
 
 struct nghttp2_session;
 

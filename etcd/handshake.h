@@ -7,7 +7,7 @@
 #include <boost/system/error_code.hpp>
 #include <string>
 
-#include "etcd/grpc_connection.h"
+#include "etcd/grpc_call.h"
 
 struct ssl_st;
 

@@ -8,13 +8,14 @@
 #include <string>
 
 #include "etcd/endpoints.h"
-#include "etcd/grpc_connection.h"
+#include "etcd/grpc_call.h"
 
 namespace cxxrun::etcd {
 
-// TransportError and Clock are grpc_connection.h's: one definition for the
-// two connections while both exist (this one goes when the client speaks
-// gRPC).
+class TlsContext;
+
+// TransportError and Clock are grpc_call.h's: one definition for the two
+// connections while both exist (this one goes when the client speaks gRPC).
 
 struct HttpResponse {
   int status = 0;
