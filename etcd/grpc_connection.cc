@@ -34,7 +34,9 @@ using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 using Kind = TransportError::Kind;
 
-constexpr size_t kReadSize = 256 << 10;
+// Reads start small (thousands of idle connections for simulated agents)
+// and grow for an answer that fills them (a range over a large prefix).
+constexpr size_t kReadSize = 16 << 10, kReadSizeMax = 256 << 10;
 constexpr uint32_t kRefusedStream = 7;  // HTTP/2's REFUSED_STREAM: not processed at all
 
 std::string status_text(const GrpcStream& s) {
@@ -67,6 +69,10 @@ struct GrpcConnection::Impl {
   bool connected() const { return plain || secure; }
   tcp::socket& tcp_layer() { return secure ? secure->next_layer() : *plain; }
   bool broken() const { return read_error || write_error || !protocol_error.empty(); }
+  // No more will be read. A failed write alone does not say so: a member
+  // that answered and closed resets our next write, while its answer still
+  // waits to be read.
+  bool input_ended() const { return read_error || !protocol_error.empty(); }
 
   template <class F>
   void with_stream(F&& f) {
@@ -137,13 +143,14 @@ struct GrpcConnection::Impl {
           read_error = e;
           return;
         }
-        if (!connected() || broken()) return;
+        if (!connected() || !protocol_error.empty()) return;
         try {
           session->receive(input.data(), n);
         } catch (const std::exception& x) {
           protocol_error = x.what();
           return;
         }
+        if (n == input.size() && input.size() < kReadSizeMax) input.resize(input.size() * 2);
         flush();
         start_read();
       });
@@ -284,9 +291,9 @@ struct GrpcConnection::Impl {
     return id;
   }
 
-  // The connection broke before the stream's end.
+  // The connection ended (nothing more to read) before the stream did.
   [[noreturn]] void connection_failed(bool fresh) {
-    const error_code read = read_error, write = write_error;
+    const error_code read = read_error;
     const std::string protocol = protocol_error;
     const bool heard = session && session->heard();
     close();
@@ -294,12 +301,11 @@ struct GrpcConnection::Impl {
     if (is_alert(read))
       throw TransportError(Kind::tls, false, true,
                            "TLS: the member refused the connection: " + ssl_reason(read) + " (" + tls->cert_note() + ")");
-    if (write && !read) throw TransportError(Kind::lost, true, false, "sending the request: " + closed_text(write));
     // An https member closes on a plain request without a byte of answer;
     // so would one that died just then, so this is a hint, not a verdict.
     const bool hint = fresh && !tls && !heard && read == asio::error::eof;
     throw TransportError(Kind::lost, true, false,
-                         "reading the answer: " + closed_text(read ? read : write) +
+                         "reading the answer: " + closed_text(read) +
                              (hint ? " without answering (does it serve https?)" : ""));
   }
 
@@ -308,7 +314,7 @@ struct GrpcConnection::Impl {
   template <class Ready>
   GrpcStream& await(int32_t id, Ready&& ready, Clock::time_point deadline, bool fresh) {
     GrpcStream* s = session->stream(id);
-    const bool in_time = wait([&] { return ready(*s) || s->ended || s->closed || !s->error.empty() || broken(); },
+    const bool in_time = wait([&] { return ready(*s) || s->ended || s->closed || !s->error.empty() || input_ended(); },
                               deadline);
     throw_if_interrupted(true);
     if (!in_time) fail(Kind::timeout, true, "no answer before the deadline");
@@ -325,7 +331,7 @@ struct GrpcConnection::Impl {
       if (s.reset_code == kRefusedStream) fail(Kind::lost, false, "the member refused the stream (it is going away)");
       fail(Kind::lost, true, "the member reset the stream (HTTP/2 error code " + std::to_string(s.reset_code) + ")");
     }
-    if (!s.ended && broken()) connection_failed(fresh);
+    if (!s.ended && input_ended()) connection_failed(fresh);
   }
 
   // An answer whose headers say it is not gRPC's; nullopt when it is.
@@ -394,7 +400,7 @@ struct GrpcConnection::Impl {
     throw_if_interrupted(true);
     GrpcStream* s = stream_id && session ? session->stream(stream_id) : nullptr;
     if (!s) throw TransportError(Kind::lost, true, false, "no stream open");
-    auto ready = [&] { return !s->messages.empty() || s->ended || s->closed || !s->error.empty() || broken(); };
+    auto ready = [&] { return !s->messages.empty() || s->ended || s->closed || !s->error.empty() || input_ended(); };
     if (!ready()) {
       // A deadline already passed still takes what has arrived (a watch's
       // events read between two waits): run_one_until would not look.

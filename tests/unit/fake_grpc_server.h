@@ -91,7 +91,7 @@ class FakeGrpcServer {
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
   int port() const { return port_; }
   int connections() const { return accepted_; }
-  int closed() const { return closed_; }
+  int closed() const { return closed_; }  // as wait_closed() counts
   std::vector<Call> calls() const {
     std::lock_guard lock(calls_mutex_);
     return calls_;
@@ -133,7 +133,8 @@ class FakeGrpcServer {
   // Closes every open connection (the member restarted, or dropped idle ones).
   int close_connections() { return each_connection([](Connection& c) { c.closing = true; }); }
 
-  // Waits (up to 10 s) until n connections have closed; false if they did not.
+  // Waits (up to 10 s) until n connections have closed (or, after an
+  // answer with close_after, ended our side); false if they did not.
   bool wait_closed(int n) const {
     for (int i = 0; i < 1000 && closed_ < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return closed_ >= n;
@@ -180,6 +181,7 @@ class FakeGrpcServer {
     std::vector<int32_t> complete;  // requests read whole, not yet answered
     std::string out;
     bool closing = false, close_when_sent = false, done = false;
+    bool counted = false;  // in closed_ already: done sending, lingering
 
     void resume(int32_t id, Stream& s) {
       if (s.deferred) {
@@ -378,7 +380,7 @@ class FakeGrpcServer {
         c->done = true;
         nghttp2_session_del(c->session);
         ::close(c->fd);
-        ++closed_;
+        if (!c->counted) ++closed_;
       });
     }
   }
@@ -424,7 +426,29 @@ class FakeGrpcServer {
         if (c.closing) return;
       }
       if (!c.flush()) return;
-      if (c.close_when_sent && c.out.empty() && !nghttp2_session_want_write(c.session)) return;
+      if (c.close_when_sent && c.out.empty() && !nghttp2_session_want_write(c.session)) {
+        c.counted = c.closing = true;
+        lock.unlock();
+        linger(c.fd);
+        lock.lock();
+        return;
+      }
+    }
+  }
+
+  // Closes as a server that means its answer to arrive: our side first, then
+  // what the client still sends is read until it closes too (up to 10 s). A
+  // plain close with the client's bytes unread resets the connection, and
+  // the answer still in the send buffer is lost with it.
+  void linger(int fd) {
+    shutdown(fd, SHUT_WR);
+    ++closed_;
+    char buf[4096];
+    for (int i = 0; i < 1000; ++i) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 10) <= 0) continue;
+      ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return;
     }
   }
 
