@@ -12,12 +12,12 @@
 
 using namespace cxxrun::etcd;
 using namespace std::chrono_literals;
-using Kind = TransportError::Kind;
+using ErrorKind = TransportError::Kind;
 
 namespace {
 
-constexpr char kRange[] = "/etcdserverpb.KV/Range";
-constexpr char kWatch[] = "/etcdserverpb.Watch/Watch";
+constexpr char kRangeMethod[] = "/etcdserverpb.KV/Range";
+constexpr char kWatchMethod[] = "/etcdserverpb.Watch/Watch";
 
 Endpoint endpoint_of(const FakeGrpcServer& server) { return {"127.0.0.1", server.port()}; }
 
@@ -25,13 +25,13 @@ GrpcResponse call(GrpcConnection& c, const GrpcRequest& request, std::chrono::mi
   return c.call(request, Clock::now() + within, Clock::now() + within);
 }
 
-GrpcResponse open(GrpcConnection& c, const GrpcRequest& request) {
+GrpcResponse open_watch(GrpcConnection& c, const GrpcRequest& request) {
   return c.open_stream(request, Clock::now() + 10s, Clock::now() + 10s);
 }
 
 // The error a call throws; fails the test when it returns instead.
 template <class F>
-TransportError error_of(F&& f) {
+TransportError thrown_by(F&& f) {
   try {
     f();
   } catch (const TransportError& e) {
@@ -49,14 +49,14 @@ TEST_CASE("grpc connection: a unary call carries the method, message and metadat
           "[etcd][grpc]") {
   FakeGrpcServer server(echo);
   GrpcConnection c(endpoint_of(server), nullptr);
-  auto r = call(c, {kRange, std::string("k\0ey", 4), "tok-1"});
+  auto r = call(c, {kRangeMethod, std::string("k\0ey", 4), "tok-1"});
   CHECK(r.status.code == 0);
   CHECK(r.message == "got " + std::string("k\0ey", 4));
-  r = call(c, {kRange, "second", ""});
+  r = call(c, {kRangeMethod, "second", ""});
   CHECK(r.message == "got second");
   auto calls = server.calls();
   REQUIRE(calls.size() == 2);
-  CHECK(calls[0].method == kRange);
+  CHECK(calls[0].method == kRangeMethod);
   CHECK(calls[0].message == std::string("k\0ey", 4));
   CHECK(calls[0].token == "tok-1");
   CHECK(calls[0].hasleader == "true");
@@ -71,7 +71,7 @@ TEST_CASE("grpc connection: an answer larger than the windows arrives whole", "[
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + i / 4096);
   FakeGrpcServer server([&](const FakeGrpcServer::Call&) { return FakeGrpcServer::ok(big); });
   GrpcConnection c(endpoint_of(server), nullptr);
-  auto r = call(c, {kRange, "all", ""}, 60s);
+  auto r = call(c, {kRangeMethod, "all", ""}, 60s);
   CHECK(r.status.code == 0);
   REQUIRE(r.message.size() == big.size());
   CHECK(r.message == big);
@@ -79,16 +79,16 @@ TEST_CASE("grpc connection: an answer larger than the windows arrives whole", "[
 
 TEST_CASE("grpc connection: a message split across DATA frames, and several in one frame", "[etcd][grpc]") {
   FakeGrpcServer server([](const FakeGrpcServer::Call& c) {
-    if (c.method == kWatch) return FakeGrpcServer::stream({"one", "two two", "three three three"});
+    if (c.method == kWatchMethod) return FakeGrpcServer::stream({"one", "two two", "three three three"});
     FakeGrpcServer::Answer a = FakeGrpcServer::ok("a message in many small DATA frames");
     a.data_frame = 3;  // the 5-byte gRPC header itself is split
     return a;
   });
   GrpcConnection c(endpoint_of(server), nullptr);
-  CHECK(call(c, {kRange, "x", ""}).message == "a message in many small DATA frames");
+  CHECK(call(c, {kRangeMethod, "x", ""}).message == "a message in many small DATA frames");
 
   GrpcConnection watch(endpoint_of(server), nullptr);
-  REQUIRE(open(watch, {kWatch, "w", ""}).status.code == 0);
+  REQUIRE(open_watch(watch, {kWatchMethod, "w", ""}).status.code == 0);
   std::vector<std::string> got;
   for (int i = 0; i < 3; ++i) {
     std::string out;
@@ -105,29 +105,29 @@ TEST_CASE("grpc connection: refusals come back as statuses", "[etcd][grpc]") {
 
   SECTION("trailers-only") {
     answer = FakeGrpcServer::error(14, "etcdserver: no leader");
-    auto r = call(c, {kRange, "x", ""});
+    auto r = call(c, {kRangeMethod, "x", ""});
     CHECK(r.status.code == 14);
     CHECK(r.status.message == "etcdserver: no leader");
     CHECK(r.message.empty());
   }
   SECTION("an HTTP status other than 200, as gRPC maps it") {
     answer.http_status = 503;
-    auto r = call(c, {kRange, "x", ""});
+    auto r = call(c, {kRangeMethod, "x", ""});
     CHECK(r.status.code == 14);
     CHECK(r.status.message == "HTTP 503");
     answer.http_status = 401;
-    CHECK(call(c, {kRange, "x", ""}).status.code == 16);
+    CHECK(call(c, {kRangeMethod, "x", ""}).status.code == 16);
   }
   SECTION("grpc-message percent-decoded") {
     const std::string text = "100% sure: na\xc3\xafve\nsecond line";
     answer = FakeGrpcServer::error(3, text);
-    CHECK(call(c, {kRange, "x", ""}).status.message == text);
+    CHECK(call(c, {kRangeMethod, "x", ""}).status.message == text);
   }
   SECTION("a status after messages, in the trailers") {
     answer = FakeGrpcServer::ok("ignored");
     answer.code = 9;
     answer.message = "failed precondition";
-    auto r = call(c, {kRange, "x", ""});
+    auto r = call(c, {kRangeMethod, "x", ""});
     CHECK(r.status.code == 9);
     CHECK(r.status.message == "failed precondition");
   }
@@ -138,12 +138,12 @@ TEST_CASE("grpc connection: a unary answer of other than one message is lost", "
   FakeGrpcServer server([&](const FakeGrpcServer::Call&) { return answer; });
   GrpcConnection c(endpoint_of(server), nullptr);
   answer.messages = {"a", "b"};
-  auto e = error_of([&] { call(c, {kRange, "x", ""}); });
-  CHECK(e.kind == Kind::lost);
+  auto e = thrown_by([&] { call(c, {kRangeMethod, "x", ""}); });
+  CHECK(e.kind == ErrorKind::lost);
   CHECK(e.sent);
   CHECK(std::string(e.what()) == "the answer carried 2 messages, not one");
   answer.messages = {};
-  e = error_of([&] { call(c, {kRange, "x", ""}); });
+  e = thrown_by([&] { call(c, {kRangeMethod, "x", ""}); });
   CHECK(std::string(e.what()) == "the answer carried 0 messages, not one");
 }
 
@@ -152,13 +152,13 @@ TEST_CASE("grpc connection: the member resetting the stream loses the call; refu
   FakeGrpcServer server([&](const FakeGrpcServer::Call&) { return answer; });
   GrpcConnection c(endpoint_of(server), nullptr);
   answer.reset = 2;  // INTERNAL_ERROR
-  auto e = error_of([&] { call(c, {kRange, "x", ""}); });
-  CHECK(e.kind == Kind::lost);
+  auto e = thrown_by([&] { call(c, {kRangeMethod, "x", ""}); });
+  CHECK(e.kind == ErrorKind::lost);
   CHECK(e.sent);
   CHECK(std::string(e.what()) == "the member reset the stream (HTTP/2 error code 2)");
   answer.reset = 7;  // REFUSED_STREAM: not acted on
-  e = error_of([&] { call(c, {kRange, "x", ""}); });
-  CHECK(e.kind == Kind::lost);
+  e = thrown_by([&] { call(c, {kRangeMethod, "x", ""}); });
+  CHECK(e.kind == ErrorKind::lost);
   CHECK_FALSE(e.sent);
 }
 
@@ -168,11 +168,11 @@ TEST_CASE("grpc connection: no answer by the deadline is a timeout, the request 
     return answer ? FakeGrpcServer::ok("late") : FakeGrpcServer::stream();  // headers, never a message
   });
   GrpcConnection c(endpoint_of(server), nullptr);
-  auto e = error_of([&] { call(c, {kRange, "x", ""}, 300ms); });
-  CHECK(e.kind == Kind::timeout);
+  auto e = thrown_by([&] { call(c, {kRangeMethod, "x", ""}, 300ms); });
+  CHECK(e.kind == ErrorKind::timeout);
   CHECK(e.sent);
   answer = true;
-  CHECK(call(c, {kRange, "x", ""}).message == "late");
+  CHECK(call(c, {kRangeMethod, "x", ""}).message == "late");
 }
 
 TEST_CASE("grpc connection: a refused connect is unreachable, nothing sent", "[etcd][grpc]") {
@@ -182,8 +182,8 @@ TEST_CASE("grpc connection: a refused connect is unreachable, nothing sent", "[e
     port = gone.port;
   }
   GrpcConnection c({"127.0.0.1", port}, nullptr);
-  auto e = error_of([&] { call(c, {kRange, "x", ""}); });
-  CHECK(e.kind == Kind::unreachable);
+  auto e = thrown_by([&] { call(c, {kRangeMethod, "x", ""}); });
+  CHECK(e.kind == ErrorKind::unreachable);
   CHECK_FALSE(e.sent);
   CHECK(std::string(e.what()) == "Connection refused");
 }
@@ -195,8 +195,8 @@ TEST_CASE("grpc connection: the member closing the connection mid-call loses it"
     return a;
   });
   GrpcConnection c(endpoint_of(server), nullptr);
-  auto e = error_of([&] { call(c, {kRange, "x", ""}); });
-  CHECK(e.kind == Kind::lost);
+  auto e = thrown_by([&] { call(c, {kRangeMethod, "x", ""}); });
+  CHECK(e.kind == ErrorKind::lost);
   CHECK(e.sent);
   // A close with our bytes unread is a reset, not an end of stream.
   const std::string what = e.what();
@@ -208,7 +208,7 @@ TEST_CASE("grpc connection: a connection the member ended while idle is replaced
           "[etcd][grpc]") {
   FakeGrpcServer server(echo);
   GrpcConnection c(endpoint_of(server), nullptr);
-  REQUIRE(call(c, {kRange, "1", ""}).message == "got 1");
+  REQUIRE(call(c, {kRangeMethod, "1", ""}).message == "got 1");
 
   SECTION("closed") {
     REQUIRE(server.close_connections() == 1);
@@ -217,7 +217,7 @@ TEST_CASE("grpc connection: a connection the member ended while idle is replaced
   SECTION("GOAWAY") {
     REQUIRE(server.goaway() == 1);
   }
-  CHECK(call(c, {kRange, "2", ""}).message == "got 2");
+  CHECK(call(c, {kRangeMethod, "2", ""}).message == "got 2");
   auto calls = server.calls();
   REQUIRE(calls.size() == 2);
   CHECK(calls[1].connection == 2);
@@ -233,18 +233,18 @@ TEST_CASE("grpc connection: an answer the member sent just before closing is rea
   GrpcConnection c(endpoint_of(server), nullptr);
   // Our window updates meet a closed socket (reset) while the answer is
   // still arriving: the answer counts, not the failed write.
-  CHECK(call(c, {kRange, "big", ""}).message == big);
+  CHECK(call(c, {kRangeMethod, "big", ""}).message == big);
   REQUIRE(server.wait_closed(1));
-  CHECK(call(c, {kRange, "2", ""}).message == "got 2");
+  CHECK(call(c, {kRangeMethod, "2", ""}).message == "got 2");
   CHECK(server.calls().at(1).connection == 2);
 }
 
 TEST_CASE("grpc connection: a PING while idle keeps the connection", "[etcd][grpc]") {
   FakeGrpcServer server(echo);
   GrpcConnection c(endpoint_of(server), nullptr);
-  REQUIRE(call(c, {kRange, "1", ""}).message == "got 1");
+  REQUIRE(call(c, {kRangeMethod, "1", ""}).message == "got 1");
   REQUIRE(server.ping() == 1);
-  CHECK(call(c, {kRange, "2", ""}).message == "got 2");
+  CHECK(call(c, {kRangeMethod, "2", ""}).message == "got 2");
   CHECK(server.connections() == 1);
 }
 
@@ -256,12 +256,12 @@ TEST_CASE("grpc connection: a stream's messages, its deadline, and its end with 
   GrpcConnection c(endpoint_of(server), nullptr);
 
   SECTION("refused at once") {
-    auto r = open(c, {kWatch, "refuse", ""});
+    auto r = open_watch(c, {kWatchMethod, "refuse", ""});
     CHECK(r.status.code == 14);
     CHECK(r.status.message == "etcdserver: no leader");
   }
   SECTION("open") {
-    auto r = open(c, {kWatch, "w", "tok"});
+    auto r = open_watch(c, {kWatchMethod, "w", "tok"});
     REQUIRE(r.status.code == 0);
     CHECK(server.calls().at(0).token == "tok");
     std::string out;
@@ -289,8 +289,8 @@ TEST_CASE("grpc connection: a stream's messages, its deadline, and its end with 
     out.clear();
     REQUIRE(c.read_message(out, Clock::now() + 10s));
     CHECK(out == "event 3");
-    auto e = error_of([&] { c.read_message(out, Clock::now() + 10s); });
-    CHECK(e.kind == Kind::lost);
+    auto e = thrown_by([&] { c.read_message(out, Clock::now() + 10s); });
+    CHECK(e.kind == ErrorKind::lost);
     REQUIRE(e.status);
     CHECK(e.status->code == 11);
     CHECK(e.status->message == "etcdserver: mvcc: required revision has been compacted");
@@ -302,27 +302,27 @@ TEST_CASE("grpc connection: a stream's messages, its deadline, and its end with 
 TEST_CASE("grpc connection: a stream whose connection closes is lost, with no status", "[etcd][grpc]") {
   FakeGrpcServer server([](const FakeGrpcServer::Call&) { return FakeGrpcServer::stream(); });
   GrpcConnection c(endpoint_of(server), nullptr);
-  REQUIRE(open(c, {kWatch, "w", ""}).status.code == 0);
+  REQUIRE(open_watch(c, {kWatchMethod, "w", ""}).status.code == 0);
   REQUIRE(server.close_connections() == 1);
   std::string out;
-  auto e = error_of([&] { c.read_message(out, Clock::now() + 10s); });
-  CHECK(e.kind == Kind::lost);
+  auto e = thrown_by([&] { c.read_message(out, Clock::now() + 10s); });
+  CHECK(e.kind == ErrorKind::lost);
   CHECK_FALSE(e.status);
 }
 
 TEST_CASE("grpc connection: interrupt() from another thread ends a blocked read", "[etcd][grpc]") {
   FakeGrpcServer server([](const FakeGrpcServer::Call&) { return FakeGrpcServer::stream(); });
   GrpcConnection c(endpoint_of(server), nullptr);
-  REQUIRE(open(c, {kWatch, "w", ""}).status.code == 0);
+  REQUIRE(open_watch(c, {kWatchMethod, "w", ""}).status.code == 0);
   std::thread interrupter([&] {
     std::this_thread::sleep_for(200ms);
     c.interrupt();
   });
   std::string out;
   // Without the interrupt the read would return false at its deadline.
-  auto e = error_of([&] { c.read_message(out, Clock::now() + 60s); });
+  auto e = thrown_by([&] { c.read_message(out, Clock::now() + 60s); });
   interrupter.join();
-  CHECK(e.kind == Kind::cancelled);
+  CHECK(e.kind == ErrorKind::cancelled);
   // And so does every later call.
-  CHECK(error_of([&] { call(c, {kRange, "x", ""}); }).kind == Kind::cancelled);
+  CHECK(thrown_by([&] { call(c, {kRangeMethod, "x", ""}); }).kind == ErrorKind::cancelled);
 }

@@ -113,7 +113,7 @@ struct RealEtcd {
     REQUIRE(pid >= 0);
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, 1);
       dup2(fd, 2);
       std::vector<char*> args;
