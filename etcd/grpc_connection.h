@@ -34,7 +34,10 @@ class GrpcConnection {
   // status). Connects first when there is no live connection, within
   // connect_deadline (no later than deadline); a kept-alive connection the
   // member closed or sent GOAWAY on while we were idle counts as none, so a
-  // restarted member costs no lost request. Throws TransportError.
+  // restarted member costs no lost request; and a stream the member refused
+  // unprocessed (REFUSED_STREAM, as a GOAWAY still on its way when we looked
+  // does) goes again once on a fresh connection. Throws TransportError; lost
+  // with sent false where the member refused the stream on a fresh one.
   GrpcResponse call(const GrpcRequest& request, Clock::time_point deadline, Clock::time_point connect_deadline);
 
   // The streaming form (watch): sends the request on a fresh connection and
@@ -47,8 +50,9 @@ class GrpcConnection {
   // The stream's next whole message, appended to `out`. False when the
   // deadline passed first; what has arrived is kept for the next call, so
   // nothing is lost between calls. A deadline already passed takes a message
-  // that has arrived without waiting. Throws TransportError (lost, its
-  // what() naming the status and message) when the stream ends or breaks.
+  // that has arrived without waiting. Throws TransportError lost when the
+  // stream ends (with the status it ended with, also named in what(), where
+  // the member sent one) or breaks (no status).
   bool read_message(std::string& out, Clock::time_point deadline);
 
   // From any thread: the operation in progress, or the next, ends with
