@@ -163,7 +163,8 @@ class FakeGrpcServer {
   struct Stream {
     Call call;
     std::string body;     // the request as it came, framed
-    std::string pending;  // answer bytes not yet in a DATA frame
+    std::string pending;  // answer bytes not yet in a DATA frame, from `sent` on
+    size_t sent = 0;
     size_t data_frame = 0;
     bool answering = false;  // the answer's headers went; DATA from `pending`
     bool deferred = false;   // nghttp2 waits for resume()
@@ -232,7 +233,7 @@ class FakeGrpcServer {
     auto it = c.streams.find(id);
     if (it == c.streams.end()) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     Stream& s = it->second;
-    size_t n = std::min(length, s.pending.size());
+    size_t n = std::min(length, s.pending.size() - s.sent);
     if (s.data_frame) n = std::min(n, s.data_frame);
     if (n == 0) {
       if (!s.finished) {
@@ -243,8 +244,12 @@ class FakeGrpcServer {
       submit_status(session, id, s.code, s.status_message, false);
       return 0;
     }
-    memcpy(buf, s.pending.data(), n);
-    s.pending.erase(0, n);
+    memcpy(buf, s.pending.data() + s.sent, n);
+    s.sent += n;
+    if (s.sent == s.pending.size()) {
+      s.pending.clear();
+      s.sent = 0;
+    }
     return static_cast<ssize_t>(n);
   }
 
