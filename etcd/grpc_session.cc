@@ -58,6 +58,13 @@ void split_messages(GrpcStream& s) {
       if (at == 0) s.partial.reserve(kFrameHeader + length);
       break;
     }
+    if (at == 0 && s.partial.size() == kFrameHeader + length) {
+      // The usual large answer: one message, the buffer's whole; no copy.
+      s.partial.erase(0, kFrameHeader);
+      s.messages.push_back(std::move(s.partial));
+      s.partial.clear();
+      return;
+    }
     s.messages.emplace_back(s.partial, at + kFrameHeader, length);
     at += kFrameHeader + length;
   }
