@@ -5,9 +5,7 @@
 // stays pending across calls, owned by Impl.
 #include "etcd/http_connection.h"
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -23,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "etcd/handshake.h"
 #include "etcd/tls.h"
 
 namespace cxxrun::etcd {
@@ -39,24 +38,9 @@ using Kind = TransportError::Kind;
 // answers. Past this the answer is refused rather than held.
 constexpr uint64_t kBodyLimit = uint64_t(256) << 20;
 
-bool is_ssl(const error_code& ec) { return ec.category() == asio::error::get_ssl_category(); }
-
-std::string ssl_reason(const error_code& ec) {
-  if (is_ssl(ec))
-    if (const char* r = ERR_reason_error_string(static_cast<unsigned long>(ec.value()))) return r;
-  return ec.message();
-}
-
-// The member rejected our handshake (e.g. "tlsv13 alert certificate
-// required"). With TLS 1.3 the client's side of the handshake completes
-// before the server has judged our certificate, so this arrives on the first
-// read, after the request went out; it was refused all the same.
-bool is_alert(const error_code& ec) { return is_ssl(ec) && ssl_reason(ec).find("alert") != std::string::npos; }
-
 std::string broken(const error_code& ec) {
-  if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::ssl::error::stream_truncated)
-    return "the member closed the connection";
-  return ec.message();
+  if (ec == http::error::end_of_stream) return "the member closed the connection";
+  return closed_text(ec);
 }
 
 }  // namespace
@@ -176,19 +160,10 @@ struct HttpConnection::Impl {
     handshake(deadline);
   }
 
-  // What etcd's Go clients do: the chain must lead to the CA, and the
-  // certificate must name the host we dialled, as an IP SAN when we dialled
-  // an address and a DNS SAN otherwise; SNI carries names only.
+  // The member's certificate checked as etcd's Go clients do (handshake.h).
   void handshake(Clock::time_point deadline) {
     SSL* ssl = secure->native_handle();
-    X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
-    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-    if (is_ip_address(endpoint.host)) {
-      X509_VERIFY_PARAM_set1_ip_asc(param, endpoint.host.c_str());
-    } else {
-      X509_VERIFY_PARAM_set1_host(param, endpoint.host.c_str(), 0);
-      SSL_set_tlsext_host_name(ssl, endpoint.host.c_str());
-    }
+    expect_member(ssl, endpoint.host);
     bool done = false;
     error_code ec;
     secure->async_handshake(asio::ssl::stream_base::client, [&](error_code e) {
@@ -202,28 +177,9 @@ struct HttpConnection::Impl {
       throw TransportError(Kind::unreachable, false, false, "TLS handshake timed out");
     }
     if (!ec) return;
-    long verify = SSL_get_verify_result(ssl);
-    std::string reason = ssl_reason(ec);
+    const TransportError error = handshake_error(ec, SSL_get_verify_result(ssl), *tls);
     close();
-    ERR_clear_error();
-    if (verify != X509_V_OK)
-      throw TransportError(Kind::tls, false, true,
-                           "TLS handshake failed: certificate verify failed: " +
-                               std::string(X509_verify_cert_error_string(verify)) + " (" + tls->ca_note() + ")");
-    if (is_alert(ec))
-      throw TransportError(Kind::tls, false, true,
-                           "TLS handshake failed: the member refused it: " + reason + " (" + tls->cert_note() + ")");
-    if (is_ssl(ec))
-      throw TransportError(Kind::tls, false, true,
-                           "TLS handshake failed: " + reason + (reason == "wrong version number"
-                                                                    ? " (does the member serve https?)"
-                                                                    : ""));
-    // A member that serves plain http closes on our ClientHello; so does one
-    // that is going down. Only the first is worth a hint, and both retry.
-    bool closed = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated ||
-                  ec == asio::error::connection_reset;
-    throw TransportError(Kind::unreachable, false, false,
-                         "TLS handshake broke off: " + broken(ec) + (closed ? " (does the member serve https?)" : ""));
+    throw error;
   }
 
   // A kept-alive connection is usable only if nothing arrived while it was
@@ -243,7 +199,7 @@ struct HttpConnection::Impl {
     r.set(http::field::content_type, "application/json");
     r.set(http::field::user_agent, "cxxrun-etcd");
     if (!request.token.empty()) r.set(http::field::authorization, request.token);
-    r.set(kRequireLeaderHeader, "true");
+    r.set(kGatewayRequireLeaderHeader, "true");
     r.body() = request.body;
     r.keep_alive(true);
     r.prepare_payload();

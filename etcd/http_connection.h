@@ -4,34 +4,18 @@
 // failover rules built on it live in transport.h.
 #pragma once
 
-#include <chrono>
 #include <memory>
-#include <stdexcept>
 #include <string>
 
 #include "etcd/endpoints.h"
+#include "etcd/grpc_call.h"
 
 namespace cxxrun::etcd {
 
 class TlsContext;
-using Clock = std::chrono::steady_clock;
 
-// Why an exchange failed; what() is the cause alone ("connection refused"),
-// the caller adds the endpoint.
-struct TransportError : std::runtime_error {
-  enum class Kind {
-    unreachable,  // resolve, connect or a handshake that broke off
-    tls,          // the TLS handshake was refused, by us or by the member
-    lost,         // the connection broke, or the answer was not HTTP
-    timeout,      // the deadline passed
-    cancelled,    // interrupt()
-  };
-  TransportError(Kind k, bool s, bool p, const std::string& what)
-      : std::runtime_error(what), kind(k), sent(s), permanent(p) {}
-  Kind kind;
-  bool sent;       // the request's bytes had started to go out: it may have been applied
-  bool permanent;  // trying this endpoint again cannot help (no such host, TLS refused)
-};
+// TransportError and Clock are grpc_call.h's: one definition for the two
+// connections while both exist (this one goes when the client speaks gRPC).
 
 struct HttpResponse {
   int status = 0;
@@ -47,7 +31,7 @@ struct HttpRequest {
 // Sent with every request: gRPC metadata hasleader=true (grpc-gateway passes
 // Grpc-Metadata-* headers on as metadata), so a member without a leader
 // refuses at once with "no leader", as for etcd's WithRequireLeader.
-inline constexpr char kRequireLeaderHeader[] = "Grpc-Metadata-Hasleader";
+inline constexpr char kGatewayRequireLeaderHeader[] = "Grpc-Metadata-Hasleader";
 
 class HttpConnection {
  public:

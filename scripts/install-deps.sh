@@ -13,6 +13,7 @@ build_packages=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgloo-dev
   libssl-dev
+  libnghttp2-dev  # HTTP/2 for the etcd client's gRPC (etcd/grpc_session.h)
   libhwloc-dev  # GPUs, NUMA nodes and caches for --numa-binding (agent/numa/topology.h)
 )
 # Tests, the fuzzer, benchmarks and packaging.
