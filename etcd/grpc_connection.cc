@@ -4,8 +4,8 @@
 // whenever the loop runs. Each synchronous call runs the connection's own
 // io_context until its stream has its answer or the deadline passes; a
 // connection given up is closed and its operations drained, so no handler
-// outlives the call's locals. The connect and TLS handshake are
-// http_connection.cc's, their errors worded by handshake.h for both.
+// outlives the call's locals. A refused handshake is judged and worded by
+// handshake.h.
 #include "etcd/grpc_connection.h"
 
 #include <openssl/ssl.h>

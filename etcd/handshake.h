@@ -1,6 +1,6 @@
-// What the connections to a member share about TLS: the checks a handshake
-// makes of the member's certificate, and the words for what failed, so
-// both transports report a refused certificate or a plain-http member alike.
+// TLS toward a member: the checks a handshake makes of the member's
+// certificate, and the words for what failed (a refused certificate, a
+// member that serves plain http).
 // Internal to etcd/.
 #pragma once
 

@@ -24,7 +24,7 @@
 // write means "unknown". Waiting for the new leader (about 1 s) instead
 // keeps the write determinate. Member ids come from each answer's header.
 // Every request asks the member to refuse at once when it has no leader
-// (gRPC metadata hasleader, as etcd's clients' WithRequireLeader), so a
+// (metadata hasleader, as etcd's clients' WithRequireLeader), so a
 // member cut off from its peers answers "no leader" instead of holding the
 // request until etcd's own 7 s timeout.
 #pragma once
@@ -35,7 +35,7 @@
 #include <string_view>
 #include <vector>
 
-#include "etcd/http_connection.h"
+#include "etcd/grpc_connection.h"
 #include "etcd/options.h"
 
 namespace cxxrun::etcd {
@@ -54,9 +54,10 @@ class Transport {
   explicit Transport(const Options& options);
   ~Transport();
 
-  // POSTs `body` to `path` and returns the body of the 200 answer. `what`
-  // names the operation in messages ("put"). Throws the errors.h classes.
-  std::string call(std::string_view what, const std::string& path, const std::string& body, Repeat repeat,
+  // Calls gRPC `method` ("/etcdserverpb.KV/Put") with the serialized
+  // request `body` and returns the serialized answer. `what` names the
+  // operation in messages ("put"). Throws the errors.h classes.
+  std::string call(std::string_view what, const std::string& method, const std::string& body, Repeat repeat,
                    Clock::time_point deadline);
 
   // The auth token to send, authenticating first when there is none yet;
@@ -73,7 +74,7 @@ class Transport {
   const Endpoint& current() const { return endpoints_[current_]; }
 
  private:
-  HttpConnection& connection();
+  GrpcConnection& connection();
   void move_on();
   void await_leader_other_than(std::string lost, int64_t lost_term, Clock::time_point deadline);
 
@@ -81,7 +82,7 @@ class Transport {
   std::vector<Endpoint> endpoints_;
   std::shared_ptr<TlsContext> tls_;
   size_t current_ = 0;
-  std::unique_ptr<HttpConnection> connection_;  // to endpoints_[current_]
+  std::unique_ptr<GrpcConnection> connection_;  // to endpoints_[current_]
   std::optional<std::string> token_;            // empty string: none needed
   std::vector<std::string> member_ids_;         // of each endpoint, from its answers
   std::string lost_member_;                     // id of a member that just became unreachable
@@ -98,7 +99,9 @@ enum class Refusal {
   auth,          // credentials or permissions: EtcdAuthError
   final,         // anything else: EtcdRequestError
 };
-Refusal classify(int http_status, int grpc_code, std::string_view message);
+// `grpc_code` is the answer's gRPC status (GrpcConnection maps an HTTP
+// status that is not 200 to one).
+Refusal classify(int grpc_code, std::string_view message);
 
 // Hard cap on connecting to one member (resolve, TCP, TLS), so a member that
 // drops packets cannot spend the whole deadline before the next is tried.

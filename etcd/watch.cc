@@ -12,12 +12,16 @@
 #include <mutex>
 
 #include "etcd/backoff.h"
-#include "etcd/http_connection.h"
-#include "etcd/json_stream.h"
+#include "etcd/grpc_connection.h"
 #include "etcd/transport.h"
 #include "etcd/wire.h"
 
 namespace cxxrun::etcd {
+namespace {
+
+constexpr char kWatch[] = "/etcdserverpb.Watch/Watch";
+
+}  // namespace
 
 struct Watch::Impl {
   Impl(const Options& options, std::string k, Scope scope, int64_t start)
@@ -44,8 +48,7 @@ struct Watch::Impl {
   size_t current = 0;
   bool connected = false;  // the stream on `connection` is created and live
   int connections = 0;
-  std::unique_ptr<HttpConnection> connection;
-  JsonStream messages;
+  std::unique_ptr<GrpcConnection> connection;
   std::optional<Clock::time_point> broken_since;
   std::vector<std::optional<std::string>> reasons;  // each member's last failure, for EtcdUnavailable
   std::vector<int> permanent;  // each member's last failure: 0 transient, 1 permanent, 2 TLS (permanent)
@@ -59,7 +62,7 @@ struct Watch::Impl {
   std::string name() const { return "etcd watch on '" + key + "'"; }
   const Endpoint& member() const { return transport.endpoints()[current]; }
 
-  void install(std::unique_ptr<HttpConnection> c) {
+  void install(std::unique_ptr<GrpcConnection> c) {
     std::lock_guard lock(mutex);
     connection = std::move(c);
     if (cancelled && connection) connection->interrupt();
@@ -83,7 +86,6 @@ struct Watch::Impl {
     if (!reasons[current] || Clock::now() < deadline) reasons[current] = reason;  // as in transport.cc
     install(nullptr);
     connected = false;
-    messages.clear();
     if (!broken_since) broken_since = Clock::now();
     current = (current + 1) % reasons.size();
     if (++streak % reasons.size() == 0) sleep_until(backoff.next_wake(deadline));
@@ -95,10 +97,11 @@ struct Watch::Impl {
                         m.compact_revision);
   }
 
-  // A member's refusal (an error answer, or an error on the stream). True:
-  // try the same member again (with a fresh token); false: move on.
-  bool refused(int status, const wire::ServerError& error, bool& authenticated_again) {
-    switch (classify(status, error.code, error.message)) {
+  // A member's refusal (a call refused at once, or a stream it ended with a
+  // status). True: try the same member again (with a fresh token); false:
+  // move on.
+  bool refused(const GrpcStatus& error, bool& authenticated_again) {
+    switch (classify(error.code, error.message)) {
       case Refusal::bad_token:
         if (!transport.options().username.empty() && !authenticated_again) {
           authenticated_again = true;
@@ -132,17 +135,14 @@ struct Watch::Impl {
         throw EtcdUnavailable(name() + ": no member reachable in " + spent + ": " + failures());
       }
       if (now >= deadline) return false;
-      messages.clear();
-      install(std::make_unique<HttpConnection>(member(), transport.tls()));
+      install(std::make_unique<GrpcConnection>(member(), transport.tls()));
       try {
         int64_t from = known ? last + 1 : start_revision;
-        HttpRequest request{"/v3/watch", wire::watch_create_request(key, range_end, from), transport.token(deadline)};
+        GrpcRequest request{kWatch, wire::watch_create_request(key, range_end, from), transport.token(deadline)};
         auto answer = connection->open_stream(request, deadline, now + kConnectLimit);
-        if (answer.status != 200) {
-          // The status is in the trailers under gRPC (not read here yet).
-          const wire::ServerError error{0, "HTTP " + std::to_string(answer.status)};
-          if (refused(answer.status, error, authenticated_again)) continue;
-          move_on(error.message, deadline);
+        if (answer.status.code != 0) {
+          if (refused(answer.status, authenticated_again)) continue;
+          move_on(answer.status.message, deadline);
           continue;
         }
         if (await_created(deadline, authenticated_again)) return true;
@@ -152,6 +152,13 @@ struct Watch::Impl {
         }
       } catch (const TransportError& e) {
         if (e.kind == TransportError::Kind::cancelled) return false;
+        // The member ended the stream with a refusal before confirming it
+        // (one that ended it with OK, going down, broke it like a reset).
+        if (e.status && e.status->code != 0) {
+          if (refused(*e.status, authenticated_again)) continue;
+          move_on(e.status->message, deadline);
+          continue;
+        }
         // The caller's deadline cut the attempt short (a connect given the
         // last millisecond of a wait's slice): its time ran out, which says
         // nothing of the member. Counted as a failed member, it made a
@@ -179,10 +186,12 @@ struct Watch::Impl {
   // deadline, or after a refusal (the caller moves on or retries).
   bool await_created(Clock::time_point deadline, bool& authenticated_again) {
     while (true) {
-      while (auto object = messages.next()) {
-        auto m = parse(*object);
+      std::string bytes;
+      if (!connection->read_message(bytes, deadline)) return false;
+      {
+        auto m = parse(bytes);
         if (m.kind == wire::WatchMessage::Kind::error) {
-          if (!refused(200, m.error, authenticated_again)) move_on(m.error.message, deadline);
+          if (!refused(GrpcStatus{m.error.code, m.error.message}, authenticated_again)) move_on(m.error.message, deadline);
           return false;
         }
         if (m.kind != wire::WatchMessage::Kind::created) continue;
@@ -201,19 +210,16 @@ struct Watch::Impl {
         backoff = Backoff();
         return true;
       }
-      std::string bytes;
-      if (!connection->read_stream(bytes, deadline)) return false;
-      messages.feed(bytes);
     }
   }
 
   // A cancellation by the member is compaction (final for this watch) or a
   // refusal like any other ("user name is empty", "permission denied"), so
   // it becomes an error for refused() to judge.
-  wire::WatchMessage parse(const std::string& object) {
+  wire::WatchMessage parse(const std::string& message) {
     wire::WatchMessage m;
     try {
-      m = wire::parse_watch_message(object);
+      m = wire::parse_watch_message(message);
     } catch (const wire::Malformed& e) {
       throw EtcdError("etcd " + member().text() + ": watch: " + e.what());
     }
@@ -243,38 +249,39 @@ struct Watch::Impl {
         if (!establish(deadline)) return std::nullopt;
         continue;
       }
-      while (connected) {
-        auto object = messages.next();
-        if (!object) break;
-        auto m = parse(*object);
-        switch (m.kind) {
-          case wire::WatchMessage::Kind::events:
-            if (auto events = fresh(std::move(m.events)); !events.empty()) return events;
-            break;
-          case wire::WatchMessage::Kind::progress:
-            last = std::max(last, m.revision);
-            break;
-          case wire::WatchMessage::Kind::created:
-            break;
-          case wire::WatchMessage::Kind::canceled:  // parse() made it an error
-          case wire::WatchMessage::Kind::error:
-            // e.g. "no leader": this member lost its peers; resume elsewhere.
-            refused(200, m.error, authenticated_again);
-            spdlog::info("{}: {} ended the stream: {}", name(), member().text(), m.error.message);
-            move_on(m.error.message, deadline);
-            break;
-        }
-      }
-      if (!connected) continue;
+      std::string bytes;
       try {
-        std::string bytes;
-        if (!connection->read_stream(bytes, deadline)) return std::nullopt;
-        messages.feed(bytes);
+        if (!connection->read_message(bytes, deadline)) return std::nullopt;
       } catch (const TransportError& e) {
         if (e.kind == TransportError::Kind::cancelled) return std::nullopt;
+        if (e.status && e.status->code != 0) {
+          // e.g. "no leader": this member lost its peers; resume elsewhere.
+          refused(*e.status, authenticated_again);
+          spdlog::info("{}: {} ended the stream: {}", name(), member().text(), e.status->message);
+          move_on(e.status->message, deadline);
+          continue;
+        }
         spdlog::info("{}: the stream from {} broke ({}); resuming from revision {}", name(), member().text(),
                      e.what(), last + 1);
         move_on(e.what(), deadline);
+        continue;
+      }
+      auto m = parse(bytes);
+      switch (m.kind) {
+        case wire::WatchMessage::Kind::events:
+          if (auto events = fresh(std::move(m.events)); !events.empty()) return events;
+          break;
+        case wire::WatchMessage::Kind::progress:
+          last = std::max(last, m.revision);
+          break;
+        case wire::WatchMessage::Kind::created:
+          break;
+        case wire::WatchMessage::Kind::canceled:  // parse() made it an error
+        case wire::WatchMessage::Kind::error:
+          refused(GrpcStatus{m.error.code, m.error.message}, authenticated_again);
+          spdlog::info("{}: {} ended the watch: {}", name(), member().text(), m.error.message);
+          move_on(m.error.message, deadline);
+          break;
       }
     }
     return std::nullopt;
