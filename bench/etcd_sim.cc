@@ -9,8 +9,9 @@
 // (how each store primitive maps onto etcd: rendezvous/etcd_store.h) and
 // EtcdJobStore/EtcdLiveness (a lease, the alive key, the watch on the
 // round's alive keys), the milestones served from one watch per store
-// (EtcdStore::expect_waits_under), over etcd's v3 JSON gateway: one kept-alive HTTP/1.1
-// connection per agent for unary calls, one per open watch. The sequence is
+// (EtcdStore::expect_waits_under), over etcd's gRPC API as etcd/ speaks it:
+// one kept-alive HTTP/2 connection per agent for unary calls, one per open
+// watch. The sequence is
 // written once, below, one coroutine per step of the product (join,
 // wait_for_completion, publish_assignments, assign, recover); if the
 // product's sequence changes, these must follow. Checked against the real
@@ -35,7 +36,7 @@
 // --recover, the phases after the failure (abort push: to the last agent
 // woken; re-join: to the last agent that learned round 1 complete; assign:
 // to the last holding its assignment and master), the requests it sent per
-// gateway path, the alive keys deleted under the agents' watches (lapses:
+// call (named by the gateway's path for it), the alive keys deleted under the agents' watches (lapses:
 // leases that expired; with any, the figures are not of a healthy job) and
 // the leases a beat found expired and granted again (regranted), and
 // whether group ranks 0..N-1 came out exactly once with one master.
