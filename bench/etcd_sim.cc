@@ -9,8 +9,9 @@
 // (how each store primitive maps onto etcd: rendezvous/etcd_store.h) and
 // EtcdJobStore/EtcdLiveness (a lease, the alive key, the watch on the
 // round's alive keys), the milestones served from one watch per store
-// (EtcdStore::expect_waits_under), over etcd's v3 JSON gateway: one kept-alive HTTP/1.1
-// connection per agent for unary calls, one per open watch. The sequence is
+// (EtcdStore::expect_waits_under), over etcd's gRPC API as etcd/ speaks it:
+// one kept-alive HTTP/2 connection per agent for unary calls, one per open
+// watch. The sequence is
 // written once, below, one coroutine per step of the product (join,
 // wait_for_completion, publish_assignments, assign, recover); if the
 // product's sequence changes, these must follow. Checked against the real
@@ -35,7 +36,7 @@
 // --recover, the phases after the failure (abort push: to the last agent
 // woken; re-join: to the last agent that learned round 1 complete; assign:
 // to the last holding its assignment and master), the requests it sent per
-// gateway path, the alive keys deleted under the agents' watches (lapses:
+// call (named by the gateway's path for it), the alive keys deleted under the agents' watches (lapses:
 // leases that expired; with any, the figures are not of a healthy job) and
 // the leases a beat found expired and granted again (regranted), and
 // whether group ranks 0..N-1 came out exactly once with one master.
@@ -293,9 +294,16 @@ class Sim : Loop {
   // C10dRendezvous::assign (and publish_assignments for the assigner).
   Task<> assign(Agent& a, int round, int members, int assigner, int slot) {
     AgentState& s = st(a);
-    std::vector<std::string> nodes;
-    for (int i = 0; i < members; ++i) nodes.push_back(rk(round, "node/" + std::to_string(i)));
-    if (assigner == slot) co_await publish_assignments(a, round, members, nodes);
+    // Every node's descriptor key: only the assigner and group rank 0 read
+    // them. Built by every agent, they were N² strings in one process, held
+    // across the waits: the generator's CPU and memory, not etcd's, grew
+    // with N² (5 GB a process at 10,000 agents).
+    const auto nodes = [&] {
+      std::vector<std::string> out;
+      for (int i = 0; i < members; ++i) out.push_back(rk(round, "node/" + std::to_string(i)));
+      return out;
+    };
+    if (assigner == slot) co_await publish_assignments(a, round, members, nodes());
     // The round's `assigned` milestone, then this node's assignment in one read (get_if_set).
     co_await milestone(a, mk(round, "assigned"), true, true);
     const json got = co_await call(a, "/v3/kv/range", body::keyed(rk(round, "assign/" + std::to_string(slot))));
@@ -307,7 +315,7 @@ class Sim : Loop {
     }
     s.rank = std::stoi(f.at(0));
     if (s.rank == 0) {
-      co_await multi_get(a, nodes);  // member_addrs, for the port picker
+      co_await multi_get(a, nodes());  // member_addrs, for the port picker
       s.master = addr(a.index) + ":29500";
       co_await call(a, "/v3/kv/put", body::put(mk(round, "master"), s.master));
     } else {

@@ -1,9 +1,10 @@
 // The plumbing of bench/etcd_sim.cc: one epoll, coroutines for the
-// simulated agents, and just enough HTTP/1.1 for etcd's v3 JSON gateway
-// (unary answers with a Content-Length or chunked; a watch's chunked stream
-// of JSON messages, split by brace depth as etcd/json_stream.h does, since
-// chunk boundaries are the transport's). Like wire_bytes.h, nothing of the
-// project's: the generator shares no code with the client it stands in for.
+// simulated agents, and etcd's gRPC API over HTTP/2 (etcd_sim_h2.h) as
+// etcd/ speaks it. The agents' steps write and read each message as the
+// JSON of etcd's gateway (proto3's JSON mapping), which etcd_sim_proto.h
+// turns into protobuf and back, so that the steps read as the requests do
+// in docs/etcd-client.md. Nothing of the project's client: the generator
+// shares no code with what it stands in for.
 //
 // An agent runs one coroutine; it waits on one thing at a time (its unary
 // connection's answer, one watch's events, a timer, or the process's
@@ -34,6 +35,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "etcd_sim_h2.h"
+#include "etcd_sim_proto.h"
 
 namespace etcd_sim {
 
@@ -104,8 +108,9 @@ class Task {
 
 struct Agent;
 
-// One HTTP/1.1 connection to a member: an agent's unary one (requests one at
-// a time, kept alive), or one watch's (one request, then a stream).
+// One HTTP/2 connection to a member (etcd_sim_h2.h): an agent's unary one
+// (calls one at a time, kept alive), or one watch's (one call, then its
+// stream of messages).
 struct Conn {
   int fd = -1;
   Agent* agent = nullptr;
@@ -117,15 +122,15 @@ struct Conn {
   int64_t last_revision = 0;  // the last event it delivered
   int reopened = 0;
   std::string out, in;
+  std::unique_ptr<H2Session> h2;
+  const char* path = "";  // the call in progress, by its gateway path
   // The answer being read.
-  bool have_headers = false, chunked = false;
-  int status = 0;
-  size_t length = 0;     // Content-Length
-  std::string body;      // unary: the whole body once `ready`
-  bool ready = false;    // unary: an answer is complete
-  std::string stream;    // watch: de-chunked bytes not yet split into messages
-  std::deque<json> messages;  // watch: messages not yet taken
-  std::string error;     // why it broke; empty while fine
+  int code = 0;               // gRPC's status once `ready`
+  std::string message;        // grpc-message
+  json body;                  // unary: the answer, as the gateway would have given it
+  bool ready = false;         // unary: an answer is complete
+  std::deque<json> messages;  // watch: {"result": message}s not yet taken
+  std::string error;          // why it broke; empty while fine
 };
 
 struct Agent {
@@ -143,119 +148,6 @@ struct Agent {
   bool timed_out = false;
 };
 
-// The HTTP request our etcd client sends (etcd/http_connection.cc's headers).
-inline std::string http_post(const std::string& host, const char* path, const std::string& body) {
-  std::string r = "POST ";
-  r += path;
-  r += " HTTP/1.1\r\nHost: " + host +
-       "\r\nContent-Type: application/json\r\nUser-Agent: etcd_sim\r\nGrpc-Metadata-Hasleader: true\r\nContent-Length: " +
-       std::to_string(body.size()) + "\r\n\r\n";
-  return r + body;
-}
-
-// Reads what is complete in c.in: headers, then a unary body (ready) or a
-// watch's chunks (stream). False with c.error on a malformed answer.
-inline bool parse_http(Conn& c) {
-  for (;;) {
-    if (!c.have_headers) {
-      const size_t end = c.in.find("\r\n\r\n");
-      if (end == std::string::npos) return true;
-      const std::string head = c.in.substr(0, end);
-      c.in.erase(0, end + 4);
-      if (head.compare(0, 9, "HTTP/1.1 ") != 0) return c.error = "not HTTP/1.1: " + head.substr(0, 40), false;
-      c.status = atoi(head.c_str() + 9);
-      c.chunked = head.find("Transfer-Encoding: chunked") != std::string::npos;
-      const size_t cl = head.find("Content-Length: ");
-      c.length = cl == std::string::npos ? 0 : strtoul(head.c_str() + cl + 16, nullptr, 10);
-      c.have_headers = true;
-      c.body.clear();
-    }
-    if (!c.chunked) {
-      if (c.in.size() < c.length) return true;
-      c.body = c.in.substr(0, c.length);
-      c.in.erase(0, c.length);
-      c.have_headers = false;
-      c.ready = true;
-      return true;
-    }
-    // Chunks: size line, data, CRLF; a zero chunk ends the answer.
-    for (;;) {
-      const size_t eol = c.in.find("\r\n");
-      if (eol == std::string::npos) return true;
-      const size_t size = strtoul(c.in.c_str(), nullptr, 16);
-      if (size == 0) {
-        if (c.in.size() < eol + 4) return true;
-        c.in.erase(0, eol + 4);
-        c.have_headers = false;
-        if (c.watch) return c.error = "the watch stream ended", false;
-        c.ready = true;
-        return true;
-      }
-      if (c.in.size() < eol + 2 + size + 2) return true;
-      (c.watch ? c.stream : c.body).append(c.in, eol + 2, size);
-      c.in.erase(0, eol + 2 + size + 2);
-      if (c.watch) break;
-    }
-    // A watch's stream: whole JSON objects off its front, by brace depth.
-    size_t start = 0;
-    int depth = 0;
-    bool quoted = false, escaped = false;
-    for (size_t i = 0; i < c.stream.size(); ++i) {
-      const char ch = c.stream[i];
-      if (quoted) {
-        if (escaped) escaped = false;
-        else if (ch == '\\') escaped = true;
-        else if (ch == '"') quoted = false;
-        continue;
-      }
-      if (ch == '"') quoted = true;
-      else if (ch == '{' && depth++ == 0) start = i;
-      else if (ch == '}' && --depth == 0) {
-        json m = json::parse(c.stream.begin() + static_cast<long>(start), c.stream.begin() + static_cast<long>(i) + 1,
-                             nullptr, false);
-        if (m.is_discarded()) return c.error = "a watch message is not JSON", false;
-        c.messages.push_back(std::move(m));
-        c.stream.erase(0, i + 1);
-        i = static_cast<size_t>(-1);
-      }
-    }
-  }
-}
-
-// ---- base64 (proto3's JSON bytes) ------------------------------------------
-
-inline std::string b64(const std::string& in) {
-  static const char* const t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], t[v & 63]};
-  }
-  if (i + 1 == in.size()) {
-    const uint32_t v = uint8_t(in[i]) << 16;
-    out += {t[v >> 18], t[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == in.size()) {
-    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
-  }
-  return out;
-}
-
-inline std::string unb64(const std::string& in) {
-  std::string out;
-  uint32_t v = 0;
-  int bits = 0;
-  for (char ch : in) {
-    int d = ch >= 'A' && ch <= 'Z' ? ch - 'A' : ch >= 'a' && ch <= 'z' ? ch - 'a' + 26
-          : ch >= '0' && ch <= '9' ? ch - '0' + 52 : ch == '+' ? 62 : ch == '/' ? 63 : -1;
-    if (d < 0) continue;
-    v = (v << 6) | static_cast<uint32_t>(d);
-    if ((bits += 6) >= 8) out.push_back(static_cast<char>((v >> (bits -= 8)) & 0xff));
-  }
-  return out;
-}
-
 // proto3 JSON's int64: a string (or a number); absent is 0.
 inline int64_t i64(const json& o, const char* name) {
   auto it = o.find(name);
@@ -265,7 +157,8 @@ inline int64_t i64(const json& o, const char* name) {
 
 // ---- the event loop ---------------------------------------------------------
 
-// The gateway paths counted, in Loop's `requests` order.
+// The calls counted, by the gateway's path for each (etcd_sim_proto.h
+// names the gRPC method), in Loop's `requests` order.
 inline const char* const kPaths[] = {"/v3/kv/range", "/v3/kv/put", "/v3/kv/txn", "/v3/lease/grant",
                                      "/v3/lease/keepalive", "/v3/watch", "/v3/kv/deleterange", "other"};
 
@@ -345,6 +238,20 @@ class Loop {
     ev.events = EPOLLIN | EPOLLOUT;
     ev.data.ptr = &c;
     epoll_ctl(ep_, EPOLL_CTL_ADD, c.fd, &ev);
+    c.h2 = std::make_unique<H2Session>();
+    Conn* conn = &c;
+    c.h2->on_message = [conn](std::string_view bytes) {
+      json m = proto::response_json(conn->path, bytes);
+      if (conn->watch) conn->messages.push_back(json{{"result", std::move(m)}});
+      else conn->body = std::move(m);
+    };
+    c.h2->on_end = [conn](int code, const std::string& message) {
+      if (conn->watch) {
+        conn->error = "the watch stream ended: " + message;
+        return;
+      }
+      conn->code = code, conn->message = message, conn->ready = true;
+    };
   }
 
   // A watch stream that broke is made again on the next member, from the
@@ -354,13 +261,13 @@ class Loop {
     epoll_ctl(ep_, EPOLL_CTL_DEL, c.fd, nullptr);
     close(c.fd);
     c.member = (c.member + 1) % static_cast<int>(members_.size());
-    c.in.clear(), c.out.clear(), c.stream.clear(), c.error.clear();
-    c.have_headers = c.chunked = c.ready = false;
+    c.in.clear(), c.out.clear(), c.error.clear(), c.messages.clear();
+    c.ready = false;
     json create = c.create;
     if (c.last_revision > 0) create["start_revision"] = std::to_string(c.last_revision + 1);
     ++*retries_;
     dial(c);
-    send_request(c, "/v3/watch", json{{"create_request", create}}.dump());
+    send_request(c, "/v3/watch", json{{"create_request", create}});
   }
 
   void count(const char* path) {
@@ -369,16 +276,20 @@ class Loop {
     ++requests_[i];
   }
 
-  void send_request(Conn& c, const char* path, const std::string& body) {
+  void send_request(Conn& c, const char* path, const json& body) {
     count(path);
-    c.out += http_post(endpoints_.at(static_cast<size_t>(c.member)), path, body);
+    c.path = path;
+    c.ready = false;
+    c.body = json();
+    c.h2->call(endpoints_.at(static_cast<size_t>(c.member)), proto::method(path), proto::request(path, body));
+    c.h2->pending(c.out);
     flush(c);
   }
 
   std::unique_ptr<Conn> open_watch(Agent& a, const json& create) {
     auto c = connect_to(a, true);
     c->create = create;
-    send_request(*c, "/v3/watch", json{{"create_request", create}}.dump());
+    send_request(*c, "/v3/watch", json{{"create_request", create}});
     return c;
   }
 
@@ -389,30 +300,26 @@ class Loop {
   // 500 ms after each round of members): an overloaded etcd answers "too
   // many requests". Each resend is counted in `retries`.
   Task<json> call(Agent& a, const char* path, const json& body) {
-    const std::string text = body.dump();
     auto pause = std::chrono::milliseconds(10);
     for (size_t tries = 1;; ++tries) {
       if (!a.unary) a.unary = connect_to(a, false);
       Conn& c = *a.unary;
-      send_request(c, path, text);
+      send_request(c, path, body);
       while (!c.ready && c.error.empty()) co_await park(a, &c, Clock::time_point::max());
       std::string why = c.error;
       if (why.empty()) {
         c.ready = false;
-        json r = json::parse(c.body, nullptr, false);
-        // A streamed answer (keep-alive) may carry an error message after
-        // its result, one message a line: the result is the answer.
-        if (r.is_discarded()) r = json::parse(c.body.substr(0, c.body.find('\n')), nullptr, false);
-        if (c.status == 200 && !r.is_discarded()) co_return r;
-        why = "HTTP " + std::to_string(c.status) + " " + c.body.substr(0, 200);
+        if (c.code == 0) co_return std::move(c.body);
+        why = "gRPC status " + std::to_string(c.code) + ": " + c.message;
       }
       static const char* const kAgain[] = {"too many requests", "no leader", "not capable", "leader changed",
                                            "unhealthy cluster", "request timed out", "server stopped",
-                                           "closed the connection", "reset by peer"};
-      // Any other 5xx (the gateway's "context deadline exceeded") is one our
-      // client sends again too: the next member for a read, EtcdStore's
-      // resend for a write.
-      const bool again = c.status >= 500 || std::any_of(std::begin(kAgain), std::end(kAgain), [&](const char* k) {
+                                           "closed the connection", "reset by peer", "context deadline exceeded"};
+      // Unavailable and deadline exceeded are ones our client sends again
+      // too: the next member for a read, EtcdStore's resend for a write. So
+      // is an overloaded member's "context deadline exceeded", which etcd
+      // sends as Unknown (2).
+      const bool again = c.code == 14 || c.code == 4 || std::any_of(std::begin(kAgain), std::end(kAgain), [&](const char* k) {
         return why.find(k) != std::string::npos;
       });
       // Our client tries until the call's deadline (a join's is minutes):
@@ -514,7 +421,11 @@ class Loop {
         if (n == 0 || (errno != EAGAIN && errno != EINTR)) c->error = n == 0 ? "the member closed the connection" : strerror(errno);
         break;
       }
-      if (c->error.empty()) parse_http(*c);
+      if (c->error.empty() && c->h2->received(c->in, c->error)) {
+        c->in.clear();
+        c->h2->pending(c->out);
+        flush(*c);
+      }
       if (c->error.empty() && c->watch) delivered(*c);
       if (c->error.empty() && c->watch) count_deletes(*c);
       if (!c->error.empty() && c->liveness) {
