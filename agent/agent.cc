@@ -9,7 +9,6 @@
 
 #include <filesystem>
 #include <iostream>
-#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -50,9 +49,13 @@ rendezvous::WorkerStorePlan worker_store_plan(const Config& c) {
 // `said`: which way this agent keeps every process of the job inside it,
 // logged once the node has joined: bad input the join finds (a port the
 // user named, taken) stays the one line on stderr.
-std::unique_ptr<JobCgroup> contain(const Config& config, const std::string& token, std::string& said) {
+std::unique_ptr<JobCgroup> contain(const Config& config, const std::string& token, Guardian& guardian,
+                                   std::string& said) {
   std::string why_not = "turned off (CXXRUN_CONTAINMENT=subreaper)";
-  std::unique_ptr<JobCgroup> cgroup = config.use_cgroup ? JobCgroup::create(token, why_not) : nullptr;
+  std::unique_ptr<JobCgroup> cgroup =
+      config.use_cgroup
+          ? JobCgroup::create(token, why_not, [&](const std::string& path) { guardian.guard_cgroup(path, true); })
+          : nullptr;
   if (cgroup)
     said = "containment: the job's processes live in cgroup " + cgroup->path();
   else
@@ -99,7 +102,7 @@ class DirRemoval {
 // make their own; then, as with no run directory at all (--log-dir=/dev/null),
 // a private temporary directory that nobody else can replace. A temporary
 // run directory's hook goes to such a directory in /dev/shm.
-void hook_python(const LogDir& logs, HookDir& temporary) {
+void hook_python(const LogDir& logs, Guardian& guardian, HookDir& temporary) {
   std::string dir;
   std::string unsafe;
   if (logs.enabled()) {
@@ -115,8 +118,10 @@ void hook_python(const LogDir& logs, HookDir& temporary) {
   if (!elsewhere && !logs.removed_at_exit().empty() && access("/dev/shm", W_OK | X_OK) == 0 &&
       replaceable_by_others("/dev/shm").empty())
     base = "/dev/shm";
-  std::string made = base + "/cxxrun-hook-XXXXXX";
-  if (!base.empty() && mkdtemp(made.data()) != nullptr) {
+  // Made by the guardian: an agent killed the moment it exists (a test that
+  // waits for it to appear) leaves nothing behind.
+  const std::string made = base.empty() ? "" : guardian.make_temp_dir(base + "/cxxrun-hook-XXXXXX");
+  if (!made.empty()) {
     temporary.removed_at_exit = made;
     dir = made + "/python";
   } else if (elsewhere) {
@@ -202,18 +207,17 @@ int run(const Config& input) {
   pthread_sigmask(SIG_SETMASK, &held, nullptr);
   // Declared first, so ended last: at a normal exit the guardian's sweep
   // runs while the agent removes the rest below, and the agent waits for
-  // it only at the very end.
-  std::optional<Guardian> guardian;
+  // it only at the very end. Started before anything it removes after a
+  // SIGKILL is made, and told of each as it is made (agent/process/guardian.h).
+  Guardian guardian(std::string(env::kJobToken) + "=" + token + ":");
   DirRemoval removal;  // joined after the cgroups went, before the guardian's wait
-  LogDir logs(config);
+  LogDir logs(config, &guardian);
   std::string containment;
-  std::unique_ptr<JobCgroup> cgroup = contain(config, token, containment);
+  std::unique_ptr<JobCgroup> cgroup = contain(config, token, guardian, containment);
   HookDir hook_dir;
-  hook_python(logs, hook_dir);
+  hook_python(logs, guardian, hook_dir);
   Postmortem postmortem(token);
-  const std::vector<std::string> cgroups = {cgroup ? cgroup->path() : "", postmortem.memory_dir()};
-  guardian.emplace(std::string(env::kJobToken) + "=" + token + ":",
-                   std::vector<std::string>{logs.removed_at_exit(), hook_dir.removed_at_exit}, cgroups);
+  guardian.guard_cgroup(postmortem.memory_dir(), false);  // made later, one per rank
   // Before the rendezvous: an explicit forkserver's preload overlaps the
   // wait for the other nodes.
   Forkserver forkserver(config, token, cgroup.get());
@@ -254,7 +258,7 @@ int run(const Config& input) {
                  "ranks: ranks beyond it wait at init_process_group; raise the hard limit (ulimit -Hn, LimitNOFILE=)",
                  open_files - 64, first.world_size);
   const int code =
-      supervise(config, first, logs, *guardian, cgroup.get(), &forkserver, postmortem, health, *rdzv, token, start);
+      supervise(config, first, logs, guardian, cgroup.get(), &forkserver, postmortem, health, *rdzv, token, start);
   if (code == exit_code::unkillable) {
     if (cgroup) cgroup->abandon();
     postmortem.abandon();
@@ -263,7 +267,7 @@ int run(const Config& input) {
   // A node that stepped out leaves the job to the others: leave() would
   // close the rendezvous for every node.
   if (code != exit_code::node_unhealthy) rdzv->leave(code == 0);
-  guardian->let_go();  // the workers are gone: its sweep overlaps the rest of the exit
+  guardian.let_go();  // the workers are gone: its sweep overlaps the rest of the exit
   removal.start({logs.removed_at_exit(), hook_dir.removed_at_exit});
   logs.keep();  // removing now, on the removal's thread
   hook_dir.removed_at_exit.clear();

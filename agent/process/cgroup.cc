@@ -52,7 +52,8 @@ bool write_text(const std::string& file, const char* text) {
 
 }  // namespace
 
-std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& job_token, std::string& why_not) {
+std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& job_token, std::string& why_not,
+                                             const std::function<void(const std::string&)>& before_made) {
   std::string mount, root, own;
   if (!cgroup2_mount(mount, root)) {
     why_not = "no cgroup2 mount in /proc/self/mountinfo";
@@ -71,6 +72,7 @@ std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& job_token, std::
   const std::string parent = mount + (own == "/" ? "" : own);
   remove_stale_job_cgroups(parent);
   std::string path = parent + "/" + job_cgroup_name(job_token);
+  if (before_made) before_made(path);
   if (mkdir(path.c_str(), 0755) != 0) {
     why_not = "cannot create " + path + ": " + strerror(errno);
     return nullptr;

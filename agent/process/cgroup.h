@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,8 +23,11 @@ namespace cxxrun::agent {
 class JobCgroup {
  public:
   // <cgroup2 mount><the agent's own cgroup>/cxxrun-<job_token>, made now.
-  // nullptr when not possible, with the reason in `why_not`.
-  static std::unique_ptr<JobCgroup> create(const std::string& job_token, std::string& why_not);
+  // nullptr when not possible, with the reason in `why_not`. `before_made`
+  // is told its path before it exists (the guardian, which removes it if the
+  // agent dies: agent/process/guardian.h).
+  static std::unique_ptr<JobCgroup> create(const std::string& job_token, std::string& why_not,
+                                           const std::function<void(const std::string&)>& before_made = {});
   // Kills what is left and removes the job's directories, waiting up to 5 s
   // for them to empty; after abandon(), not at all.
   ~JobCgroup();

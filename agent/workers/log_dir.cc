@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/process/guardian.h"
 #include "agent/process/private_files.h"
 
 namespace fs = std::filesystem;
@@ -35,11 +36,16 @@ bool redirects_anything(const StdSpec& spec) {
   return false;
 }
 
-std::string make_temp_base() {
+std::string make_temp_base(Guardian* guardian) {
   const char* tmp = getenv("TMPDIR");
   std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/torchelastic_XXXXXX";
-  if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary log directory in " + tmpl);
-  return tmpl;
+  std::string made;
+  if (guardian)
+    made = guardian->make_temp_dir(tmpl);
+  else if (mkdtemp(tmpl.data()))
+    made = tmpl;
+  if (made.empty()) throw std::runtime_error("cannot create a temporary log directory in " + tmpl);
+  return made;
 }
 
 // A base others may write without the sticky bit lets them move the run
@@ -56,12 +62,14 @@ void warn_if_others_can_replace(const std::string& base) {
 
 }  // namespace
 
-LogDir::LogDir(const Config& c) {
+LogDir::LogDir(const Config& c, Guardian* guardian) {
   if (c.log_dir == "/dev/null") return;
   std::string base = c.log_dir;
   if (base.empty()) {
-    base = make_temp_base();
-    if (!redirects_anything(c.redirects) && !redirects_anything(c.tee)) remove_at_exit_ = base;
+    // One that is kept (logs redirected into it) is kept after a SIGKILL too.
+    const bool removed = !redirects_anything(c.redirects) && !redirects_anything(c.tee);
+    base = make_temp_base(removed ? guardian : nullptr);
+    if (removed) remove_at_exit_ = base;
   }
   std::string why_not;
   if (!make_private_dirs(base, why_not)) throw std::runtime_error(why_not);

@@ -13,9 +13,14 @@
 
 namespace cxxrun::agent {
 
+class Guardian;
+
 class LogDir {
  public:
-  explicit LogDir(const Config& config);  // throws std::runtime_error
+  // A temporary base removed at exit is made by `guardian` where given, so
+  // that it goes with an agent killed at any moment (agent/process/guardian.h).
+  // Throws std::runtime_error.
+  explicit LogDir(const Config& config, Guardian* guardian = nullptr);
   ~LogDir();
   LogDir(const LogDir&) = delete;
   LogDir& operator=(const LogDir&) = delete;

@@ -5,12 +5,17 @@ user can neither read it, plant a link in it, nor change the Python hook every
 worker executes; and the hang stack dump never kills a worker, runs its own
 handler, or writes into a descriptor the hook no longer holds, under the
 forked default and spawn alike (agent/process/private_files.h, agent/hang/stack_hook.h)."""
+import contextlib
+import ctypes
 import glob
 import os
 import pwd
+import select
 import signal
 import stat
+import struct
 import subprocess
+import time
 import unittest
 
 from harness import CXXRUN, TempDirTest, clean_env, run, start, end, wait_for
@@ -104,6 +109,38 @@ def not_private(root):
         if stat.S_IMODE(st.st_mode) != want:
             found.append(f"{path} {oct(stat.S_IMODE(st.st_mode))}")
     return found
+
+
+@contextlib.contextmanager
+def made_in(directory):
+    """Yields made(prefix, timeout): returns, woken by inotify, as soon as an
+    entry whose name starts with `prefix` is created in `directory`, so that a
+    test can act at that very moment rather than at its next poll."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
+    if fd < 0 or libc.inotify_add_watch(fd, os.fsencode(directory), 0x100) < 0:  # IN_CREATE
+        raise OSError(ctypes.get_errno(), f"inotify on {directory}")
+
+    def made(prefix, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            while data:
+                length = struct.unpack_from("iIII", data)[3]
+                name = data[16:16 + length].rstrip(b"\0").decode()
+                data = data[16 + length:]
+                if name.startswith(prefix):
+                    return name
+        raise AssertionError(f"timed out after {timeout}s waiting for {prefix}* in {directory}")
+
+    try:
+        yield made
+    finally:
+        os.close(fd)
 
 
 class SharedMachine(TempDirTest):
@@ -221,17 +258,32 @@ class SharedMachine(TempDirTest):
         script = os.path.join(self.dir, "w.py")
         with open(script, "w") as f:
             f.write(WAITING)
-        hooks = os.path.join(clean_env()["TMPDIR"], "cxxrun-hook-*")
-        before = set(glob.glob(hooks))
-        p = start(["--nproc-per-node=1", "--redirects=3", f"--log-dir={logs}", script, os.path.join(self.dir, "go")])
-        try:
-            wait_for(lambda: set(glob.glob(hooks)) - before, timeout=30, what="the hook's directory")
-            os.kill(p.pid, signal.SIGKILL)
-            p.wait(timeout=30)
-            # The guardian removes it once the agent is gone.
-            wait_for(lambda: not set(glob.glob(hooks)) - before, timeout=30, what="the hook's directory to go")
-        finally:
-            end(p)
+        tmpdir = clean_env()["TMPDIR"]
+        hooks = os.path.join(tmpdir, "cxxrun-hook-*")
+        # Killed while the job runs, and killed the moment the directory is
+        # made, before the agent has written the hook into it (three times:
+        # an agent that made it before it started the guardian got there
+        # first about one time in ten): the guardian makes it, so that no
+        # moment exists when it is there and the guardian does not know it.
+        for when in ("running", "made", "made", "made"):
+            with self.subTest(killed=when):
+                before = set(glob.glob(hooks))
+                with made_in(tmpdir) as made:
+                    p = start(["--nproc-per-node=1", "--redirects=3", f"--log-dir={logs}", script,
+                               os.path.join(self.dir, "go")])
+                    try:
+                        if when == "running":
+                            wait_for(lambda: glob.glob(os.path.join(logs, "*", "attempt_0", "0", "stdout.log")),
+                                     timeout=60, what="the worker's log")
+                        else:
+                            made("cxxrun-hook-", timeout=60)
+                        os.kill(p.pid, signal.SIGKILL)
+                        p.wait(timeout=30)
+                        # The guardian removes it once the agent is gone.
+                        wait_for(lambda: not set(glob.glob(hooks)) - before, timeout=60,
+                                 what="the hook's directory to go")
+                    finally:
+                        end(p)
 
     def test_everything_in_the_run_directory_is_private_whatever_the_umask(self):
         script = os.path.join(self.dir, "wedge.py")
