@@ -4,8 +4,7 @@
 A private three-member etcd (tests/integration/etcd_cluster.py) serves N simulated agents
 (bench/rdzv_load, the real C10dRendezvous over EtcdJobStore, a thread each): once for the
 first round alone and once for the first round and one recovery (--recover 1). Each
-member's gRPC counters (`grpc_server_started_total` by method: the gateway turns every
-HTTP request into one) are read before and after each run; the recovery's requests are
+member's gRPC counters (`grpc_server_started_total` by method) are read before and after each run; the recovery's requests are
 the second run's less the first's. With --baseline, an earlier build's rdzv_load runs
 the same, alternating, for a side-by-side table.
 
@@ -25,7 +24,7 @@ sys.path.insert(0, HERE)
 from etcd import compact  # noqa: E402
 from etcd_cluster import EtcdCluster, unavailable  # noqa: E402
 
-# The gateway's requests, by the gRPC method each becomes.
+# The requests, by gRPC method.
 METHODS = {"Range": "ranges", "Put": "puts", "Txn": "transactions", "Watch": "watch streams",
            "LeaseGrant": "lease grants", "LeaseKeepAlive": "keep-alive streams", "LeaseRevoke": "revokes",
            "DeleteRange": "deletes"}

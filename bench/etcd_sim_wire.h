@@ -1,6 +1,7 @@
-// The JSON bodies bench/etcd_sim.cc sends to etcd's v3 gateway: the ones
-// etcd/wire.cc writes for each call EtcdStore and EtcdLiveness make (keys
-// and values base64, int64s as strings). Built here, outside the
+// The requests bench/etcd_sim.cc sends, as the JSON of etcd's v3 gateway
+// (keys and values base64, int64s as strings; etcd_sim_proto.h turns them
+// into protobuf): the messages etcd/wire.cc writes for each call EtcdStore
+// and EtcdLiveness make. Built here, outside the
 // coroutines: GCC 12 cannot keep a braced initializer list alive across a
 // co_await ("array used as initializer").
 #pragma once

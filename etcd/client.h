@@ -1,6 +1,6 @@
-// A client of etcd's v3 API through its JSON gateway (HTTP/1.1, plain or
-// TLS), for the etcd rendezvous backend. docs/etcd-client.md has the wire
-// details and the reasons.
+// A client of etcd's v3 API over gRPC (HTTP/2, plain or TLS), for the etcd
+// rendezvous backend. docs/etcd-client.md has the wire details and the
+// reasons.
 //
 // Promises: every call has a deadline (Options::timeout unless given) and
 // throws EtcdTimeout once it passes, or EtcdUnavailable when no member could
