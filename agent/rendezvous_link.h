@@ -6,6 +6,7 @@
 // were asked for, and posts each call's continuation back to the loop.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -34,6 +35,12 @@ class RendezvousLink {
   // Queues `call`; its continuation runs on the loop. Any thread.
   void call(Call call);
 
+  // For an agent on its way out: drops the calls not started yet and waits
+  // at most `limit` for the call in flight. False when one is still in
+  // flight then (its store does not answer: the caller may abandon it,
+  // Rendezvous::abandon, rather than wait out its deadline in the join).
+  bool settle(std::chrono::milliseconds limit);
+
  private:
   void loop();
 
@@ -43,6 +50,7 @@ class RendezvousLink {
   std::condition_variable cv_;
   std::deque<Call> calls_;
   bool stop_ = false;
+  bool busy_ = false;  // a call is in flight
   std::thread thread_;
 };
 

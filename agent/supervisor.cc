@@ -42,6 +42,13 @@ namespace asio = boost::asio;
 using rendezvous::Rendezvous;
 using rendezvous::RoundEvent;
 
+// How long the exit waits for the link's call in flight before it takes the
+// store as gone and abandons it. Every call against a store that answers
+// ends well within it (a beat's or the board's deadline is shorter); a
+// signal or a failure may end the job before the keep-alives judge a dead
+// store lost, and its call in flight would hold the exit for read_timeout.
+constexpr std::chrono::seconds kExitGrace{3};
+
 long long wall_ms(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
@@ -99,8 +106,10 @@ class Supervisor final : Workers::Listener {
   ~Supervisor() {
     group_->observe_lines({});  // the group outlives the tracker, and may drain a pipe yet
     // A call in flight against a store that is gone would hold this exit for
-    // read_timeout in the join below, after "exiting with code 244".
-    if (store_lost_) rdzv_.abandon();
+    // read_timeout in the join below, after "exiting with code 244": abandon
+    // a store judged lost at once, and one that still holds the call after
+    // kExitGrace.
+    if (store_lost_ || !link_->settle(kExitGrace)) rdzv_.abandon();
     link_.reset();  // joins its thread: nothing else calls the rendezvous now
     board_.last(rdzv_);  // the record that shows this agent done (agent/job_board.h)
     if (rdzv_.elastic()) {

@@ -97,7 +97,15 @@ void C10dBackend::watch(OnEvent on_event) {
   if (!on_event) return;
   // The event the watcher hands on stands for its round: the re-join it
   // leads to takes it from the rendezvous instead of reading it again.
-  auto client = store_->connect_another(config_.settings.read_timeout);
+  std::unique_ptr<store::StoreClient> client;
+  try {
+    client = store_->connect_another(config_.settings.read_timeout);
+  } catch (const std::exception& e) {
+    // Thrown on the link's thread, it ended the agent (std::terminate). A
+    // store this node cannot reach is the keep-alives' to report.
+    spdlog::warn("cannot watch the rendezvous store for events: {}", e.what());
+    return;
+  }
   // Its connection waits for round events only: told the whole milestone
   // prefix, its watch brought every member every round's completion, wake
   // keys, assignment and master a second time.
@@ -348,7 +356,10 @@ std::optional<board::StopRequest> C10dBackend::publish_board(const std::string& 
 }
 
 void C10dBackend::abandon() {
-  if (store_) store_->client().cancel();
+  // The store's every connection, the one a watch is making on the link
+  // (watch_requests, watch) or a watcher is remaking on its thread included:
+  // any of them retrying held the agent's exit for read_timeout.
+  if (store_) store_->abandon();
   if (beats_) beats_->cancel();
 }
 

@@ -105,6 +105,7 @@ store::StoreClient::Options JobStore::options() const {
   o.port = config_.port;
   o.timeout = config_.settings.read_timeout;
   o.token = config_.settings.token;
+  o.abandoned = abandoned_;
   return o;
 }
 

@@ -4,6 +4,7 @@
 // that keeps a hosted store up until every node is done with it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -36,6 +37,9 @@ class JobStore : public StateStore {
   // failure (the others only read the failure records then). `first` runs
   // before that, under the same short deadline. Logs, never throws.
   void leave(bool succeeded, int members, const std::function<void()>& first = {}) override;
+  // Every client made here shares one flag (Options::abandoned): a
+  // connect_another still retrying on another thread gives up too.
+  void abandon() override { abandoned_->store(true); }
 
  private:
   bool host_if_needed(bool first);
@@ -43,6 +47,7 @@ class JobStore : public StateStore {
   store::StoreClient::Options options() const;
 
   const RendezvousConfig config_;
+  const std::shared_ptr<std::atomic<bool>> abandoned_ = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<store::BackgroundStoreServer> server_;
   std::unique_ptr<store::StoreClient> client_;
 };

@@ -319,11 +319,14 @@ class Rendezvous {
   using OnRequest = std::function<void(long long n, const std::string& request)>;
   virtual void watch_requests(OnRequest on_request) { (void)on_request; }
 
-  // The agent is leaving because the store is gone: a call in flight stops
-  // reconnecting within a second instead of waiting out read_timeout, and
-  // later calls fail at once. Any thread; nothing may be asked afterwards
-  // but what the agent's exit does (the board's last record has a
-  // connection of its own).
+  // The agent is leaving because the store is gone, or holds a call past
+  // the exit's grace (agent/supervisor.cc): a call in flight stops
+  // reconnecting within a backoff step instead of waiting out read_timeout,
+  // and so does every connection of the backend's, one a watch is still
+  // making and the watchers' own included; later reconnects fail at once.
+  // Any thread; nothing may be asked afterwards but what the agent's exit
+  // does (the board's last record goes out on the connection it has, if
+  // that is still up).
   virtual void abandon() {}
   // This node's answer to request `n` (at most requests::kMaxAnswerBytes),
   // under the board's short deadline. Logs, never throws.

@@ -31,6 +31,12 @@ class StateStore {
   // This node is done with the job, one of `members`. `first` runs before
   // anything else it does, under a short deadline. Logs, never throws.
   virtual void leave(bool succeeded, int members, const std::function<void()>& first) = 0;
+  // The agent leaves because the store is gone (Rendezvous::abandon): every
+  // connection this store made or is making, on any thread, stops
+  // reconnecting within one backoff step, and later connects fail at once,
+  // instead of each waiting out its deadline (read_timeout). Any thread.
+  // This default gives up the main connection alone.
+  virtual void abandon() { client().cancel(); }
 };
 
 }  // namespace cxxrun::rendezvous

@@ -62,6 +62,7 @@ class TcpStoreClient final : public StoreClient {
 
   void set_timeout(Duration timeout) override { options_.timeout = timeout; }
   void cancel() override { cancelled_ = true; }
+  bool given_up() const { return cancelled_ || (options_.abandoned && *options_.abandoned); }
 
   void connect_now() {
     net::Backoff backoff;
@@ -120,7 +121,7 @@ class TcpStoreClient final : public StoreClient {
     };
     int broken_handshakes = 0;
     while (!conn_) {
-      if (cancelled_) throw StoreError(where(op) + "given up: this client was cancelled (its owner is leaving)");
+      if (given_up()) throw StoreError(where(op) + "given up: this client was cancelled (its owner is leaving)");
       try {
         conn_.emplace(StoreConnection::open(options_.host, options_.port, options_.protocol, deadline,
                                             options_.token));

@@ -13,6 +13,7 @@
 // serialises callers; give each thread its own.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -56,11 +57,16 @@ class StoreClient {
     // The server's shared secret (§9); empty: the server takes none. Each
     // connection proves it knows it before anything else.
     std::string token;
+    // Shared by every client one owner makes (rendezvous/job_store.h), so
+    // that the owner can give them all up at once, those still connecting
+    // included: once set, each acts as after cancel(). Null: none.
+    std::shared_ptr<const std::atomic<bool>> abandoned;
   };
 
   // Connects, retrying with exponential backoff until options.timeout.
   // Throws StoreTimeout naming host:port when the server never answers,
-  // StoreAuthError at once when the token handshake fails.
+  // StoreAuthError at once when the token handshake fails, StoreError
+  // within one backoff step once options.abandoned is set.
   static std::unique_ptr<StoreClient> connect(const Options& options);
   virtual ~StoreClient() = default;
 
@@ -168,7 +174,8 @@ class StoreClient {
   // Ends the reconnecting of a call in flight within one backoff step (at
   // most a second), and makes every later reconnect fail at once
   // (StoreError): for an owner that is leaving because the store is gone and
-  // must not wait out the call's deadline. Any thread; a client that never
+  // must not wait out the call's deadline (Options::abandoned does the
+  // same for every client of an owner). Any thread; a client that never
   // reconnects ignores it.
   virtual void cancel() {}
 

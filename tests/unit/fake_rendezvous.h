@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -67,6 +68,28 @@ class FakeRendezvous final : public Rendezvous {
     return board::StopRequest{stop_at_ms, "a test"};
   }
 
+  // cxxrunctl's request watch: with block_watch_requests it holds the link
+  // (at most kBlockBound) until abandon(), as a watch whose connect retries
+  // a dead store does until read_timeout.
+  static constexpr std::chrono::seconds kBlockBound{20};
+  void watch_requests(OnRequest on_request) override {
+    if (!on_request || !block_watch_requests) return;
+    in_watch_requests.set_value();
+    std::unique_lock<std::mutex> lock(abandon_mu);
+    abandon_cv.wait_for(lock, kBlockBound, [&] { return abandons > 0; });
+  }
+  void abandon() override {
+    {
+      std::lock_guard<std::mutex> lock(abandon_mu);
+      ++abandons;
+    }
+    abandon_cv.notify_all();
+  }
+  int abandoned() {
+    std::lock_guard<std::mutex> lock(abandon_mu);
+    return abandons;
+  }
+
   std::atomic<bool> store_answers{true};
   std::atomic<int> beats{0};
   std::atomic<bool> peer_dead{false};
@@ -78,8 +101,13 @@ class FakeRendezvous final : public Rendezvous {
   std::vector<std::string> board;
   std::promise<void> in_rejoin;
   std::shared_future<void> released;
+  bool block_watch_requests = false;
+  std::promise<void> in_watch_requests;
 
  private:
+  std::mutex abandon_mu;
+  std::condition_variable abandon_cv;
+  int abandons = 0;
   const bool elastic_;
   const std::chrono::milliseconds interval_;
   int round_ = 0;

@@ -28,6 +28,9 @@ class VanishingStore {
     return cxxrun::store::StoreClient::connect(o);
   }
 
+  // Where it listens (on 127.0.0.1), for code that connects by itself.
+  int port() const { return server_.port(); }
+
   // The store goes away: every connection closed, nothing listens on its port.
   void stop() { server_.stop(); }
 

@@ -247,6 +247,28 @@ TEST_CASE("supervisor: a signal while the re-forming rendezvous blocks exits at 
   signaller.join();
 }
 
+TEST_CASE("supervisor: a signal while a rendezvous call holds the link abandons the call, not waits out its deadline") {
+  // The store died while the link set up cxxrunctl's request watch, and a
+  // signal came before the keep-alives judged the store lost (no beat is due
+  // here): the exit joined the link until the watch's connect gave up, at
+  // read_timeout.
+  Job job;
+  job.config.signals_to_handle = {SIGTERM};
+  FakeRendezvous rdzv(true, 1h);
+  rdzv.block_watch_requests = true;
+  auto in_watch = rdzv.in_watch_requests.get_future();
+  std::thread signaller([&] {
+    // Never in the watch: the signal ends the job anyway, and the check of
+    // abandon() below fails rather than the test hanging.
+    in_watch.wait_for(10s);
+    raise(SIGTERM);
+  });
+  const int code = job.run(rdzv, [](int) { return Outcome{Outcome::run}; });
+  signaller.join();
+  CHECK(code == 128 + SIGTERM);
+  CHECK(rdzv.abandoned() == 1);
+}
+
 TEST_CASE("supervisor: a node that fails its health check before a restart steps out with 243") {
   Job job;
   job.config.max_restarts = 2;
