@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <random>
@@ -23,6 +24,7 @@
 #include "agent/process/open_files.h"
 #include "agent/forensics/postmortem.h"
 #include "agent/process/private_files.h"
+#include "agent/process/stale_temp_dirs.h"
 #include "agent/process/tree_removal.h"
 #include "agent/python/hook.h"
 #include "agent/restart_policy.h"
@@ -63,7 +65,10 @@ std::unique_ptr<JobCgroup> contain(const Config& config, const std::string& toke
   return cgroup;
 }
 
-// Where the hook lives when the run directory does not: removed at exit.
+// Where the hook lives when the run directory does not: removed at exit,
+// after a SIGKILL by the guardian, and after a SIGKILL of both by the next
+// agent's start (agent/process/stale_temp_dirs.h).
+constexpr const char* kHookDirPrefix = "cxxrun-hook-";
 struct HookDir {
   std::string removed_at_exit;
   HookDir() = default;
@@ -91,6 +96,19 @@ class DirRemoval {
   std::jthread thread_;
 };
 
+// Hook directories of agents killed together with their guardian (a
+// scheduler's SIGKILL of the whole step): nothing else removes them. Every
+// base hook_python may choose is looked in.
+void remove_stale_hook_dirs() {
+  const char* tmpdir = getenv("TMPDIR");
+  std::vector<std::string> bases;
+  for (const char* base : {tmpdir, "/tmp", "/dev/shm"})
+    if (base && *base && std::find(bases.begin(), bases.end(), base) == bases.end()) bases.push_back(base);
+  int removed = 0;
+  for (const std::string& base : bases) removed += remove_stale_temp_dirs(base, kHookDirPrefix);
+  if (removed > 0) spdlog::info("removed {} hook directories left by agents that are gone", removed);
+}
+
 // Every Python process of the job, the forkserver included, reads cxxrun's
 // sitecustomize (agent/python/hook.h): the stack dump a hang verdict takes,
 // and the `cxxrun` package beside it, which a worker's `import cxxrun` finds
@@ -103,6 +121,7 @@ class DirRemoval {
 // a private temporary directory that nobody else can replace. A temporary
 // run directory's hook goes to such a directory in /dev/shm.
 void hook_python(const LogDir& logs, Guardian& guardian, HookDir& temporary) {
+  remove_stale_hook_dirs();
   std::string dir;
   std::string unsafe;
   if (logs.enabled()) {
@@ -120,7 +139,7 @@ void hook_python(const LogDir& logs, Guardian& guardian, HookDir& temporary) {
     base = "/dev/shm";
   // Made by the guardian: an agent killed the moment it exists (a test that
   // waits for it to appear) leaves nothing behind.
-  const std::string made = base.empty() ? "" : guardian.make_temp_dir(base + "/cxxrun-hook-XXXXXX");
+  const std::string made = base.empty() ? "" : guardian.make_temp_dir(owned_temp_template(base, kHookDirPrefix));
   if (!made.empty()) {
     temporary.removed_at_exit = made;
     dir = made + "/python";

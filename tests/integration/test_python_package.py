@@ -44,7 +44,7 @@ class ImportCxxrun(TempDirTest):
         # beats: enabled() is False.
         self.assertEqual(report["enabled"], "False")
         self.assertEqual(report["py.typed"], "True")
-        self.assertRegex(report["package"], r"/cxxrun-hook-\w{6}/python/cxxrun$")
+        self.assertRegex(report["package"], r"/cxxrun-hook-\d+-\d+-\d+-\w{6}/python/cxxrun$")
         self.assertFalse(os.path.exists(report["package"]), "the private hook directory outlived the agent")
 
     def test_without_a_log_dir_a_watched_worker_writes_its_page(self):
@@ -65,7 +65,7 @@ class ImportCxxrun(TempDirTest):
         rc, out, err = run(["--nproc-per-node=1", self.worker()], env=clean_env(TMPDIR=tmp), timeout=60)
         self.assertEqual(rc, 0, err)
         report = self.report(out)
-        self.assertRegex(report["package"], r"^/dev/shm/cxxrun-hook-\w{6}/python/cxxrun$")
+        self.assertRegex(report["package"], r"^/dev/shm/cxxrun-hook-\d+-\d+-\d+-\w{6}/python/cxxrun$")
         self.assertFalse(os.path.exists(report["package"]), "the hook's directory outlived the agent")
         self.assertEqual(os.listdir(tmp), [], "the temporary run directory outlived the agent")
 

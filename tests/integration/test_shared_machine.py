@@ -111,6 +111,33 @@ def not_private(root):
     return found
 
 
+def guardians_of(pid):
+    """The agent `pid`'s guardian process (agent/process/guardian.h), as a list."""
+    found = []
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
+    except OSError:
+        return found
+    for child in children:
+        try:
+            with open(f"/proc/{child}/comm") as f:
+                if f.read().strip() == "cxxrun-guardian":
+                    found.append(child)
+        except OSError:
+            pass
+    return found
+
+
+def dead(pid):
+    """True once `pid` is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 @contextlib.contextmanager
 def made_in(directory):
     """Yields made(prefix, timeout): returns, woken by inotify, as soon as an
@@ -284,6 +311,41 @@ class SharedMachine(TempDirTest):
                                  what="the hook's directory to go")
                     finally:
                         end(p)
+
+    def test_the_next_agent_removes_the_hook_directory_of_one_killed_with_its_guardian(self):
+        # A scheduler's SIGKILL of the whole step (Slurm past KillWait) takes
+        # the guardian too: nothing is left to remove the hook's directory
+        # but the next agent's start.
+        os.chmod(self.dir, 0o755)
+        logs = os.path.join(self.dir, "open")
+        os.mkdir(logs)
+        os.chmod(logs, 0o777)  # others can replace the run directory: the hook is kept in TMPDIR
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write(WAITING)
+        go = os.path.join(self.dir, "go")
+        hooks = os.path.join(clean_env()["TMPDIR"], "cxxrun-hook-*")
+        before = set(glob.glob(hooks))
+        p = start(["--nproc-per-node=1", "--redirects=3", f"--log-dir={logs}", script, go])
+        guardian = []
+        try:
+            wait_for(lambda: glob.glob(os.path.join(logs, "*", "attempt_0", "0", "stdout.log")), timeout=60,
+                     what="the worker's log")
+            wait_for(lambda: guardian.extend(guardians_of(p.pid)) or guardian, timeout=20, what="the guardian")
+            left = set(glob.glob(hooks)) - before
+            self.assertEqual(len(left), 1, left)
+            os.kill(guardian[0], signal.SIGKILL)  # first, or it removes the directory
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+            wait_for(lambda: dead(guardian[0]), timeout=30, what="the guardian to die")
+            self.assertEqual(set(glob.glob(hooks)) - before, left, "the killed guardian removed it after all")
+        finally:
+            open(go, "w").close()  # the orphaned worker ends
+            end(p)
+        rc, _, err = run(["--nproc-per-node=1", f"--log-dir={logs}", script, go], timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertFalse(left & set(glob.glob(hooks)), "the next agent left the dead agent's hook directory")
+        self.assertRegex(err, r"removed [1-9]\d* hook directories left by agents that are gone")
 
     def test_everything_in_the_run_directory_is_private_whatever_the_umask(self):
         script = os.path.join(self.dir, "wedge.py")
