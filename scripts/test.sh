@@ -13,17 +13,17 @@ scripts/package.sh
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh > build/fuzz.log 2>&1 &
 fuzz=$!
 cd build
-# Six tests at a time on 2 cores: most process-level tests wait (for a
-# timeout, a rendezvous, a restart) far more than they compute. What failed
-# at six and eight were product races that load opened wider (an agent
-# SIGKILLed before its guardian existed; an agent whose store died while it
-# set up a watch), fixed since (bench/RESULTS.md, "The test command: six at
-# a time, again"). The ones that keep both CPUs busy and measure who computes
+# Four tests at a time on 2 cores: most process-level tests wait (for a
+# timeout, a rendezvous, a restart) far more than they compute, but at six
+# and eight the tests that time a stall on a starved machine
+# (test_shared_machine's guardian, test_hang_stacks' blame, chaos' store
+# loss) failed in fresh-clone runs (bench/RESULTS.md, "The test command: six
+# at a time"). The ones that keep both CPUs busy and measure who computes
 # (label cpu_bound: the straggler tests) run after them, one at a time
 # (tests/CMakeLists.txt, "How the suite is scheduled"). Both sets always run;
 # the command fails if either does.
 rc=0
-ctest --output-on-failure -j"${TEST_JOBS:-6}" --timeout 300 -LE cpu_bound || rc=1
+ctest --output-on-failure -j"${TEST_JOBS:-4}" --timeout 300 -LE cpu_bound || rc=1
 wait "$fuzz" || { echo "test: the store request fuzzer failed (build/fuzz.log)" >&2; rc=1; }
 tail -n 15 fuzz.log
 ctest --output-on-failure -j1 --timeout 300 -L cpu_bound || rc=1
