@@ -8,6 +8,8 @@
 #include <regex>
 #include <sstream>
 
+#include "agent/process/process_tree.h"
+
 namespace cxxrun::agent {
 namespace {
 
@@ -89,12 +91,6 @@ std::vector<HookRegistration> hook_registrations(const std::string& text) {
     }
   }
   return found;
-}
-
-unsigned long long process_start_time(pid_t pid) {
-  // starttime is field 22: the 20th after the command name.
-  const auto f = stat_fields(pid);
-  return f.size() > 19 ? std::strtoull(f[19].c_str(), nullptr, 10) : 0;
 }
 
 std::string why_not_signal(const HookRegistration& r, pid_t worker, const std::string& stacks_file) {

@@ -39,7 +39,4 @@ std::vector<HookRegistration> hook_registrations(const std::string& text);
 // process that registered (started at 1, now 2)").
 std::string why_not_signal(const HookRegistration& r, pid_t worker, const std::string& stacks_file);
 
-// /proc/<pid>/stat's starttime (clock ticks after boot); 0 when gone.
-unsigned long long process_start_time(pid_t pid);
-
 }  // namespace cxxrun::agent

@@ -183,4 +183,19 @@ std::string wait_state(pid_t pid) {
   return out;
 }
 
+unsigned long long process_start_time(pid_t pid) {
+  std::string stat;
+  if (!read_file("/proc/" + std::to_string(pid) + "/stat", stat)) return 0;
+  // The command name (field 2) may hold spaces and parentheses: fields are
+  // counted from the last ')'; starttime is field 22.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  size_t at = close + 1;
+  for (int field = 3; field < 22; ++field) {
+    at = stat.find(' ', at + 1);
+    if (at == std::string::npos) return 0;
+  }
+  return std::strtoull(stat.c_str() + at + 1, nullptr, 10);
+}
+
 }  // namespace cxxrun::agent

@@ -36,4 +36,8 @@ std::map<pid_t, std::chrono::nanoseconds> tree_cpu_time(const std::vector<pid_t>
 // the process is gone or the kernel hides its wait channel.
 std::string wait_state(pid_t pid);
 
+// /proc/<pid>/stat's starttime (clock ticks after boot); 0 when gone. With
+// the pid it names one process: a pid reused since has another.
+unsigned long long process_start_time(pid_t pid);
+
 }  // namespace cxxrun::agent

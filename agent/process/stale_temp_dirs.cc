@@ -7,11 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "agent/process/private_files.h"
+#include "agent/process/process_tree.h"
 #include "agent/process/tree_removal.h"
 
 namespace cxxrun::agent {
@@ -47,30 +46,12 @@ bool parse(const std::string& name, const std::string& prefix, Owner& owner) {
   return std::char_traits<char>::length(at) == 6 && owner.pid > 0 && owner.pid < (1ULL << 31);
 }
 
-// /proc/<pid>/stat field 22, the start time in clock ticks after boot; 0
-// when there is no such process. (agent/hang/stack_hook.h has its twin: the
-// hang wing sits above this one.)
-unsigned long long start_time(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // The command name (field 2) may hold spaces and parentheses: fields are
-  // counted from the last ')'.
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  size_t at = close + 1;
-  for (int field = 3; field < 22; ++field) {
-    at = stat.find(' ', at + 1);
-    if (at == std::string::npos) return 0;
-  }
-  return strtoull(stat.c_str() + at + 1, nullptr, 10);
-}
-
 }  // namespace
 
 std::string owned_temp_template(const std::string& dir, const std::string& prefix) {
   const pid_t pid = ::getpid();
   return dir + "/" + prefix + std::to_string(pid_namespace()) + "-" + std::to_string(pid) + "-" +
-         std::to_string(start_time(pid)) + "-XXXXXX";
+         std::to_string(process_start_time(pid)) + "-XXXXXX";
 }
 
 int remove_stale_temp_dirs(const std::string& dir, const std::string& prefix) {
@@ -98,7 +79,7 @@ int remove_stale_temp_dirs(const std::string& dir, const std::string& prefix) {
     struct stat st {};
     if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())
       continue;
-    const unsigned long long start = start_time(static_cast<pid_t>(owner.pid));
+    const unsigned long long start = process_start_time(static_cast<pid_t>(owner.pid));
     if (start == owner.start) continue;  // its agent lives
     stale.push_back(dir + "/" + name);
   }

@@ -18,6 +18,7 @@
 #include "agent/workers/log_dir.h"
 #include "agent/hang/stack_dump.h"
 #include "agent/hang/stack_hook.h"
+#include "agent/process/process_tree.h"
 #include "temp_tree.h"
 
 using namespace cxxrun::agent;

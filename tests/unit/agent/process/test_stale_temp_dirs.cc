@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "agent/hang/stack_hook.h"  // process_start_time, read apart from the code under test
+#include "agent/process/process_tree.h"  // process_start_time
 #include "agent/process/stale_temp_dirs.h"
 
 using namespace cxxrun::agent;
