@@ -190,8 +190,9 @@ struct Watch::Impl {
       if (!connection->read_message(bytes, deadline)) return false;
       {
         auto m = parse(bytes);
-        if (m.kind == wire::WatchMessage::Kind::error) {
-          if (!refused(GrpcStatus{m.error.code, m.error.message}, authenticated_again)) move_on(m.error.message, deadline);
+        if (m.kind == wire::WatchMessage::Kind::canceled) {
+          const GrpcStatus refusal = cancellation(m);
+          if (!refused(refusal, authenticated_again)) move_on(refusal.message, deadline);
           return false;
         }
         if (m.kind != wire::WatchMessage::Kind::created) continue;
@@ -213,9 +214,9 @@ struct Watch::Impl {
     }
   }
 
-  // A cancellation by the member is compaction (final for this watch) or a
-  // refusal like any other ("user name is empty", "permission denied"), so
-  // it becomes an error for refused() to judge.
+  // A cancellation by the member is compaction (final for this watch: it
+  // throws here) or a refusal like any other ("user name is empty",
+  // "permission denied"), which cancellation() words for refused() to judge.
   wire::WatchMessage parse(const std::string& message) {
     wire::WatchMessage m;
     try {
@@ -223,13 +224,11 @@ struct Watch::Impl {
     } catch (const wire::Malformed& e) {
       throw EtcdError("etcd " + member().text() + ": watch: " + e.what());
     }
-    if (m.kind == wire::WatchMessage::Kind::canceled) {
-      if (m.compact_revision > 0) compacted(m);
-      m.kind = wire::WatchMessage::Kind::error;
-      m.error = wire::ServerError{0, "cancelled: " + m.cancel_reason};
-    }
+    if (m.kind == wire::WatchMessage::Kind::canceled && m.compact_revision > 0) compacted(m);
     return m;
   }
+
+  static GrpcStatus cancellation(const wire::WatchMessage& m) { return {0, "cancelled: " + m.cancel_reason}; }
 
   // The events of one message not delivered before (a resumed stream
   // starts after `last`, so this drops nothing etcd sends; it is the guard
@@ -276,12 +275,13 @@ struct Watch::Impl {
           break;
         case wire::WatchMessage::Kind::created:
           break;
-        case wire::WatchMessage::Kind::canceled:  // parse() made it an error
-        case wire::WatchMessage::Kind::error:
-          refused(GrpcStatus{m.error.code, m.error.message}, authenticated_again);
-          spdlog::info("{}: {} ended the watch: {}", name(), member().text(), m.error.message);
-          move_on(m.error.message, deadline);
+        case wire::WatchMessage::Kind::canceled: {
+          const GrpcStatus refusal = cancellation(m);
+          refused(refusal, authenticated_again);
+          spdlog::info("{}: {} ended the watch: {}", name(), member().text(), refusal.message);
+          move_on(refusal.message, deadline);
           break;
+        }
       }
     }
     return std::nullopt;

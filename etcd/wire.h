@@ -80,24 +80,14 @@ int64_t parse_raft_term(std::string_view body);
 // knows none.
 std::string parse_status_leader(std::string_view body);
 
-// A refusal: gRPC's status code and message ("etcdserver: no leader"), as a
-// stream's trailers carry it. Not parsed here; Watch also makes one of a
-// cancellation that is not compaction.
-struct ServerError {
-  int code = 0;
-  std::string message;
-};
-
+// A stream's refusal is not a message: gRPC carries it in the trailers.
 struct WatchMessage {
-  // parse_watch_message never gives `error` (a stream's error is its
-  // trailers); Watch marks a message so once it has judged it a refusal.
-  enum class Kind { created, events, progress, canceled, error };
+  enum class Kind { created, events, progress, canceled };
   Kind kind = Kind::progress;
   int64_t revision = 0;  // the header's
   std::vector<WatchEvent> events;
   int64_t compact_revision = 0;  // canceled: the oldest revision still kept
   std::string cancel_reason;
-  ServerError error;
 };
 // WatchResponse. An event of a type other than PUT or DELETE throws Malformed.
 WatchMessage parse_watch_message(std::string_view message);
