@@ -69,8 +69,10 @@ class Hostfile(OrphanCheckTest):
             end(p)
 
     def sleeper(self):
-        # Each worker records its pid and its agent's, then sleeps.
-        return self.script("sleeper.sh", f"echo $$ > {self.dir}/pid.$RANK\necho $PPID > {self.dir}/agent.$RANK\n"
+        # Each worker records its agent's pid and then its own, then sleeps:
+        # the tests wait for the pid files, so the agent's must be there by
+        # then (written second, it was missing once under load).
+        return self.script("sleeper.sh", f"echo $PPID > {self.dir}/agent.$RANK\necho $$ > {self.dir}/pid.$RANK\n"
                                          f"exec sleep 60 {self.marker}\n")
 
     def test_one_job_across_the_hosts(self):
