@@ -31,7 +31,8 @@ and a cxxrun-rdzv serve every case below; each case alternates the two backends.
 
 Usage: bench/etcd.py [--runs N] [--build build] [--only rdzv|recover|abort|dead|outage|validate]
                     [--recover-nodes N ...] [--generator sim|threads] [--keep-alive S] [--no-spread]
-                    [--plot recovery-etcd.png] [--baseline BUILD] [--validate-nodes N]
+                    [--plot recovery-etcd.png] [--baseline BUILD] [--validate-nodes N] [--etcd-bin DIR]
+                    [--nice N]
        (after scripts/build.sh)
 """
 import argparse
@@ -203,8 +204,21 @@ def main():
                     help="recover: the load generator (repeat for both): sim (etcd_sim and rdzv_sim, event-driven, the "
                          "default) or threads (rdzv_load, the real code in a thread per agent)")
     ap.add_argument("--validate-nodes", type=int, default=100, help="validate: the agents of each generator's job")
+    ap.add_argument("--etcd-bin", help="the directory of the etcd server to run (default: etcd on PATH, Debian 12's "
+                    "3.4); bench/fetch-etcd.sh unpacks Debian 13's 3.5 for this")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="recover, validate: run the generators at this niceness (10: the etcd members and "
+                         "cxxrun-rdzv come first, as on a cluster where they have machines of their own; beside "
+                         "10,000 simulated agents on two cores, members starved of CPU miss their heartbeats and "
+                         "elect a leader again and again)")
     args = ap.parse_args()
+    global GENERATOR_NICE
+    GENERATOR_NICE = args.nice
     build = os.path.abspath(args.build)
+    if args.etcd_bin:
+        if not os.access(os.path.join(args.etcd_bin, "etcd"), os.X_OK):
+            sys.exit(f"--etcd-bin {args.etcd_bin}: no etcd there (bench/fetch-etcd.sh unpacks one)")
+        os.environ["PATH"] = os.path.abspath(args.etcd_bin) + os.pathsep + os.environ["PATH"]
     only = set(args.only or ["rdzv", "recover", "abort", "dead", "outage", "validate"])
     why = unavailable()
     if why:
@@ -217,7 +231,8 @@ def main():
     server, port = start_rdzv_server(build)
     etcd_flags = lambda: ["--rdzv-backend=etcd-v3", f"--rdzv-endpoint={cluster.endpoints()}"]  # noqa: E731
     c10d_flags = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}"]
-    rows = [f"etcd: 3 members, {shutil.which('etcd')}; the cluster answered a put {cluster.started_in:.2f} s after start"]
+    version = subprocess.run(["etcd", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    rows = [f"etcd: 3 members, {shutil.which('etcd')} ({version}); the cluster answered a put {cluster.started_in:.2f} s after start"]
     try:
         if "rdzv" in only:
             for n in (100, 1000):
@@ -267,9 +282,13 @@ def main():
         print(r)
 
 
+GENERATOR_NICE = 0  # --nice
+
+
 def run_json(cmd, timeout):
     """The last line of a generator's output, as JSON; None if it failed."""
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       preexec_fn=(lambda: os.nice(GENERATOR_NICE)) if GENERATOR_NICE else None)
     if r.returncode != 0:
         print(f"{' '.join(cmd)} failed: {(r.stderr.strip() or r.stdout.strip())[-500:]}", file=sys.stderr)
         return None
@@ -316,7 +335,7 @@ def recover_rows(build, args, cluster, port, rows):
     gens = args.generator or ["sim"]
     rows.append(f"recover: the agents renew their leases every {args.keep_alive:g} s"
                 + ("; agent i asks member i mod 3 first" if args.spread else "")
-                + f"; generators: {', '.join(gens)}")
+                + f"; generators: {', '.join(gens)}" + (f" at nice {args.nice}" if args.nice else ""))
     drawn = {}  # n -> {backend: (median abort push, median recovery)}
     for n in args.recover_nodes or (100, 1000):
         timeout = max(60, n // 10)

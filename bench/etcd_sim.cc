@@ -75,6 +75,9 @@ struct Options {
 struct Shared {
   std::atomic<int> done0{0}, done1{0}, woken{0}, complete1{0}, failures{0}, lapses{0}, regranted{0}, retries{0};
   std::atomic<int64_t> t_start{0}, t_done0{0}, t_failed{0}, t_woken{0}, t_complete1{0}, t_done1{0};
+  // The assignment phase's parts, in the recovery's round: the assigner holding every descriptor, its
+  // last assignment written, group rank 0's master written.
+  std::atomic<int64_t> t_read1{0}, t_published1{0}, t_master1{0};
   std::atomic<int64_t> requests[8]{};
   std::atomic<uint64_t> master_hash{0};
   std::atomic<int> masters_differ{0};
@@ -318,6 +321,7 @@ class Sim : Loop {
       co_await multi_get(a, nodes());  // member_addrs, for the port picker
       s.master = addr(a.index) + ":29500";
       co_await call(a, "/v3/kv/put", body::put(mk(round, "master"), s.master));
+      if (round > 0) sh_.t_master1 = now_ns();
     } else {
       s.master = *co_await milestone(a, mk(round, "master"), true, true);
     }
@@ -333,6 +337,7 @@ class Sim : Loop {
   Task<> publish_assignments(Agent& a, int round, int members, const std::vector<std::string>& nodes) {
     // wait_and_get: the values with the read (and, for any still absent, the watch's events)
     std::vector<std::string> all = co_await wait_many(a, nodes);
+    if (round > 0) sh_.t_read1 = now_ns();
     co_await beat_if_due(a);
     // EtcdLiveness::snapshot: a count of the alive keys; their names only if some are missing.
     const json counted = co_await call(a, "/v3/kv/range", body::span(alive_key(round, 0), alive_key(round, members), "count_only"));
@@ -371,6 +376,7 @@ class Sim : Loop {
     for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {  // multi_set
       co_await call(a, "/v3/kv/txn", body::puts(keys, values, at, kMaxTxnOps));
     }
+    if (round > 0) sh_.t_published1 = now_ns();
   }
 
   // rdzv_load's Round0Barrier: the agents renew their leases while they wait.
@@ -669,6 +675,13 @@ int main(int argc, char** argv) {
     printf(", \"recovery_s\": %.3f, \"abort_push_s\": %.3f, \"rejoin_s\": %.3f, \"assign_s\": %.3f, \"rejoin_assign_s\": %.3f",
            span(sh->t_failed, sh->t_done1), span(sh->t_failed, sh->t_woken), span(sh->t_woken, sh->t_complete1),
            span(sh->t_complete1, sh->t_done1), span(sh->t_woken, sh->t_done1));
+  // The assignment's parts, each from the end of the one before: to the assigner holding every
+  // descriptor, to its last assignment written, to group rank 0's master written, to the last agent
+  // holding its assignment and master.
+  if (o.recover)
+    printf(", \"assign_read_s\": %.3f, \"assign_write_s\": %.3f, \"master_s\": %.3f, \"last_agent_s\": %.3f",
+           span(sh->t_complete1, sh->t_read1), span(sh->t_read1, sh->t_published1),
+           span(sh->t_published1, sh->t_master1), span(sh->t_master1, sh->t_done1));
   // Where the recovery lay on the steady clock (Python's time.monotonic_ns is the same clock), for
   // etcd's CPU over it (bench/etcd.py samples the members), and what the generator itself spent.
   rusage self{}, children{};
