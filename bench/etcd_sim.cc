@@ -275,9 +275,11 @@ class Sim : Loop {
     co_await call(a, "/v3/kv/txn", body::joining(alive_key(round, slot), s.lease, rk(round, "node/" + std::to_string(slot)),
                                                  describe(a.index)));
     std::string done;
-    if (slot == n - 1) {  // complete_round
-      done = co_await compare_set(a, mk(round, "complete"), "", std::to_string(n) + "|" + std::to_string(slot));
-      co_await call(a, "/v3/kv/put", body::put(mk(round, "wake/" + std::to_string(n - 1)), "complete"));
+    if (slot == n - 1) {  // complete_round: compare_set_and_set, one txn for the milestone and the wake key
+      const std::string mine = std::to_string(n) + "|" + std::to_string(slot);
+      const json r = co_await call(a, "/v3/kv/txn", body::compare_set_and_set(mk(round, "complete"), mine,
+                                                                               mk(round, "wake/" + std::to_string(n - 1)), "complete"));
+      done = r.value("succeeded", false) ? mine : unb64(r.at("responses").at(0).at("response_range").at("kvs").at(0).value("value", ""));
     } else {
       // wait_for_completion: the first pass knows the count from the ADD and
       // (expected > 0) who stepped out from the re-join; the milestone is max.

@@ -61,6 +61,11 @@ inline json txn(std::vector<json> compare, std::vector<json> success, std::vecto
   return r;
 }
 
+// compare_set_and_set's txn: compare_set's, with the other key's put on both branches.
+inline json compare_set_and_set(const std::string& k, const std::string& desired, const std::string& k2,
+                                const std::string& v2) {
+  return txn({absent(k)}, {op_put(k, desired), op_put(k2, v2)}, {op_range(k), op_put(k2, v2)});
+}
 // compare_set's txn: put if the key is as expected (absent, or `expected`), else read it.
 inline json compare_set(const std::string& k, const std::string& expected, const std::string& desired) {
   return txn({expected.empty() ? absent(k) : value_is(k, expected)}, {op_put(k, desired)}, {op_range(k)});

@@ -214,9 +214,10 @@ C10dRendezvous::Completion C10dRendezvous::complete_round(int round, int count, 
   // A spare (slot >= count) may see the count reach max first; the last
   // member computes the assignments in its place.
   const std::string mine = std::to_string(count) + "|" + std::to_string(std::min(slot, count - 1));
-  const Completion done = parse_completion(store_.compare_set(milestone(round, "complete"), "", mine));
-  store_.set(milestone(round, "wake/" + std::to_string(s_.max_nodes - 1)), "complete");
-  return done;
+  // The waiters of the last wake key are woken with it, in one write.
+  return parse_completion(store_.compare_set_and_set({milestone(round, "complete"), "", mine},
+                                                     milestone(round, "wake/" + std::to_string(s_.max_nodes - 1)),
+                                                     "complete"));
 }
 
 // A spare (the round is full) or a late joiner waits, without a deadline as

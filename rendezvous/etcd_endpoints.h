@@ -3,7 +3,7 @@
 // private to rendezvous/: nothing above it (the agent, the launcher) can
 // include etcd/, so this is their one way to etcd's parser (etcd/endpoints.h
 // holds the syntax, and the conversion to etcd::Endpoint stays inside
-// rendezvous/, in etcd_options, rendezvous/etcd_store.h). The build tests
+// rendezvous/, in etcd_options, rendezvous/etcd_calls.h). The build tests
 // build.etcd_private* check that etcd/ is out of reach.
 #pragma once
 

@@ -50,52 +50,6 @@ std::string adder_name() {
 
 }  // namespace
 
-etcd::Options etcd_options(const EtcdSettings& settings, milliseconds timeout) {
-  // Every node lists the same members, and each asked the first: at 1,000
-  // agents that member's gateway served every request while the others
-  // idled (bench/RESULTS.md, issue 45). Each process starts at a member of
-  // its own, by its host and pid, as etcd's clients spread theirs; its
-  // watches go where its calls do.
-  static const size_t first = [] {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    return std::hash<std::string>{}(host) ^ (static_cast<size_t>(getpid()) * 0x9e3779b97f4a7c15ULL);
-  }();
-  return etcd_options(settings, timeout, first);
-}
-
-etcd::Options etcd_options(const EtcdSettings& settings, milliseconds timeout, size_t first) {
-  etcd::Options o;
-  o.endpoints.clear();  // etcd's default is a member on this host: only the settings' count
-  const size_t n = settings.endpoints.size();
-  for (size_t i = 0; i < n; ++i) {
-    const EtcdEndpoint& e = settings.endpoints[(first + i) % n];
-    o.endpoints.push_back({e.host, e.port});
-  }
-  o.protocol = settings.https ? etcd::Protocol::https : etcd::Protocol::http;
-  o.cacert = settings.cacert;
-  o.cert = settings.cert;
-  o.key = settings.key;
-  o.username = settings.username;
-  o.password = settings.password;
-  o.timeout = timeout;
-  return o;
-}
-
-void resend_while_indeterminate(Clock::time_point deadline, const std::function<void(milliseconds)>& write) {
-  milliseconds pause(20);
-  for (;;) {
-    try {
-      return write(remaining(deadline));
-    } catch (const etcd::EtcdIndeterminate& e) {
-      if (Clock::now() >= deadline) throw etcd::EtcdTimeout(e.what());
-      spdlog::debug("etcd: {}; sending it again", e.what());
-    }
-    std::this_thread::sleep_until(std::min(deadline, Clock::now() + pause));
-    pause = std::min(pause * 2, milliseconds(500));
-  }
-}
-
 EtcdStore::EtcdStore(const EtcdSettings& settings, Duration timeout)
     : settings_(settings), prefix_(settings.prefix + "/"), timeout_(timeout), adder_(adder_name()) {
   try {
@@ -227,6 +181,25 @@ std::string EtcdStore::compare_set_after(const std::string& key, const std::stri
   if (r.succeeded) return desired;
   // Deleted since the read: torch's quirk again.
   if (r.responses.empty() || r.responses.front().kvs.empty()) return expected;
+  return r.responses.front().kvs.front().value;
+}
+
+std::string EtcdStore::compare_set_and_set(const CompareSet& first, const std::string& key, const std::string& value) {
+  using etcd::Compare;
+  const std::string k = etcd_key(first.key);
+  const Compare holds = first.expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
+                                               : Compare::value_is(k, Compare::Result::equal, first.expected);
+  const etcd::Op also = etcd::Op::put(etcd_key(key), value);
+  // Sent again as compare_set's is: a second send finds the value the first
+  // wrote and reads it back, and sets `key` to the same value again.
+  etcd::TxnResult r;
+  guarded("compare_set", first.key, [&] {
+    resend_while_indeterminate(Clock::now() + timeout_, [&](milliseconds t) {
+      r = client_->txn({holds}, {etcd::Op::put(k, first.desired), also}, {etcd::Op::get(k), also}, t);
+    });
+  });
+  if (r.succeeded) return first.desired;
+  if (r.responses.empty() || r.responses.front().kvs.empty()) return first.expected;  // absent: torch's quirk
   return r.responses.front().kvs.front().value;
 }
 

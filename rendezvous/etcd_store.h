@@ -16,6 +16,8 @@
 //   compare_sets        one txn of ranges (read-only: answered without
 //                       Raft), then compare_set's txn only for a key found
 //                       as expected
+//   compare_set_and_set one txn: the compare, the put where it holds, a
+//                       read where not, and the other key's put either way
 //   add_and_get_if_set_each(k, 0, keys)  one txn of ranges: k's version
 //                       and the keys
 //   add_and_compare_set the add's txn with compare_set's inside it (a
@@ -62,6 +64,7 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/etcd_calls.h"
 #include "rendezvous/rendezvous.h"
 #include "store/client.h"
 
@@ -77,23 +80,6 @@ namespace cxxrun::rendezvous {
 
 class EtcdMilestones;
 
-// etcd's client options from the settings: members, TLS, and `timeout` as
-// each call's deadline. Requests go to one member until it fails, then on
-// through the list: this process starts at a member picked by its host and
-// pid, so that a job's nodes spread over the members (the one home of that
-// choice), and goes round the settings' order from there.
-etcd::Options etcd_options(const EtcdSettings& settings, std::chrono::milliseconds timeout);
-// The same, starting at member `first` (modulo their number).
-etcd::Options etcd_options(const EtcdSettings& settings, std::chrono::milliseconds timeout, size_t first);
-
-// Runs `write(timeout)`, a write whose second application changes nothing
-// (a put of this node's own key, a transaction guarded by a marker), again
-// while etcd answers that it may or may not have applied it: an overloaded
-// etcd times its own proposals out ("request timed out"), and 10,000 agents
-// joining at once failed their joins on it. Pauses from 20 ms, doubling to
-// half a second; etcd::EtcdTimeout at `deadline`.
-void resend_while_indeterminate(std::chrono::steady_clock::time_point deadline,
-                                const std::function<void(std::chrono::milliseconds timeout)>& write);
 
 class EtcdStore : public store::StoreClient {
  public:
@@ -111,6 +97,9 @@ class EtcdStore : public store::StoreClient {
   std::vector<std::optional<std::string>> get_if_set_each(const std::vector<std::string>& keys) override;
   // One transaction of ranges, then a write only where needed.
   std::vector<std::string> compare_sets(const std::vector<CompareSet>& each) override;
+  // One transaction: the compare, the put where it holds, and the set either
+  // way. No read first: one writer completes a round, not many.
+  std::string compare_set_and_set(const CompareSet& first, const std::string& key, const std::string& value) override;
   // The compare_set as a transaction inside the add's.
   int64_t add_and_compare_set(const std::string& counter, const CompareSet& also) override;
   // With delta 0: the count and the keys in one transaction of ranges.

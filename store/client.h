@@ -134,6 +134,16 @@ class StoreClient {
     compare_set(also.key, also.expected, also.desired);
     return count;
   }
+  // compare_set(first), and set(key, value) whatever it answers, in one
+  // write where the store can (etcd: one transaction, so a watch of both
+  // keys gets both in one message; a round's completion and the wake-up it
+  // owes the waiters reached every agent's watch as two pushes of N).
+  // Returns compare_set's answer.
+  virtual std::string compare_set_and_set(const CompareSet& first, const std::string& key, const std::string& value) {
+    std::string answer = compare_set(first.key, first.expected, first.desired);
+    set(key, value);
+    return answer;
+  }
   // Blocks until every key exists; throws StoreTimeout after `timeout`.
   virtual void wait(const std::vector<std::string>& keys, Duration timeout) = 0;
   // wait(keys, timeout), then every key's value, in one pass where the

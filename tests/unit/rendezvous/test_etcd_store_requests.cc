@@ -419,3 +419,40 @@ TEST_CASE("etcd store: many keys under one prefix are read as pages of its range
     CHECK(ranges.size() == 2);
   }
 }
+
+// The round's last joiner completes it and wakes the waiters of the last
+// wake key: a read, a transaction and a put, each of the two writes pushed
+// to every agent's milestone watch (N messages each). Now one transaction,
+// one revision: one message to each watch.
+TEST_CASE("etcd store: a compare_set and a set are one transaction") {
+  std::string body;
+  std::string complete;  // the member's value of /p/r1/complete
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target != "/v3/kv/txn") return EtcdMember::answer(404, "Not Found");
+    body = r.body;
+    if (complete.empty())
+      return EtcdMember::ok("{" + kRequestsHeader + R"(,"succeeded":true,"responses":[{"response_put":{}},{"response_put":{}}]})");
+    return EtcdMember::ok("{" + kRequestsHeader + R"(,"succeeded":false,"responses":[{"response_range":{"kvs":[{"key":")" +
+                          etcd::base64_encode("/p/r1/complete") + R"(","create_revision":"9","mod_revision":"9","version":"1","value":")" +
+                          etcd::base64_encode(complete) + R"("}],"count":"1"}},{"response_put":{}}]})");
+  });
+  rendezvous::EtcdStore store(requests_settings_for(member).etcd, 5s);
+  SECTION("this node completes the round") {
+    CHECK(store.compare_set_and_set({"r1/complete", "", "4|3"}, "r1/wake/3", "complete") == "4|3");
+  }
+  SECTION("another did first: its answer, and the wake key set all the same") {
+    complete = "4|2";
+    CHECK(store.compare_set_and_set({"r1/complete", "", "4|3"}, "r1/wake/3", "complete") == "4|2");
+  }
+  CHECK(member.count("/v3/kv/txn") == 1);
+  CHECK(member.count("/v3/kv/range") == 0);
+  CHECK(member.count("/v3/kv/put") == 0);
+  const auto j = nlohmann::json::parse(body);
+  REQUIRE(j["success"].size() == 2);
+  CHECK(j["success"][0]["request_put"]["key"] == etcd::base64_encode("/p/r1/complete"));
+  CHECK(j["success"][1]["request_put"]["key"] == etcd::base64_encode("/p/r1/wake/3"));
+  CHECK(j["success"][1]["request_put"]["value"] == etcd::base64_encode("complete"));
+  REQUIRE(j["failure"].size() == 2);
+  CHECK(j["failure"][0]["request_range"]["key"] == etcd::base64_encode("/p/r1/complete"));
+  CHECK(j["failure"][1]["request_put"]["key"] == etcd::base64_encode("/p/r1/wake/3"));
+}
