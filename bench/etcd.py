@@ -141,12 +141,18 @@ def outage_run(build, stamp, rdzv, kill):
         shutil.rmtree(out, ignore_errors=True)
 
 
+def etcd_version():
+    """"etcd 3.5.16": the version of the etcd on PATH."""
+    out = subprocess.run(["etcd", "--version"], capture_output=True, text=True).stdout
+    return "etcd " + out.split("\n")[0].split(":")[-1].strip() if out else "etcd"
+
+
 def median(values):
     v = [x for x in values if x is not None]
     return statistics.median(v) if v else None
 
 
-def draw_recovery(drawn, path, keep_alive):
+def draw_recovery(drawn, path, keep_alive, etcd_label=""):
     """Each backend's recovery against N, its two phases stacked: the abort
     event reaching every agent, then the re-join and assignment."""
     import matplotlib
@@ -154,7 +160,8 @@ def draw_recovery(drawn, path, keep_alive):
     import matplotlib.pyplot as plt
     sizes = sorted(drawn)
     fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
-    for ax, name, title in ((axes[0], "c10d", "c10d (cxxrun-rdzv)"), (axes[1], "etcd", "etcd-v3 (3 members)")):
+    etcd_title = f"etcd-v3 (3 members{', ' + etcd_label if etcd_label else ''})"
+    for ax, name, title in ((axes[0], "c10d", "c10d (cxxrun-rdzv)"), (axes[1], "etcd", etcd_title)):
         labels = [f"{n:,}" for n in sizes]
         push = [(drawn[n][name][0] or 0.0) for n in sizes]
         total = [(drawn[n][name][1] or 0.0) for n in sizes]
@@ -230,9 +237,7 @@ def main():
     cluster.start()
     server, port = start_rdzv_server(build)
     etcd_flags = lambda: ["--rdzv-backend=etcd-v3", f"--rdzv-endpoint={cluster.endpoints()}"]  # noqa: E731
-    c10d_flags = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}"]
-    version = subprocess.run(["etcd", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
-    rows = [f"etcd: 3 members, {shutil.which('etcd')} ({version}); the cluster answered a put {cluster.started_in:.2f} s after start"]
+    rows = [f"etcd: 3 members, {shutil.which('etcd')} ({etcd_version()}); the cluster answered a put {cluster.started_in:.2f} s after start"]
     try:
         if "rdzv" in only:
             for n in (100, 1000):
@@ -415,7 +420,7 @@ def recover_rows(build, args, cluster, port, rows):
                                                   digits=digits))
             rows.append(f"| {title} | " + " | ".join(cells) + " |")
     if args.plot:
-        draw_recovery(drawn, args.plot, args.keep_alive)
+        draw_recovery(drawn, args.plot, args.keep_alive, etcd_version())
 
 
 # The gRPC methods the rendezvous calls, as each member counts them

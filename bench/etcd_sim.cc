@@ -320,7 +320,8 @@ class Sim : Loop {
     }
     s.rank = std::stoi(f.at(0));
     if (s.rank == 0) {
-      co_await multi_get(a, nodes());  // member_addrs, for the port picker
+      // member_addrs, for the port picker, unless they came with the assignment
+      if (std::count(mine.begin(), mine.end(), '|') < 4) co_await multi_get(a, nodes());
       s.master = addr(a.index) + ":29500";
       co_await call(a, "/v3/kv/put", body::put(mk(round, "master"), s.master));
       if (round > 0) sh_.t_master1 = now_ns();
@@ -365,10 +366,14 @@ class Sim : Loop {
     std::vector<int> base(all.size());
     for (size_t r = 0, b = 0; r < order.size(); ++r) base[order[r]] = static_cast<int>(b), b += o_.nproc;
     std::string ranks;
+    // Group rank 0's assignment carries every member's address (up to 512 KiB).
+    std::string addrs;
+    for (int i = 0; i < members; ++i) addrs += (i ? "," : "|") + all[i].substr(0, all[i].find('|'));
+    if (addrs.size() > 512 * 1024) addrs.clear();
     for (int i = 0; i < members; ++i) {
       keys.push_back(rk(round, "assign/" + std::to_string(i)));
       values.push_back(std::to_string(rank_of[i]) + "|" + std::to_string(base[i]) + "|" +
-                       std::to_string(members * o_.nproc) + "|" + alive);
+                       std::to_string(members * o_.nproc) + "|" + alive + (rank_of[i] == 0 ? addrs : ""));
       ranks += (i ? "," : "") + std::to_string(order[i]);
     }
     keys.push_back(rk(round, "ranks"));

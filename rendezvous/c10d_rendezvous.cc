@@ -32,6 +32,10 @@ constexpr const char* kClosed = "closed";
 // A liveness snapshot longer than this is written once, under the round's
 // alive_snapshot key, and each assignment carries kSnapshotElsewhere.
 constexpr size_t kInlineSnapshot = 256;
+// Group rank 0's assignment carries every member's address up to this many
+// bytes: etcd refuses a request over 1.5 MiB (--max-request-bytes), and the
+// record goes in a transaction with 127 others.
+constexpr size_t kInlineAddrs = 512 * 1024;
 constexpr const char* kSnapshotElsewhere = "@";
 
 }  // namespace
@@ -318,7 +322,14 @@ void C10dRendezvous::publish_assignments(int round, int members) {
     assign_keys.push_back(round_key(round, "alive_snapshot"));
     values.push_back(std::exchange(alive, kSnapshotElsewhere));
   }
-  const std::vector<AssignmentRecord> records = assignments(all, order, alive);
+  std::vector<AssignmentRecord> records = assignments(all, order, alive);
+  // Group rank 0 serves the workers' store, which admits the members only:
+  // their addresses ride in its assignment, so that it names the master
+  // every member waits for without reading N descriptors again first.
+  size_t bytes = 0;
+  for (const Member& m : all) bytes += m.addr.size() + 1;
+  if (!order.empty() && bytes <= kInlineAddrs)
+    for (const Member& m : all) records[order.front()].member_addrs.push_back(m.addr);
   for (int slot = 0; slot < members; ++slot) {
     assign_keys.push_back(round_key(round, "assign/" + std::to_string(slot)));
     values.push_back(describe(records[slot]));
@@ -359,7 +370,8 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   const std::string master = milestone(round, "master");
   std::string where;
   if (out.group_rank == 0) {
-    where = me_.addr + ":" + std::to_string(pick_port_(member_addrs(round, members)));
+    const auto addrs = mine.member_addrs.empty() ? member_addrs(round, members) : mine.member_addrs;
+    where = me_.addr + ":" + std::to_string(pick_port_(addrs));
     store_.set(master, where);
   } else {
     where = get(master);

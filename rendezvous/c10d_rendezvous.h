@@ -251,6 +251,8 @@ class C10dRendezvous {
   void publish_assignments(int round, int members);
   Assignment assign(int round, Completion done, int slot, Clock::time_point deadline);
   const std::vector<int>& rank_of_slot();
+  // The members' addresses from their descriptors: for a round too large
+  // for group rank 0's assignment to carry them (kInlineAddrs).
   std::vector<std::string> member_addrs(int round, int members);
   void progress(const std::string& what);
 

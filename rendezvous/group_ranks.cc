@@ -23,7 +23,7 @@ std::vector<AssignmentRecord> assignments(const std::vector<Member>& all, const 
   std::vector<AssignmentRecord> out(all.size());
   for (int rank = 0, base = 0; rank < static_cast<int>(order.size()); ++rank) {
     const int slot = order[rank];
-    out[slot] = AssignmentRecord{rank, base, world, alive};
+    out[slot] = AssignmentRecord{rank, base, world, alive, {}};
     base += all[slot].nproc;
   }
   return out;

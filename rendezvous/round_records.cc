@@ -32,16 +32,30 @@ Member parse_member(const std::string& text) {
 }
 
 std::string describe(const AssignmentRecord& a) {
-  return std::to_string(a.group_rank) + "|" + std::to_string(a.base_rank) + "|" + std::to_string(a.world_size) + "|" +
-         a.alive;
+  std::string out = std::to_string(a.group_rank) + "|" + std::to_string(a.base_rank) + "|" +
+                    std::to_string(a.world_size) + "|" + a.alive;
+  for (size_t i = 0; i < a.member_addrs.size(); ++i) out += (i == 0 ? "|" : ",") + a.member_addrs[i];
+  return out;
 }
 
 AssignmentRecord parse_assignment(const std::string& text) {
   const auto a = text.find('|'), b = text.find('|', a + 1), c = text.find('|', b + 1);
   if (a == std::string::npos || b == std::string::npos || c == std::string::npos)
     throw RendezvousError("malformed assignment in the rendezvous store: '" + text + "'");
-  return {to_int(text.substr(0, a), "assignment"), to_int(text.substr(a + 1, b - a - 1), "assignment"),
-          to_int(text.substr(b + 1, c - b - 1), "assignment"), text.substr(c + 1)};
+  AssignmentRecord out{to_int(text.substr(0, a), "assignment"), to_int(text.substr(a + 1, b - a - 1), "assignment"),
+                       to_int(text.substr(b + 1, c - b - 1), "assignment"), text.substr(c + 1), {}};
+  if (const auto d = text.find('|', c + 1); d != std::string::npos) {
+    out.alive = text.substr(c + 1, d - c - 1);
+    for (size_t at = d + 1;;) {
+      const auto comma = text.find(',', at);
+      out.member_addrs.push_back(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+      if (out.member_addrs.back().empty())
+        throw RendezvousError("malformed assignment in the rendezvous store: an empty address in '" + text + "'");
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+  }
+  return out;
 }
 
 std::string describe(const JobConfig& c) { return c.nnodes + "|" + c.entrypoint; }

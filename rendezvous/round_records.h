@@ -15,14 +15,19 @@ namespace cxxrun::rendezvous {
 std::string describe(const Member& m);
 Member parse_member(const std::string& text);
 // A member's place in a round, as the round's assigner writes it
-// ("rank|base|world|alive"): its group rank, its first global rank, the
-// world size, and the liveness snapshot (MemberLiveness::snapshot; "" when
-// there is none; it may hold '|'-free text only).
+// ("rank|base|world|alive", and group rank 0's "|addr,addr,..."): its group
+// rank, its first global rank, the world size, the liveness snapshot
+// (MemberLiveness::snapshot; "" when there is none; it may hold '|'-free
+// text only), and for group rank 0 every member's address, which the
+// workers' store it serves admits (rendezvous/worker_store.h): the
+// assigner holds them all, where rank 0 read N descriptors again before it
+// could name the master every member waits for.
 struct AssignmentRecord {
   int group_rank = 0;
   int base_rank = 0;
   int world_size = 0;
   std::string alive;
+  std::vector<std::string> member_addrs;  // in slot order; group rank 0's only
 };
 std::string describe(const AssignmentRecord& a);
 AssignmentRecord parse_assignment(const std::string& text);

@@ -182,7 +182,7 @@ class StoreClient {
   }
 
   // Ends the reconnecting of a call in flight within one backoff step (at
-  // most a second), and makes every later reconnect fail at once
+  // most a second and a half: net/backoff.h's cap with its jitter), and makes every later reconnect fail at once
   // (StoreError): for an owner that is leaving because the store is gone and
   // must not wait out the call's deadline (Options::abandoned does the
   // same for every client of an owner). Any thread; a client that never

@@ -189,28 +189,28 @@ Cost one_failure_and_rejoin() {
 
 }  // namespace
 
-TEST_CASE("rendezvous: one failure costs a 3-node job at most 52 store requests to re-form") {
+TEST_CASE("rendezvous: one failure costs a 3-node job at most 50 store requests to re-form") {
   // Each node: the watcher's one wait-and-read of the event (2); the re-join
   // takes the event from it, the round from start_next_round's answer and
   // the step-outs from its own read, and writes no `next` for spares when
   // none waits (6); the wait for the round's completion
   // (2, the completer's COMPARE_SET and wake key instead), the wait for
   // the round's `assigned` and a read of its assignment, and the master
-  // (4; group rank 0, which writes it, reads the members
-  // instead, 3), and the assigner's read of every descriptor and write of
+  // (4; group rank 0, which writes it, 3: its assignment brings the
+  // members' addresses, which it read with a MULTI_GET of 2 more), and the assigner's read of every descriptor and write of
   // every assignment (4). The re-join's read takes the round number and
   // the config with the counts, and a node that found the round not yet
   // opened sends the COMPARE_SET that opens it with its join's ADD: as
-  // many requests as when each node sent its COMPARE_SETs alone (49), and
+  // many requests as when each node sent its COMPARE_SETs alone (47), and
   // one more for each node that found the round opened by another's ADD
-  // before its own went (up to 52), but a round trip fewer for every
+  // before its own went (up to 50), but a round trip fewer for every
   // node (below). It was 71: the watcher read the event twice, the
   // re-join once more, the join asked for the round and the step-outs
   // again, every member wrote `next`, and group rank 0 read back the master
   // it wrote.
   const Cost cost = one_failure_and_rejoin();
   INFO("store requests for one failure and the re-join of 3 nodes: " << cost.requests);
-  CHECK(cost.requests <= 52);
+  CHECK(cost.requests <= 50);
 }
 
 TEST_CASE("rendezvous: a re-joining node reads the counts and the round in one round trip, and opens it with its join") {

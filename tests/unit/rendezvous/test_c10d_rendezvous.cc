@@ -46,6 +46,83 @@ TEST_CASE("rendezvous: fixed size job gets unique ranks and one master") {
   CHECK(nodes[0]->members_seen.empty());
 }
 
+namespace {
+
+// A member whose client counts its MULTI_GETs: group rank 0 read every
+// member's descriptor with one before it could name the master (five pages
+// of 2,048 at 10,000 agents over etcd, while every member waited for it).
+struct CountingNode {
+  struct Client : FakeStore::Client {
+    using FakeStore::Client::Client;
+    std::vector<std::string> multi_get(const std::vector<std::string>& keys) override {
+      if (!in_wait_and_get) ++multi_gets;
+      return FakeStore::Client::multi_get(keys);
+    }
+    // The assigner's read of every descriptor (its default is a MULTI_GET).
+    std::vector<std::string> wait_and_get(const std::vector<std::string>& keys, Duration timeout) override {
+      in_wait_and_get = true;
+      auto values = FakeStore::Client::wait_and_get(keys, timeout);
+      in_wait_and_get = false;
+      return values;
+    }
+    std::atomic<int> multi_gets{0};
+    bool in_wait_and_get = false;
+  };
+  Client client;
+  C10dRendezvous rdzv;
+  std::vector<std::string> members_seen;
+  CountingNode(FakeStore& store, const std::string& addr, RendezvousSettings s)
+      : client(store, addr), rdzv(client, std::move(s),
+                                  [this](const std::vector<std::string>& members) {
+                                    members_seen = members;
+                                    return 1000;
+                                  },
+                                  [](const std::string&) {}) {}
+};
+
+// Each node's assignment and what group rank 0's pick_port was told.
+void join_counting(std::vector<std::unique_ptr<CountingNode>>& nodes) {
+  std::vector<std::future<Assignment>> futures;
+  for (auto& n : nodes) futures.push_back(std::async(std::launch::async, [&n] { return n->rdzv.next_rendezvous(); }));
+  for (auto& f : futures) REQUIRE(f.get().master_port == 1000);
+}
+
+}  // namespace
+
+TEST_CASE("rendezvous: group rank 0 takes the members' addresses from its assignment") {
+  FakeStore store;
+  std::vector<std::unique_ptr<CountingNode>> nodes;
+  for (const char* addr : {"10.0.0.3", "10.0.0.1", "10.0.0.2"})
+    nodes.push_back(std::make_unique<CountingNode>(store, addr, settings(3, 3)));
+  join_counting(nodes);
+  CountingNode& rank0 = *nodes[1];
+  auto seen = rank0.members_seen;
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == std::vector<std::string>{"10.0.0.1", "10.0.0.2", "10.0.0.3"});
+  CHECK(rank0.client.multi_gets == 0);
+  // Only its record carries them.
+  FakeStore::Client reader(store, "10.0.0.100");
+  int carrying = 0;
+  for (int slot = 0; slot < 3; ++slot)
+    carrying += !parse_assignment(reader.get("cxxrun/rdzv/job/r0/assign/" + std::to_string(slot), 1s)).member_addrs.empty();
+  CHECK(carrying == 1);
+}
+
+// Past what one write may carry (etcd refuses a request over 1.5 MiB), the
+// addresses stay out of the record and group rank 0 reads them.
+TEST_CASE("rendezvous: members whose addresses are too long to carry are read by group rank 0") {
+  FakeStore store;
+  std::vector<std::unique_ptr<CountingNode>> nodes;
+  for (const char* tail : {"a", "b", "c"})
+    nodes.push_back(std::make_unique<CountingNode>(store, std::string(200 * 1024, 'h') + tail, settings(3, 3)));
+  join_counting(nodes);
+  for (auto& n : nodes) {
+    if (n->members_seen.empty()) continue;
+    CHECK(n->members_seen.size() == 3);
+    CHECK(n->client.multi_gets == 1);
+  }
+}
+
 // The round watcher's connection is told event_prefix() (C10dBackend::watch)
 // and over etcd watches what is written under it: told the whole milestone
 // prefix, its watch brought every member each round's completion, wake keys,

@@ -70,13 +70,19 @@ TEST_CASE("rendezvous: a long liveness snapshot is written once, not into every 
 }
 
 TEST_CASE("rendezvous: an assignment record reads back as written, and a malformed one is one clear error") {
-  const AssignmentRecord a{3, 24, 64, "912:1,5"};
+  const AssignmentRecord a{3, 24, 64, "912:1,5", {}};
   const AssignmentRecord b = parse_assignment(describe(a));
   CHECK(b.group_rank == 3);
   CHECK(b.base_rank == 24);
   CHECK(b.world_size == 64);
   CHECK(b.alive == "912:1,5");
   CHECK(parse_assignment("0|0|8|").alive.empty());
+  CHECK(b.member_addrs.empty());
+  const AssignmentRecord zero = parse_assignment(describe(AssignmentRecord{0, 0, 64, "912", {"10.0.0.1", "::1", "n2"}}));
+  CHECK(zero.alive == "912");
+  CHECK(zero.member_addrs == std::vector<std::string>{"10.0.0.1", "::1", "n2"});
+  CHECK_THROWS_WITH(parse_assignment("0|0|8|912|10.0.0.1,,n2"),
+                    "malformed assignment in the rendezvous store: an empty address in '0|0|8|912|10.0.0.1,,n2'");
   CHECK_THROWS_WITH(parse_assignment("0|0"), "malformed assignment in the rendezvous store: '0|0'");
   CHECK_THROWS_AS(parse_assignment("x|0|8|"), RendezvousError);
 }
