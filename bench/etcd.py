@@ -375,8 +375,10 @@ def recover_rows(build, args, cluster, port, rows):
                 if backend == "etcd":
                     # The last run's leases (not revoked: its job ended well)
                     # lapse first, so that etcd's count of expired leases
-                    # during this run is this run's lapses.
-                    time.sleep(max(0.0, last_end + ttl + 2 - time.monotonic()))
+                    # during this run is this run's lapses, and etcd has
+                    # revoked them: it revokes 1,000 a second, so 10,000
+                    # lapsing took 10 s into the next run.
+                    time.sleep(max(0.0, last_end + ttl + 2 + n / 1000 - time.monotonic()))
                     compact(cluster)
                 before, expired = member_cpu(cluster), leases_expired(cluster)
                 r = run_json_sampled(cluster, argv + ["--nodes", str(n), "--recover", "1"], timeout=max(240, n // 5))
