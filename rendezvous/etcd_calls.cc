@@ -11,7 +11,6 @@
 #include "etcd/options.h"
 
 namespace cxxrun::rendezvous {
-namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -19,8 +18,6 @@ using std::chrono::milliseconds;
 milliseconds remaining(Clock::time_point deadline) {
   return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
 }
-
-}  // namespace
 
 etcd::Options etcd_options(const EtcdSettings& settings, milliseconds timeout) {
   // Every node lists the same members, and each asked the first: at 1,000

@@ -25,6 +25,10 @@ etcd::Options etcd_options(const EtcdSettings& settings, std::chrono::millisecon
 // The same, starting at member `first` (modulo their number).
 etcd::Options etcd_options(const EtcdSettings& settings, std::chrono::milliseconds timeout, size_t first);
 
+// A call's timeout that ends it by `deadline`: at least 1 ms, since etcd's
+// client reads zero as its default timeout.
+std::chrono::milliseconds remaining(std::chrono::steady_clock::time_point deadline);
+
 // Runs `write(timeout)`, a write whose second application changes nothing
 // (a put of this node's own key, a transaction guarded by a marker), again
 // while etcd answers that it may or may not have applied it: an overloaded

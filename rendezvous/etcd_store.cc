@@ -37,10 +37,6 @@ std::string common_prefix(const std::string& a, const std::string& b) {
   return a.substr(0, std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
 }
 
-milliseconds remaining(Clock::time_point deadline) {
-  return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
-}
-
 // 64 random bits and the pid: no two adders of a job share a name.
 std::string adder_name() {
   std::random_device random;
