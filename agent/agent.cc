@@ -68,7 +68,6 @@ std::unique_ptr<JobCgroup> contain(const Config& config, const std::string& toke
 // Where the hook lives when the run directory does not: removed at exit,
 // after a SIGKILL by the guardian, and after a SIGKILL of both by the next
 // agent's start (agent/process/stale_temp_dirs.h).
-constexpr const char* kHookDirPrefix = "cxxrun-hook-";
 struct HookDir {
   std::string removed_at_exit;
   HookDir() = default;
@@ -96,17 +95,18 @@ class DirRemoval {
   std::jthread thread_;
 };
 
-// Hook directories of agents killed together with their guardian (a
+// Temporary directories of agents killed together with their guardian (a
 // scheduler's SIGKILL of the whole step): nothing else removes them. Every
-// base hook_python may choose is looked in.
-void remove_stale_hook_dirs() {
+// base their makers may choose (safe_temp_base's, and /dev/shm) is looked in.
+void sweep_temp_dirs_of_gone_agents() {
   const char* tmpdir = getenv("TMPDIR");
   std::vector<std::string> bases;
   for (const char* base : {tmpdir, "/tmp", "/dev/shm"})
     if (base && *base && std::find(bases.begin(), bases.end(), base) == bases.end()) bases.push_back(base);
   int removed = 0;
-  for (const std::string& base : bases) removed += remove_stale_temp_dirs(base, kHookDirPrefix);
-  if (removed > 0) spdlog::info("removed {} hook directories left by agents that are gone", removed);
+  for (const std::string& base : bases)
+    for (const char* prefix : kOwnedTempDirPrefixes) removed += remove_stale_temp_dirs(base, prefix);
+  if (removed > 0) spdlog::info("removed {} temporary directories left by agents that are gone", removed);
 }
 
 // Every Python process of the job, the forkserver included, reads cxxrun's
@@ -121,7 +121,6 @@ void remove_stale_hook_dirs() {
 // a private temporary directory that nobody else can replace. A temporary
 // run directory's hook goes to such a directory in /dev/shm.
 void hook_python(const LogDir& logs, Guardian& guardian, HookDir& temporary) {
-  remove_stale_hook_dirs();
   std::string dir;
   std::string unsafe;
   if (logs.enabled()) {
@@ -233,6 +232,7 @@ int run(const Config& input) {
   LogDir logs(config, &guardian);
   std::string containment;
   std::unique_ptr<JobCgroup> cgroup = contain(config, token, guardian, containment);
+  sweep_temp_dirs_of_gone_agents();
   HookDir hook_dir;
   hook_python(logs, guardian, hook_dir);
   Postmortem postmortem(token);

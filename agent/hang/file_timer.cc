@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "agent/process/private_files.h"
+#include "agent/process/stale_temp_dirs.h"
 
 namespace cxxrun::agent {
 namespace {
@@ -43,7 +44,7 @@ std::string make_private_dir() {
     const char* tmpdir = std::getenv("TMPDIR");
     base = tmpdir && *tmpdir ? tmpdir : "/tmp";
   }
-  std::string tmpl = base + "/cxxrun_timer_XXXXXX";
+  std::string tmpl = owned_temp_template(base, kTimerDirPrefix);
   if (!mkdtemp(tmpl.data())) throw std::runtime_error("file timer: cannot create " + tmpl + ": " + strerror(errno));
   return tmpl;
 }

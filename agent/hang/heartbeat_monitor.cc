@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "agent/process/private_files.h"
+#include "agent/process/stale_temp_dirs.h"
 #include "common/heartbeat_layout.h"
 
 namespace cxxrun::agent {
@@ -40,7 +41,7 @@ std::string make_heartbeat_dir() {
   const char* tmpdir = std::getenv("TMPDIR");
   std::string base = writable_dir("/dev/shm") && replaceable_by_others("/dev/shm").empty() ? "/dev/shm" : safe_temp_base();
   if (base.empty()) base = writable_dir(tmpdir) ? tmpdir : "/tmp";
-  std::string tmpl = base + "/cxxrun_heartbeat_XXXXXX";
+  std::string tmpl = owned_temp_template(base, kHeartbeatDirPrefix);
   if (!mkdtemp(tmpl.data())) fail("create a directory in", base);
   return tmpl;
 }

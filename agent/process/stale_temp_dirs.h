@@ -15,6 +15,18 @@
 
 namespace cxxrun::agent {
 
+// The temporary directories an agent makes, each named with its prefix by
+// owned_temp_template and swept by the next agent's start: the Python hook's
+// (agent.cc), the forkserver's sitecustomize (agent/warm/zygote.cc), the
+// heartbeat pages without a run directory (agent/hang/heartbeat_monitor.cc)
+// and the file timer's FIFO (agent/hang/file_timer.cc).
+inline constexpr const char* kHookDirPrefix = "cxxrun-hook-";
+inline constexpr const char* kForkserverDirPrefix = "cxxrun-forkserver-";
+inline constexpr const char* kHeartbeatDirPrefix = "cxxrun_heartbeat_";
+inline constexpr const char* kTimerDirPrefix = "cxxrun_timer_";
+inline constexpr const char* kOwnedTempDirPrefixes[] = {kHookDirPrefix, kForkserverDirPrefix, kHeartbeatDirPrefix,
+                                                        kTimerDirPrefix};
+
 // "<dir>/<prefix><pid namespace>-<pid>-<start time>-XXXXXX" for this
 // process, a template for mkdtemp (or Guardian::make_temp_dir).
 std::string owned_temp_template(const std::string& dir, const std::string& prefix);

@@ -19,6 +19,7 @@
 
 #include "agent/forensics/failure.h"
 #include "agent/process/private_files.h"
+#include "agent/process/stale_temp_dirs.h"
 #include "agent/python/hook.h"
 #include "agent/python/sources.h"
 
@@ -58,7 +59,7 @@ std::string make_own_site() {
   const std::string base = safe_temp_base();
   if (base.empty())
     throw std::runtime_error("no temporary directory that only this user can change ($TMPDIR, /tmp, /dev/shm)");
-  std::string dir = base + "/cxxrun-forkserver-XXXXXX";
+  std::string dir = owned_temp_template(base, kForkserverDirPrefix);
   if (!mkdtemp(dir.data()))
     throw std::runtime_error("cannot create a directory in " + dir.substr(0, dir.rfind('/')) + ": " + strerror(errno));
   const std::string file = dir + "/sitecustomize.py";

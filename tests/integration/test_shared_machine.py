@@ -170,6 +170,20 @@ def made_in(directory):
         os.close(fd)
 
 
+def owned_by(pid):
+    """The temporary directories agent `pid` made and left, wherever the
+    agent may make them: each is named <prefix><pid namespace>-<pid>-<start
+    time>-<random> (agent/process/stale_temp_dirs.h)."""
+    found = set()
+    for base in (clean_env()["TMPDIR"], "/tmp", "/dev/shm"):
+        for prefix in ("cxxrun-hook-", "cxxrun-forkserver-", "cxxrun_heartbeat_", "cxxrun_timer_"):
+            for d in glob.glob(os.path.join(base, prefix + "*")):
+                fields = os.path.basename(d)[len(prefix):].split("-")
+                if len(fields) == 4 and fields[1] == str(pid):
+                    found.add(d)
+    return found
+
+
 class SharedMachine(TempDirTest):
     def shared_log_dir(self):
         # A world-writable, sticky --log-dir another user can reach.
@@ -312,10 +326,10 @@ class SharedMachine(TempDirTest):
                     finally:
                         end(p)
 
-    def test_the_next_agent_removes_the_hook_directory_of_one_killed_with_its_guardian(self):
+    def test_the_next_agent_removes_the_temporary_directories_of_one_killed_with_its_guardian(self):
         # A scheduler's SIGKILL of the whole step (Slurm past KillWait) takes
-        # the guardian too: nothing is left to remove the hook's directory
-        # but the next agent's start.
+        # the guardian too: nothing is left to remove the hook's directory,
+        # or the forkserver's, but the next agent's start.
         os.chmod(self.dir, 0o755)
         logs = os.path.join(self.dir, "open")
         os.mkdir(logs)
@@ -334,18 +348,50 @@ class SharedMachine(TempDirTest):
             wait_for(lambda: guardian.extend(guardians_of(p.pid)) or guardian, timeout=20, what="the guardian")
             left = set(glob.glob(hooks)) - before
             self.assertEqual(len(left), 1, left)
+
             os.kill(guardian[0], signal.SIGKILL)  # first, or it removes the directory
             os.kill(p.pid, signal.SIGKILL)
             p.wait(timeout=30)
             wait_for(lambda: dead(guardian[0]), timeout=30, what="the guardian to die")
             self.assertEqual(set(glob.glob(hooks)) - before, left, "the killed guardian removed it after all")
+            self.assertEqual(owned_by(p.pid), left)
         finally:
             open(go, "w").close()  # the orphaned worker ends
             end(p)
         rc, _, err = run(["--nproc-per-node=1", f"--log-dir={logs}", script, go], timeout=60)
         self.assertEqual(rc, 0, err)
         self.assertFalse(left & set(glob.glob(hooks)), "the next agent left the dead agent's hook directory")
-        self.assertRegex(err, r"removed [1-9]\d* hook directories left by agents that are gone")
+        self.assertEqual(owned_by(p.pid), set(), "the next agent left the dead agent's temporary directories")
+        self.assertRegex(err, r"removed [1-9]\d* temporary directories left by agents that are gone")
+
+    def test_the_next_agent_removes_the_heartbeat_pages_of_one_killed_with_its_guardian(self):
+        # Without a run directory the heartbeat pages go to a temporary
+        # directory of their own, which the guardian never knew of: an agent
+        # SIGKILLed left it for good.
+        script = os.path.join(self.dir, "w.py")
+        with open(script, "w") as f:
+            f.write(WAITING)
+        go = os.path.join(self.dir, "go")
+        p = start(["--nproc-per-node=1", "--log-dir=/dev/null", script, go])
+        guardian, made = [], set()
+        try:
+            wait_for(lambda: made.update(owned_by(p.pid)) or any(
+                os.path.basename(d).startswith("cxxrun_heartbeat_") for d in made), timeout=60,
+                what="the heartbeat pages' directory")
+            wait_for(lambda: guardian.extend(guardians_of(p.pid)) or guardian, timeout=20, what="the guardian")
+            os.kill(guardian[0], signal.SIGKILL)
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+            wait_for(lambda: dead(guardian[0]), timeout=30, what="the guardian to die")
+            left = owned_by(p.pid)
+            self.assertTrue(any(os.path.basename(d).startswith("cxxrun_heartbeat_") for d in left), left)
+        finally:
+            open(go, "w").close()  # the orphaned worker ends
+            end(p)
+        rc, _, err = run(["--nproc-per-node=1", "--log-dir=/dev/null", script, go], timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(owned_by(p.pid), set(), "the next agent left the dead agent's temporary directories")
+        self.assertRegex(err, r"removed [1-9]\d* temporary directories left by agents that are gone")
 
     def test_everything_in_the_run_directory_is_private_whatever_the_umask(self):
         script = os.path.join(self.dir, "wedge.py")
