@@ -37,6 +37,14 @@ std::string common_prefix(const std::string& a, const std::string& b) {
   return a.substr(0, std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
 }
 
+// compare_set's compare of etcd key `k`: absent (its create revision 0) for
+// an empty `expected`, else holding it.
+etcd::Compare holds_expected(const std::string& k, const std::string& expected) {
+  using etcd::Compare;
+  return expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
+                          : Compare::value_is(k, Compare::Result::equal, expected);
+}
+
 // 64 random bits and the pid: no two adders of a job share a name.
 std::string adder_name() {
   std::random_device random;
@@ -107,13 +115,10 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
 }
 
 int64_t EtcdStore::add_and_compare_set(const std::string& counter, const CompareSet& also) {
-  using etcd::Compare;
   const std::string k = etcd_key(also.key);
-  const Compare holds = also.expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
-                                              : Compare::value_is(k, Compare::Result::equal, also.expected);
   // Inside the add's transaction: applied with it, once however often the
   // add is sent; only the first of many finds the key as expected.
-  return add_one(counter, {etcd::Op::txn({holds}, {etcd::Op::put(k, also.desired)})});
+  return add_one(counter, {etcd::Op::txn({holds_expected(k, also.expected)}, {etcd::Op::put(k, also.desired)})});
 }
 
 int64_t EtcdStore::add_one(const std::string& key, std::vector<etcd::Op> with) {
@@ -161,17 +166,23 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
 
 std::string EtcdStore::compare_set_after(const std::string& key, const std::string& expected,
                                          const std::string& desired, const std::optional<std::string>& now) {
-  using etcd::Compare;
-  const std::string k = etcd_key(key);
   if (auto answer = store::compare_set_without_write(now, expected)) return *answer;
-  const Compare holds = expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
-                                         : Compare::value_is(k, Compare::Result::equal, expected);
+  return compare_set_txn(key, expected, desired, {});
+}
+
+std::string EtcdStore::compare_set_txn(const std::string& key, const std::string& expected, const std::string& desired,
+                                       const std::vector<etcd::Op>& also) {
+  const std::string k = etcd_key(key);
+  std::vector<etcd::Op> success{etcd::Op::put(k, desired)}, failure{etcd::Op::get(k)};
+  success.insert(success.end(), also.begin(), also.end());
+  failure.insert(failure.end(), also.begin(), also.end());
   // Sent again if etcd may or may not have applied it: a second send finds
-  // the value it wrote and reads it back, which is what the first answers.
+  // the value it wrote and reads it back, which is what the first answers
+  // (and writes `also` again, the same values).
   etcd::TxnResult r;
   guarded("compare_set", key, [&] {
     resend_while_indeterminate(Clock::now() + timeout_, [&](milliseconds t) {
-      r = client_->txn({holds}, {etcd::Op::put(k, desired)}, {etcd::Op::get(k)}, t);
+      r = client_->txn({holds_expected(k, expected)}, success, failure, t);
     });
   });
   if (r.succeeded) return desired;
@@ -181,22 +192,7 @@ std::string EtcdStore::compare_set_after(const std::string& key, const std::stri
 }
 
 std::string EtcdStore::compare_set_and_set(const CompareSet& first, const std::string& key, const std::string& value) {
-  using etcd::Compare;
-  const std::string k = etcd_key(first.key);
-  const Compare holds = first.expected.empty() ? Compare::create_revision_is(k, Compare::Result::equal, 0)
-                                               : Compare::value_is(k, Compare::Result::equal, first.expected);
-  const etcd::Op also = etcd::Op::put(etcd_key(key), value);
-  // Sent again as compare_set's is: a second send finds the value the first
-  // wrote and reads it back, and sets `key` to the same value again.
-  etcd::TxnResult r;
-  guarded("compare_set", first.key, [&] {
-    resend_while_indeterminate(Clock::now() + timeout_, [&](milliseconds t) {
-      r = client_->txn({holds}, {etcd::Op::put(k, first.desired), also}, {etcd::Op::get(k), also}, t);
-    });
-  });
-  if (r.succeeded) return first.desired;
-  if (r.responses.empty() || r.responses.front().kvs.empty()) return first.expected;  // absent: torch's quirk
-  return r.responses.front().kvs.front().value;
+  return compare_set_txn(first.key, first.expected, first.desired, {etcd::Op::put(etcd_key(key), value)});
 }
 
 // Every key read in one transaction of ranges (read-only: etcd answers it

@@ -136,6 +136,9 @@ class EtcdStore : public store::StoreClient {
   // compare_set given the key's value as just read (nullopt: absent).
   std::string compare_set_after(const std::string& key, const std::string& expected, const std::string& desired,
                                 const std::optional<std::string>& now);
+  // compare_set's transaction, with `also` on both of its branches.
+  std::string compare_set_txn(const std::string& key, const std::string& expected, const std::string& desired,
+                              const std::vector<etcd::Op>& also);
   // Each key's value (nullopt: absent), one snapshot, and its revision: a
   // watch from after it misses nothing. More keys than one txn holds, under
   // a common prefix, are read as pages of that prefix's range; others in
