@@ -306,7 +306,11 @@ exec sleep 120 {self.marker}
         # workers started, straight from slurmd to every process of the step
         # (proctrack/linuxproc), and killed them before their trap (exit
         # 138, two fresh-clone CI runs of 2026-11-27); a 2-minute limit saw
-        # none come in time in two of four.
+        # none come in time in two of four. slurmstepd signals every process
+        # of the step, the workers too, so a worker's trap may end it before
+        # the agent's loop forwards its own copy ("forwarding SIGUSR1 to 0
+        # workers", CI of 2026-11-28): the agent must have handled the
+        # signal, not died of it, whatever count it forwarded to.
         out = self.out
         worker = self.worker(f"""trap 'echo $SECONDS > {out}/usr1.$RANK; exit 0' USR1
 touch {out}/started.$RANK
@@ -321,7 +325,7 @@ exit 3
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertEqual(sorted(n for n in os.listdir(out) if n.startswith("usr1.")),
                              ["usr1.0", "usr1.1", "usr1.2", "usr1.3"], p.stderr)
-            self.assertIn("forwarding SIGUSR1 to 2 workers", p.stderr)
+            self.assertRegex(p.stderr, r"forwarding SIGUSR1 to [0-2] workers")
             print(f"\nSIGUSR1 reached every worker; job ended {time.monotonic() - started:.1f}s after srun",
                   flush=True)
 
