@@ -11,6 +11,7 @@
 #include <openssl/ssl.h>
 
 #include <atomic>
+#include <utility>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -379,10 +380,21 @@ struct GrpcConnection::Impl {
 
   GrpcResponse open_stream(const GrpcRequest& request, Clock::time_point deadline,
                            Clock::time_point connect_deadline) {
-    close();
-    bool fresh = true;
-    const int32_t id = start(request, deadline, connect_deadline, fresh);
-    GrpcStream& s = await(id, [](const GrpcStream& s) { return s.headers && s.error.empty(); }, deadline, fresh);
+    end_stream();
+    bool fresh = false;
+    int32_t id = start(request, deadline, connect_deadline, fresh);
+    // As call(): a GOAWAY on its way when start() looked refuses the stream
+    // unprocessed, and it goes again once, on a fresh connection.
+    auto opened = [&](const GrpcStream& s) {
+      return (s.headers && s.error.empty()) || (!fresh && s.closed && !s.ended && s.reset_code == kRefusedStream);
+    };
+    GrpcStream* answer = &await(id, opened, deadline, fresh);
+    if (!answer->headers) {
+      close();
+      id = start(request, deadline, connect_deadline, fresh);
+      answer = &await(id, opened, deadline, fresh);
+    }
+    GrpcStream& s = *answer;
     if (auto status = refused(s)) {
       close();
       return {*status, {}};
@@ -394,6 +406,16 @@ struct GrpcConnection::Impl {
     }
     stream_id = id;
     return {};
+  }
+
+  void end_stream() {
+    if (!session || stream_id == 0) return;
+    session->forget(std::exchange(stream_id, 0));
+    flush();
+    // The cancel goes out now, not with the next request: until the member
+    // reads it, it keeps sending the stream's events.
+    ioc.restart();
+    ioc.poll();
   }
 
   bool read_message(std::string& out, Clock::time_point deadline) {
@@ -484,6 +506,13 @@ GrpcResponse GrpcConnection::call(const GrpcRequest& request, Clock::time_point 
 GrpcResponse GrpcConnection::open_stream(const GrpcRequest& request, Clock::time_point deadline,
                                          Clock::time_point connect_deadline) {
   return guarded(*this, [&] { return impl_->open_stream(request, deadline, connect_deadline); });
+}
+
+void GrpcConnection::end_stream() {
+  guarded(*this, [&] {
+    impl_->end_stream();
+    return 0;
+  });
 }
 
 bool GrpcConnection::read_message(std::string& out, Clock::time_point deadline) {

@@ -8,7 +8,7 @@
 // side (END_STREAM): unary calls, and etcd's two streaming calls as we use
 // them (a lease keep-alive answers the one request, then ends; a watch keeps
 // answering after our side has ended). Calls on one connection go one at a
-// time (the watch has a connection of its own).
+// time (the watch has a connection of its own, which its next stream reuses).
 #pragma once
 
 #include <memory>
@@ -40,12 +40,21 @@ class GrpcConnection {
   // with sent false where the member refused the stream on a fresh one.
   GrpcResponse call(const GrpcRequest& request, Clock::time_point deadline, Clock::time_point connect_deadline);
 
-  // The streaming form (watch): sends the request on a fresh connection and
-  // waits for the answer's headers. A call that ended at once (trailers
-  // only: a refusal) comes back with its status; otherwise status.code is 0
-  // and the messages are left to read_message.
+  // The streaming form (watch): sends the request and waits for the
+  // answer's headers. A stream already open is cancelled first; the new one
+  // goes on the same connection where it is still live (a watch moved to
+  // another key costs the member a stream, not a connection), on a fresh
+  // one where not, and again once on a fresh one where the member refused
+  // it unprocessed. A call that ended at once (trailers only: a refusal)
+  // comes back with its status; otherwise status.code is 0 and the
+  // messages are left to read_message.
   GrpcResponse open_stream(const GrpcRequest& request, Clock::time_point deadline,
                            Clock::time_point connect_deadline);
+
+  // Cancels the open stream (RST_STREAM CANCEL) and keeps the connection
+  // for the next open_stream: what the member still sends for the stream is
+  // dropped as it arrives. Does not block.
+  void end_stream();
 
   // The stream's next whole message, appended to `out`. False when the
   // deadline passed first; what has arrived is kept for the next call, so

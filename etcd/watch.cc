@@ -25,18 +25,38 @@ constexpr char kWatch[] = "/etcdserverpb.Watch/Watch";
 
 struct Watch::Impl {
   Impl(const Options& options, std::string k, Scope scope, int64_t start)
-      : transport(options), key(std::move(k)), start_revision(start),
-        reasons(transport.endpoints().size()),
-        permanent(reasons.size(), 0) {
+      : transport(options), reasons(transport.endpoints().size()), permanent(reasons.size(), 0) {
+    aim(std::move(k), scope, start);
+  }
+
+  // What to watch, from where: the creation's, or restart()'s.
+  void aim(std::string k, Scope scope, int64_t start) {
+    key = std::move(k);
+    range_end.clear();
     if (scope == Scope::prefix) {
       Op op = Op::get_prefix(key);
       key = op.key;
       range_end = op.range_end;
     }
-    if (start > 0) {
-      last = start - 1;
-      known = true;
-    }
+    start_revision = start;
+    last = start > 0 ? start - 1 : 0;
+    known = start > 0;
+    connected = false;
+    connections = 0;
+    broken_since = Clock::now();  // "not yet connected" ends in a throw at the creation's deadline
+    reasons.assign(reasons.size(), std::nullopt);
+    permanent.assign(permanent.size(), 0);
+    any_answered = false;
+    streak = 0;
+    backoff = Backoff();
+  }
+
+  // Creates the watch within the options' timeout, as the constructor
+  // promises; quietly nothing when cancelled.
+  void create() {
+    if (establish(Clock::now() + transport.options().timeout) || cancelled) return;
+    throw EtcdTimeout(name() + ": not created in " + format_duration(transport.options().timeout) +
+                      (failures().empty() ? "" : ": " + failures()));
   }
 
   Transport transport;  // endpoints, TLS and token; its own requests only authenticate
@@ -135,7 +155,9 @@ struct Watch::Impl {
         throw EtcdUnavailable(name() + ": no member reachable in " + spent + ": " + failures());
       }
       if (now >= deadline) return false;
-      install(std::make_unique<GrpcConnection>(member(), transport.tls()));
+      // The connection of a stream that ended well (stop(), restart(), a
+      // refusal to try again) carries the next; one that failed is gone.
+      if (!connection) install(std::make_unique<GrpcConnection>(member(), transport.tls()));
       try {
         int64_t from = known ? last + 1 : start_revision;
         GrpcRequest request{kWatch, wire::watch_create_request(key, range_end, from), transport.token(deadline)};
@@ -290,13 +312,19 @@ struct Watch::Impl {
 
 Watch::Watch(const Options& options, std::string key, Scope scope, int64_t start_revision)
     : impl_(std::make_unique<Impl>(options, std::move(key), scope, start_revision)) {
-  auto deadline = Clock::now() + options.timeout;
-  impl_->broken_since = Clock::now();  // "not yet connected" ends in a throw at the same deadline
-  if (!impl_->establish(deadline)) {
-    if (impl_->cancelled) return;
-    throw EtcdTimeout(impl_->name() + ": not created in " + format_duration(options.timeout) +
-                      (impl_->failures().empty() ? "" : ": " + impl_->failures()));
-  }
+  impl_->create();
+}
+
+void Watch::stop() {
+  if (impl_->connection) impl_->connection->end_stream();
+  impl_->connected = false;
+}
+
+void Watch::restart(std::string key, Scope scope, int64_t start_revision, std::chrono::milliseconds timeout) {
+  stop();
+  impl_->transport.options().timeout = timeout;
+  impl_->aim(std::move(key), scope, start_revision);
+  impl_->create();
 }
 
 Watch::~Watch() = default;

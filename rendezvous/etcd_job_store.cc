@@ -65,7 +65,7 @@ std::unique_ptr<store::StoreClient> EtcdJobStore::connect_another(std::chrono::m
 
 void EtcdJobStore::leave(bool succeeded, int members, const std::function<void()>& first) {
   // Before anything: a DELETE of another leaving member's key is no news.
-  liveness_.stop_watching();
+  liveness_.stop_watching(true);
   try {
     if (first) first();
     // The job's keys outlive its agents in etcd: the last member to leave

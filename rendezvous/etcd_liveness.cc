@@ -181,9 +181,9 @@ std::optional<std::pair<int64_t, std::set<int>>> parse_snapshot(const std::strin
 }  // namespace
 
 void EtcdLiveness::joined(const std::string& alive_prefix, int members, const std::string& snapshot) {
+  stop_watching();
   watched_ = key_prefix_ + alive_prefix;
   members_ = members;
-  watch_.reset();
   auto taken = parse_snapshot(snapshot);
   if (!taken) taken = read_dead(watched_, members, read_timeout_);
   dead_ = taken->second;
@@ -192,11 +192,19 @@ void EtcdLiveness::joined(const std::string& alive_prefix, int members, const st
   rewatch(read_timeout_);
 }
 
+void EtcdLiveness::open_watch(int64_t from, milliseconds timeout) {
+  if (auto reused = std::move(stopped_)) {
+    reused->restart(watched_, etcd::Watch::Scope::prefix, from, timeout);
+    watch_ = std::move(reused);
+  } else {
+    watch_ = std::make_unique<etcd::Watch>(etcd_options(etcd_, timeout), watched_, etcd::Watch::Scope::prefix, from);
+  }
+}
+
 void EtcdLiveness::rewatch(milliseconds timeout) {
   if (resume_from_ == 0) return resync(timeout);
   try {
-    watch_ = std::make_unique<etcd::Watch>(etcd_options(etcd_, timeout), watched_, etcd::Watch::Scope::prefix,
-                                           resume_from_);
+    open_watch(resume_from_, timeout);
   } catch (const etcd::EtcdCompacted& e) {
     resync(timeout);
   } catch (const etcd::EtcdError& e) {
@@ -207,7 +215,7 @@ void EtcdLiveness::rewatch(milliseconds timeout) {
 void EtcdLiveness::resync(milliseconds timeout) {
   spdlog::warn("the members' leases changed further back than etcd keeps history; reading them again");
   try {
-    watch_ = std::make_unique<etcd::Watch>(etcd_options(etcd_, timeout), watched_, etcd::Watch::Scope::prefix, 0);
+    open_watch(0, timeout);
     dead_ = read_dead(watched_, members_, timeout).second;
   } catch (const std::exception& e) {  // etcd's errors, or the store's from read_dead
     watch_.reset();
@@ -266,7 +274,9 @@ int EtcdLiveness::count_alive(const std::string& alive_prefix, int members) {
   return static_cast<int>(count_slots(key_prefix_ + alive_prefix, members, call_timeout_).count);
 }
 
-void EtcdLiveness::stop_watching() {
+void EtcdLiveness::stop_watching(bool for_good) {
+  if (for_good) stopped_.reset();
+  else if (watch_) (stopped_ = std::move(watch_))->stop();
   watch_.reset();
   watched_.clear();
   dead_.clear();
@@ -275,7 +285,7 @@ void EtcdLiveness::stop_watching() {
 void EtcdLiveness::release() {
   // Closed first: the revokes of a whole job leaving at once are not
   // pushed to every member that is leaving too.
-  stop_watching();
+  stop_watching(true);
   if (lease_ == 0) return;
   try {
     client_.lease_revoke(lease_, call_timeout_);

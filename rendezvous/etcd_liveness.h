@@ -54,9 +54,10 @@ class EtcdLiveness : public MemberLiveness {
   std::vector<int> dead_slots() override;
   int count_alive(const std::string& alive_prefix, int members) override;
 
-  // Closes the watch on the others' leases: a node that is leaving has no
-  // use for their DELETEs.
-  void stop_watching();
+  // Stops the watch on the others' leases: a node that is re-joining or
+  // leaving has no use for their DELETEs. Its connection is kept for the
+  // next round's watch (etcd::Watch::restart) unless `for_good`.
+  void stop_watching(bool for_good = false);
   // Revokes the lease: the others see this node go at once, not a TTL
   // later. Best effort, bounded by one call's deadline.
   void release();
@@ -73,6 +74,9 @@ class EtcdLiveness : public MemberLiveness {
   // from later).
   bool lease_holds() const;
   void rewatch(std::chrono::milliseconds timeout);
+  // The watch of watched_ from `from` (0: from now), on the stopped watch's
+  // connection where there is one. Throws as etcd::Watch's constructor.
+  void open_watch(int64_t from, std::chrono::milliseconds timeout);
   // The history since resume_from_ is gone: a watch from now, then who is
   // alive read again.
   void resync(std::chrono::milliseconds timeout);
@@ -101,6 +105,7 @@ class EtcdLiveness : public MemberLiveness {
   int members_ = 0;
   int64_t resume_from_ = 0;
   std::unique_ptr<etcd::Watch> watch_;
+  std::unique_ptr<etcd::Watch> stopped_;  // the last round's, stopped: its connection serves the next
   std::set<int> dead_;
 };
 

@@ -1,5 +1,5 @@
 // etcd::Watch (etcd/watch.h) against a fake member: how long a broken
-// stream is made again.
+// stream is made again, and which connection a restarted watch uses.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
@@ -46,4 +46,63 @@ TEST_CASE("etcd watch: a broken stream is made again for the time set, not the c
   } else {
     CHECK_THROWS_AS(watch.next(3s), etcd::EtcdError);
   }
+}
+
+namespace {
+
+const std::string kCreated = R"({"result":{"header":{"revision":"5"},"created":true}})";
+
+std::string put_event(const std::string& key, int revision) {
+  return R"({"result":{"header":{"revision":")" + std::to_string(revision) + R"("},"events":[{"kv":{"key":")" +
+         etcd::base64_encode(key) + R"(","value":")" + etcd::base64_encode("1") + R"(","mod_revision":")" +
+         std::to_string(revision) + R"("}}]}})";
+}
+
+}  // namespace
+
+TEST_CASE("etcd watch: restart() is a new stream on the same connection, and the old stream ends") {
+  Member member([&](const Member::Request& r) -> std::string {
+    if (r.target != "/v3/watch") return Member::answer(404, "Not Found");
+    return Member::stream({kCreated});
+  });
+  etcd::Options options;
+  options.endpoints = etcd::parse_endpoints({member.endpoint()}, etcd::Protocol::http);
+  options.timeout = 5s;
+  etcd::Watch watch(options, "/p/r0/", etcd::Watch::Scope::prefix, 6);
+  watch.stop();
+  watch.restart("/p/r1/", etcd::Watch::Scope::prefix, 9, 5s);
+  CHECK(member.connections() == 1);
+  const auto requests = member.requests();
+  REQUIRE(requests.size() == 2);
+  CHECK(requests[1].body.find(etcd::base64_encode("/p/r1/")) != std::string::npos);
+  CHECK(requests[1].body.find("\"start_revision\":\"9\"") != std::string::npos);
+  // The member sees the first stream cancelled: one stream takes a push.
+  int took = 0;
+  for (int i = 0; i < 500 && (took = member.push(put_event("/p/r1/a", 9))) != 1; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(took == 1);
+  auto events = watch.next(3s);
+  REQUIRE(events);
+  CHECK(events->front().kv.key == "/p/r1/a");
+  CHECK(watch.revision() == 9);
+}
+
+TEST_CASE("etcd watch: restart() after the member closed the connection makes a new one") {
+  int watches = 0;
+  Member member([&](const Member::Request& r) -> std::string {
+    if (r.target != "/v3/watch") return Member::answer(404, "Not Found");
+    if (watches++ == 0) return Member::kCloseAfter + Member::stream({kCreated});
+    return Member::stream({kCreated});
+  });
+  etcd::Options options;
+  options.endpoints = etcd::parse_endpoints({member.endpoint()}, etcd::Protocol::http);
+  options.timeout = 5s;
+  etcd::Watch watch(options, "/p/r0/", etcd::Watch::Scope::prefix, 6);
+  std::this_thread::sleep_for(50ms);  // the close arrives
+  watch.restart("/p/r1/", etcd::Watch::Scope::prefix, 9, 5s);
+  CHECK(member.connections() == 2);
+  CHECK(member.count("/v3/watch") == 2);
+  CHECK(member.push(put_event("/p/r1/b", 10)) == 1);
+  auto events = watch.next(3s);
+  REQUIRE(events);
+  CHECK(events->front().kv.key == "/p/r1/b");
 }

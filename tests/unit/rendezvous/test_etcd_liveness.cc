@@ -59,3 +59,35 @@ TEST_CASE("etcd liveness: a broken watch is made again with a call's time, not a
   CHECK(dead == std::vector<int>{1});
 }
 
+
+// Each of 10,000 agents re-joining opened a new connection for the next
+// round's watch, and the members spent a large share of the recovery
+// accepting them (bench/RESULTS.md): the next round's watch is a new stream
+// on the last one's connection.
+TEST_CASE("etcd liveness: the next round's watch rides the last round's connection") {
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target != "/v3/watch") return EtcdMember::answer(404, "Not Found");
+    return EtcdMember::stream({R"({"result":{"header":{"revision":"5"},"created":true}})"});
+  });
+  const auto settings = settings_for(member);
+  etcd::Client client(rendezvous::etcd_options(settings.etcd, 1s));
+  rendezvous::EtcdLiveness liveness(settings, client, "/p");
+  liveness.joined("/r0/alive/", 3, "5");
+  CHECK(liveness.dead_slots().empty());
+  liveness.stop_watching();  // what joining the next round does first
+  liveness.joined("/r1/alive/", 3, "6");
+  CHECK(member.count("/v3/watch") == 2);
+  CHECK(member.connections() == 1);
+  // Only the new round's stream is open, and its DELETE is seen.
+  const std::string gone = R"({"result":{"header":{"revision":"8"},"events":[{"type":"DELETE","kv":{"key":")" +
+                           etcd::base64_encode("/p/r1/alive/0000000002") + R"(","mod_revision":"8"}}]}})";
+  int took = 0;
+  for (int i = 0; i < 500 && (took = member.push(gone)) != 1; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(took == 1);
+  std::vector<int> dead;
+  for (int i = 0; i < 100 && dead.empty(); ++i) {
+    dead = liveness.dead_slots();
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(dead == std::vector<int>{2});
+}
