@@ -11,7 +11,8 @@
 // round's alive keys), the milestones served from one watch per store
 // (EtcdStore::expect_waits_under), over etcd's gRPC API as etcd/ speaks it:
 // one kept-alive HTTP/2 connection per agent for unary calls, one per open
-// watch. The sequence is
+// watch (the liveness watch's kept from round to round, each round's watch
+// a new stream on it: etcd::Watch::restart). The sequence is
 // written once, below, one coroutine per step of the product (join,
 // wait_for_completion, publish_assignments, assign, recover); if the
 // product's sequence changes, these must follow. Checked against the real
@@ -23,8 +24,9 @@
 // --recover 1: then in-job recovery, as rdzv_load --recover 1 drives it
 // through the real code: once every agent holds round 0, agent 0 publishes
 // a failure record and the `abort` event; every agent, woken by its watch
-// on the round's event, reads the waiting count and who stepped out, opens
-// round 1, and joins it expecting N (C10dBackend::rejoin).
+// on the round's event, joins round 1 expecting N with the check that
+// nothing else changed on its ADD, which opens the round
+// (C10dBackend::rejoin, C10dRendezvous::rejoin_if_unchanged).
 // --spread 1: agent i talks to member i mod M only (rdzv_load --spread 1), as
 // the product's nodes each start at a member of their own (etcd_options).
 // --keep-alive S: the agents' keep_alive_interval (1 s, the agent's
@@ -120,6 +122,7 @@ struct AgentState {
   int64_t added_created = 0;  // the last add's counter's create revision
   Clock::time_point holds_until;  // EtcdLiveness::holds_until_
   bool open_with_join = false;    // C10dRendezvous::open_with_join_
+  int check_from = -1;  // rejoin_if_unchanged's round: the next join's ADD carries its check
   int round = -1, slot = -1, members = 0, opened = -1;
   int rank = -1;
   std::string master;
@@ -238,16 +241,13 @@ class Sim : Loop {
     co_await milestone(a, event_key(s.round), /*wait=*/true, /*beat=*/true);
     ++sh_.woken;
     at_least(sh_.t_woken, now_ns());
-    // waiting_and_stepped_out: add_and_get_if_set_each(count, 0, {out, round, config}), one txn of
-    // ranges; start_next_round(false) answers its compare_sets from it, and a node that found the
-    // round still this one opens it with its join's add (add_and_compare_set)
-    const std::vector<std::string> counts{rk(s.round, "count"), rk(s.round, "out"), job("round"), job("config")};
-    const auto read = co_await read_many(a, counts);
-    co_await beat_if_due(a);
-    const std::string was = std::to_string(s.round), next = std::to_string(s.round + 1);
-    std::string opened = read.first.at(2).value_or(was);  // absent: `expected`, torch's quirk
-    if (read.first.at(2) == was) opened = next, s.open_with_join = true;
-    s.opened = std::stoi(opened);
+    // C10dBackend::rejoin, nothing changed but the failure: rejoin_if_unchanged joins round+1 with
+    // the check on its ADD (add_if_unchanged: the round's count still N, none stepped out, the
+    // config this job's), which opens the round as add_and_compare_set does. The sim makes no
+    // spare and no step-out: a check that fails is an error here, not the product's slower path.
+    s.check_from = s.round;
+    s.opened = s.round + 1;
+    s.open_with_join = true;
     co_await join(a, o_.nodes, /*config_known=*/true);
   }
 
@@ -262,12 +262,13 @@ class Sim : Loop {
     round = std::max(round, s.round + 1);
     co_await beat_if_due(a);
     const bool open = std::exchange(s.open_with_join, false);
-    const int slot = static_cast<int>(co_await add(a, rk(round, "count"), open ? round : -1)) - 1;
+    const int slot = static_cast<int>(co_await add(a, rk(round, "count"), open ? round : -1, std::exchange(s.check_from, -1))) - 1;
     // milestones_follow: a count first added to after the watch began: the round's group is not read.
     if (s.milestones && s.added_created >= s.milestones_from) s.read_groups.insert(mk(round, ""));
-    // EtcdLiveness::joining: the last round's watch closed, the lease renewed (or granted) unless its
-    // last renewal holds for an interval and a half yet, the alive key and the descriptor in one txn.
-    close_conn(s.alive);
+    // EtcdLiveness::joining: the last round's watch stopped (its connection kept for the next), the
+    // lease renewed (or granted) unless its last renewal holds for an interval and a half yet, the
+    // alive key and the descriptor in one txn.
+    if (s.alive) stop_watch(*s.alive);
     if (s.lease == 0 || s.holds_until - Clock::now() <= interval_ * 3 / 2) {
       if (s.lease == 0 || co_await keep_alive(a) == 0) co_await grant(a);
       s.last_beat = Clock::now();
@@ -333,7 +334,9 @@ class Sim : Loop {
     std::string alive = f.size() > 3 ? f[3] : "";
     if (alive == "@") alive = co_await get(a, rk(round, "alive_snapshot"), true);
     const std::string prefix = rk(round, "alive/");
-    s.alive = open_watch(a, body::watch(prefix, prefix_end(prefix), std::stoll(alive.substr(0, alive.find(':'))) + 1));
+    const json create = body::watch(prefix, prefix_end(prefix), std::stoll(alive.substr(0, alive.find(':'))) + 1);
+    if (s.alive) restart_watch(*s.alive, create);
+    else s.alive = open_watch(a, create);
     s.alive->liveness = true;
   }
 
@@ -416,11 +419,20 @@ class Sim : Loop {
   }
 
   // add(k, 1): a txn of [put k, range k, put marker] if the marker is absent; with `open` >= 0
-  // (add_and_compare_set), the round's opening compare_set from open-1 to open nested inside.
-  Task<int64_t> add(Agent& a, const std::string& k, int open = -1) {
+  // (add_and_compare_set), the round's opening compare_set from open-1 to open nested inside; with
+  // `check` >= 0 (add_if_unchanged), only while round `check`'s count is still its members, none of
+  // them stepped out and the config is this job's, its keys and the round read where not.
+  Task<int64_t> add(Agent& a, const std::string& k, int open = -1, int check = -1) {
     AgentState& s = st(a);
     const std::string marker = k + "/adds/" + s.adder + "-" + std::to_string(++s.adds);
     json request = body::add(k, marker);
+    if (check >= 0) {
+      for (json c : {body::version_is(rk(check, "count"), s.members, "EQUAL"), body::absent(rk(check, "out")),
+                     body::value_is(job("config"), config())})
+        request["compare"].push_back(std::move(c));
+      for (const std::string& key : {rk(check, "count"), rk(check, "out"), job("config"), job("round")})
+        request["failure"].push_back(body::op_range(key));
+    }
     if (open >= 0)
       request["success"].push_back({{"request_txn", body::txn({body::value_is(job("round"), std::to_string(open - 1))},
                                                                {body::op_put(job("round"), std::to_string(open))}, {})}});
@@ -430,6 +442,8 @@ class Sim : Loop {
       s.added_created = i64(kv, "create_revision");
       co_return i64(kv, "version");
     }
+    if (r.at("responses").at(0).at("response_range").value("kvs", json::array()).empty())
+      throw std::runtime_error("the re-join's check failed: a spare or a step-out, which the sim never makes");
     // A resend of an add that had applied: the count as of its marker's revision.
     const int64_t applied = i64(r.at("responses").at(0).at("response_range").at("kvs").at(0), "create_revision");
     const json then = co_await call(a, "/v3/kv/range", body::at_revision(k, applied));

@@ -69,6 +69,13 @@ class H2Session {
     stream_ = nghttp2_submit_request(session_, nullptr, headers, std::size(headers), &data, nullptr);
   }
 
+  // Ends the current call (RST_STREAM CANCEL), keeping the session for the
+  // next: what is still in flight for it is dropped.
+  void cancel() {
+    if (stream_ >= 0) nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, stream_, NGHTTP2_CANCEL);
+    stream_ = -1;
+  }
+
   // Bytes that arrived; false (with `error`) when they are not HTTP/2.
   bool received(const std::string& in, std::string& error) {
     const ssize_t n = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(in.data()), in.size());

@@ -293,6 +293,34 @@ class Loop {
     return c;
   }
 
+  // etcd::Watch::stop: the stream ended, its connection kept for the next.
+  void stop_watch(Conn& c) {
+    c.liveness = false;  // nothing to resume while stopped
+    c.h2->cancel();
+    c.messages.clear();
+    c.h2->pending(c.out);
+    flush(c);
+  }
+
+  // etcd::Watch::restart: a new stream on the watch's connection where it
+  // still stands (a new connection where not), for `create`.
+  void restart_watch(Conn& c, const json& create) {
+    c.create = create;
+    c.last_revision = 0;
+    c.reopened = 0;
+    c.messages.clear();
+    if (!c.error.empty() || c.h2->dead()) {
+      epoll_ctl(ep_, EPOLL_CTL_DEL, c.fd, nullptr);
+      close(c.fd);
+      c.in.clear(), c.out.clear(), c.error.clear();
+      c.member = c.agent->home;
+      dial(c);
+    } else {
+      c.h2->cancel();
+    }
+    send_request(c, "/v3/watch", json{{"create_request", create}});
+  }
+
   // A unary call on the agent's kept-alive connection; the answer, parsed.
   // A refusal that says nothing was applied, or an answer etcd may or may
   // not have applied, is sent again as our client and EtcdStore do

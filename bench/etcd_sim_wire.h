@@ -49,6 +49,9 @@ inline json absent(const std::string& k) {
 inline json value_is(const std::string& k, const std::string& v) {
   return json{{"key", b64(k)}, {"target", "VALUE"}, {"result", "EQUAL"}, {"value", b64(v)}};
 }
+inline json version_is(const std::string& k, int64_t version, const char* result) {
+  return json{{"key", b64(k)}, {"target", "VERSION"}, {"result", result}, {"version", std::to_string(version)}};
+}
 inline json mod_is(const std::string& k, int64_t revision) {
   return json{{"key", b64(k)}, {"target", "MOD"}, {"result", "EQUAL"}, {"mod_revision", std::to_string(revision)}};
 }

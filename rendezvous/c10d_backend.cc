@@ -52,21 +52,39 @@ Assignment C10dBackend::rejoin() {
     throw RendezvousLost("the rendezvous store at " + settings.endpoint + " did not answer within read_timeout=" +
                           std::to_string(settings.read_timeout.count()) +
                           " ms (etcd without quorum?); the job cannot re-form without it");
+  std::optional<int> dead;
   try {
     // Whoever found members dead counted them: every survivor expects the
     // same number back, and too few is an error now, not after join_timeout.
-    const int dead = rdzv_->current_event() == RoundEvent::dead
-                         ? std::max({1, dead_seen_, rdzv_->dead_count()})
-                         : 0;
+    dead = rdzv_->current_event() == RoundEvent::dead ? std::max({1, dead_seen_, rdzv_->dead_count()}) : 0;
+  } catch (const store::StoreError&) {
+    // The next round's join reports a store that is really gone.
+  }
+  // Most re-joins follow a failure or a death and nothing else: no spare
+  // waits, none stepped out. Enough nodes are left then without counting
+  // spares, and the join's ADD checks that nothing else changed, reading
+  // nothing first (over etcd, a request less from every node).
+  int said = -1;  // the count the log line gave
+  if (dead) {
+    const int alive = std::max(1, rdzv_->members() - *dead);
+    if (std::min(alive, settings.max_nodes) >= settings.min_nodes) {
+      said = std::min(alive, settings.max_nodes);
+      spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", said);
+      if (auto a = rdzv_->rejoin_if_unchanged(alive)) return joined(*a);
+    }
+  }
+  try {
     // Spares count: a fixed-size job whose member died goes on at the same
     // size when one waits (it stopped, "only N-1 nodes alive", before).
     // Those that stepped out are taken off by the round's join itself, as
     // are those that step out while it waits.
-    // One round trip for both reads.
-    const C10dRendezvous::Waiting read = rdzv_->waiting_and_stepped_out();
-    waiting = read.waiting;
-    expected = std::max(1, rdzv_->members() - dead + waiting);
-    left = read_left = read.stepped_out;
+    // One round trip for both reads (none after the check above: it read them).
+    if (dead) {
+      const C10dRendezvous::Waiting read = rdzv_->waiting_and_stepped_out();
+      waiting = read.waiting;
+      expected = std::max(1, rdzv_->members() - *dead + waiting);
+      left = read_left = read.stepped_out;
+    }
   } catch (const store::StoreError&) {
     // The next round's join reports a store that is really gone.
   }
@@ -78,7 +96,7 @@ Assignment C10dBackend::rejoin() {
       throw RendezvousLost(stepped_out_too_few(settings, left, coming));
     throw RendezvousLost(too_few_alive(settings, coming));
   }
-  spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", coming);
+  if (coming != said) spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", coming);
   rdzv_->start_next_round(waiting != 0);
   return joined(rdzv_->next_rendezvous(expected, read_left));
 }

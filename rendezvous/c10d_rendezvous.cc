@@ -107,15 +107,17 @@ Assignment C10dRendezvous::join(int expected, int stepped_out_now) {
   return out;
 }
 
-bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignment& out) {
+bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignment& out, std::optional<int> taken) {
   lease_.beat_if_due();
   me_ = Member{s_.local_addr.empty() ? store_.local_address() : s_.local_addr, hostname(),
                static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder), s_.node_group};
   // Opened with this join where start_next_round found it not yet opened.
   const auto open = std::exchange(open_with_join_, std::nullopt);
   const std::string count = round_key(round, "count");
-  const int slot = static_cast<int>(open && open->desired == std::to_string(round) ? store_.add_and_compare_set(count, *open)
-                                                                                    : store_.add(count, 1)) - 1;
+  const int slot = taken ? *taken
+                         : static_cast<int>(open && open->desired == std::to_string(round)
+                                                ? store_.add_and_compare_set(count, *open)
+                                                : store_.add(count, 1)) - 1;
   // Every milestone of the round follows its first joiner's ADD.
   store_.milestones_follow(milestone(round, ""), count);
   const std::string descriptor = round_key(round, "node/" + std::to_string(slot));
@@ -482,10 +484,40 @@ int C10dRendezvous::dead_count() {
 
 void C10dRendezvous::step_out() { store_.add(round_key(round_, "out"), 1); }
 
+std::optional<Assignment> C10dRendezvous::rejoin_if_unchanged(int expected) {
+  if (round_ < 0) return std::nullopt;
+  lease_.beat_if_due();
+  const auto deadline = Clock::now() + s_.join_timeout;
+  const int next = round_ + 1;
+  // The round opened by whoever comes first, as start_next_round does
+  // with the join's ADD.
+  const store::StoreClient::CompareSet open{key("round"), std::to_string(round_), std::to_string(next)};
+  const store::StoreClient::Unchanged unchanged{
+      round_key(round_, "count"), members_, {{round_key(round_, "out"), std::nullopt}, {key("config"), config_text()}},
+      {key("round")}};
+  auto got = store_.add_if_unchanged(round_key(next, "count"), open, unchanged);
+  if (!got.count) {
+    // In waiting_and_stepped_out's order: out, round, config.
+    auto& v = got.read.values;
+    checked_round_ = round_;
+    checked_ = {got.read.count, {std::move(v.at(0)), std::move(v.at(2)), std::move(v.at(1))}};
+    return std::nullopt;
+  }
+  expected_ = expected;
+  out_now_ = 0;  // the check found none stepped out
+  Assignment out;
+  std::optional<int> slot = static_cast<int>(*got.count) - 1;
+  for (int round = next; !join_round(round, deadline, out, std::exchange(slot, std::nullopt)); ++round) {
+  }
+  return out;
+}
+
 C10dRendezvous::Waiting C10dRendezvous::waiting_and_stepped_out() {
   if (round_ < 0) return {};
-  auto read = store_.add_and_get_if_set_each(round_key(round_, "count"), 0,
-                                             {round_key(round_, "out"), key("round"), key("config")});
+  auto read = std::exchange(checked_round_, -1) == round_
+                  ? std::move(checked_)
+                  : store_.add_and_get_if_set_each(round_key(round_, "count"), 0,
+                                                   {round_key(round_, "out"), key("round"), key("config")});
   opening_reads_ = OpeningReads{round_, read.values[1], read.values[2]};
   return {std::max(0, static_cast<int>(read.count) - members_),
           read.values[0] ? to_int(*read.values[0], "stepped-out count") : 0};

@@ -203,6 +203,17 @@ class C10dRendezvous {
     int stepped_out = 0;
   };
   Waiting waiting_and_stepped_out();
+  // The re-join of a member whose round changed only by deaths: no node
+  // waits beyond it, none stepped out, and the job's config is this node's.
+  // Then it joins the next round expecting `expected` nodes (as
+  // start_next_round(false) and next_rendezvous(expected, 0) would), the
+  // check riding on its ADD (StoreClient::add_if_unchanged: over etcd one
+  // request where waiting_and_stepped_out's read and the ADD were two).
+  // Otherwise it writes nothing and returns none, and
+  // waiting_and_stepped_out() answers from what the check read, without a
+  // request. A round opened beyond the next (this node slower than the
+  // others' wait for it) is found as a late joiner finds one.
+  std::optional<Assignment> rejoin_if_unchanged(int expected);
   // This node, a member of the current round, will not join the next one
   // (a failed health check). Nodes waiting for it in the next round count
   // it out at once: they complete without it, or throw RendezvousLost when
@@ -230,7 +241,8 @@ class C10dRendezvous {
   // config just answered it (start_next_round's); none: asks.
   void check_config(std::optional<std::string> answer = std::nullopt);
   std::string config_text() const;
-  bool join_round(int round, Clock::time_point deadline, Assignment& out);
+  // `taken`: this node's slot, where its ADD was made already.
+  bool join_round(int round, Clock::time_point deadline, Assignment& out, std::optional<int> taken = std::nullopt);
   void give_way(int round, int members);
   // "host (pid N) why" of each node that declined `round`, in order.
   std::vector<std::string> declined_nodes(int round);
@@ -282,6 +294,10 @@ class C10dRendezvous {
     std::optional<std::string> round_number, config;
   };
   std::optional<OpeningReads> opening_reads_;
+  // What rejoin_if_unchanged's failed check read, and in which round: the
+  // read of waiting_and_stepped_out.
+  int checked_round_ = -1;
+  store::StoreClient::CountAndValues checked_;
   // The round's opening COMPARE_SET, where start_next_round found the
   // round not yet opened: sent with the join's ADD of that round.
   std::optional<store::StoreClient::CompareSet> open_with_join_;

@@ -111,31 +111,67 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
     return got.kv ? got.kv->version : 0;
   }
   if (delta != 1) throw std::invalid_argument("etcd store: add counts by 0 or 1 only, not " + std::to_string(delta));
-  return add_one(key, {});
+  return *add_one(key, {});
 }
+
+namespace {
+
+// Inside the add's transaction: applied with it, once however often the add
+// is sent; only the first of many finds the key as expected.
+etcd::Op compare_set_op(const std::string& k, const store::StoreClient::CompareSet& c) {
+  return etcd::Op::txn({holds_expected(k, c.expected)}, {etcd::Op::put(k, c.desired)});
+}
+
+}  // namespace
 
 int64_t EtcdStore::add_and_compare_set(const std::string& counter, const CompareSet& also) {
-  const std::string k = etcd_key(also.key);
-  // Inside the add's transaction: applied with it, once however often the
-  // add is sent; only the first of many finds the key as expected.
-  return add_one(counter, {etcd::Op::txn({holds_expected(k, also.expected)}, {etcd::Op::put(k, also.desired)})});
+  return *add_one(counter, {compare_set_op(etcd_key(also.key), also)});
 }
 
-int64_t EtcdStore::add_one(const std::string& key, std::vector<etcd::Op> with) {
+store::StoreClient::AddedOrRead EtcdStore::add_if_unchanged(const std::string& counter, const CompareSet& also,
+                                                            const Unchanged& unchanged) {
+  using etcd::Compare;
+  std::vector<Compare> check{Compare::version_is(etcd_key(unchanged.counter), Compare::Result::equal, unchanged.count)};
+  std::vector<etcd::Op> reads{etcd::Op::get(etcd_key(unchanged.counter))};
+  for (const auto& [key, value] : unchanged.expected) {
+    check.push_back(holds_expected(etcd_key(key), value.value_or("")));
+    reads.push_back(etcd::Op::get(etcd_key(key)));
+  }
+  for (const auto& key : unchanged.reads) reads.push_back(etcd::Op::get(etcd_key(key)));
+  // An empty value cannot be told from absence here (holds_expected's
+  // rule); the algorithm expects none. The marker's compare and read come on top.
+  const bool empty_expected = std::any_of(unchanged.expected.begin(), unchanged.expected.end(),
+                                          [](const auto& e) { return e.second && e.second->empty(); });
+  if (empty_expected || check.size() + 1 > kMaxTxnOps || reads.size() + 1 > kMaxTxnOps)
+    return StoreClient::add_if_unchanged(counter, also, unchanged);
+  std::vector<etcd::OpResult> read_back;
+  AddedOrRead out;
+  out.count = add_one(counter, {compare_set_op(etcd_key(also.key), also)}, std::move(check), reads, &read_back);
+  if (out.count) return out;
+  if (!read_back.empty() && !read_back[0].kvs.empty()) out.read.count = read_back[0].kvs.front().version;
+  for (size_t i = 1; i < reads.size(); ++i) {
+    if (i < read_back.size() && !read_back[i].kvs.empty()) out.read.values.push_back(read_back[i].kvs.front().value);
+    else out.read.values.emplace_back();
+  }
+  return out;
+}
+
+std::optional<int64_t> EtcdStore::add_one(const std::string& key, std::vector<etcd::Op> with,
+                                          std::vector<etcd::Compare> check, std::vector<etcd::Op> reads,
+                                          std::vector<etcd::OpResult>* read_back) {
   const std::string k = etcd_key(key);
   // The read after the write in one transaction sees it: the version it
   // returns is this add's own count. The marker makes sending it again safe.
   const std::string marker = k + "/adds/" + adder_ + "-" + std::to_string(++adds_);
   using etcd::Compare;
-  const Compare first = Compare::create_revision_is(marker, Compare::Result::equal, 0);
+  check.insert(check.begin(), Compare::create_revision_is(marker, Compare::Result::equal, 0));
+  reads.insert(reads.begin(), etcd::Op::get(marker));
   std::vector<etcd::Op> count = {etcd::Op::put(k, ""), etcd::Op::get(k), etcd::Op::put(marker, "")};
   for (auto& op : with) count.push_back(std::move(op));
   const auto deadline = Clock::now() + timeout_;
   etcd::TxnResult r;
   guarded("add", key, [&] {
-    resend_while_indeterminate(deadline, [&](milliseconds t) {
-      r = client_->txn({first}, count, {etcd::Op::get(marker)}, t);
-    });
+    resend_while_indeterminate(deadline, [&](milliseconds t) { r = client_->txn(check, count, reads, t); });
   });
   if (r.succeeded) {
     if (r.responses.size() < 2 || r.responses[1].kvs.empty())
@@ -143,6 +179,12 @@ int64_t EtcdStore::add_one(const std::string& key, std::vector<etcd::Op> with) {
     added_ = k;
     added_created_ = r.responses[1].kvs.front().create_revision;
     return r.responses[1].kvs.front().version;
+  }
+  // No marker: the check failed, and nothing was written. (A check only
+  // fails the same way again: what it compares only moves on.)
+  if (read_back && !r.responses.empty() && r.responses.front().kvs.empty()) {
+    read_back->assign(r.responses.begin() + 1, r.responses.end());
+    return std::nullopt;
   }
   // An earlier send of this add applied: the count as of its revision.
   if (r.responses.empty() || r.responses.front().kvs.empty())

@@ -22,6 +22,9 @@
 //                       and the keys
 //   add_and_compare_set the add's txn with compare_set's inside it (a
 //                       nested txn, etcd 3.3 on)
+//   add_if_unchanged    add_and_compare_set's txn, its compares holding the
+//                       check too (the counter's version, each value or
+//                       absence), and reading the keys where they fail
 //   add(k, 1)           a txn of [put k, range k, put k's marker of this
 //                       add] if the marker is absent: the key's version is
 //                       the count, so concurrent adds never retry. An add
@@ -71,8 +74,10 @@
 namespace cxxrun::etcd {
 class Client;
 class Watch;
+struct Compare;
 struct KeyValue;
 struct Op;
+struct OpResult;
 struct Options;
 }  // namespace cxxrun::etcd
 
@@ -102,6 +107,8 @@ class EtcdStore : public store::StoreClient {
   std::string compare_set_and_set(const CompareSet& first, const std::string& key, const std::string& value) override;
   // The compare_set as a transaction inside the add's.
   int64_t add_and_compare_set(const std::string& counter, const CompareSet& also) override;
+  // One transaction: the check is its compares.
+  AddedOrRead add_if_unchanged(const std::string& counter, const CompareSet& also, const Unchanged& unchanged) override;
   // With delta 0: the count and the keys in one transaction of ranges.
   CountAndValues add_and_get_if_set_each(const std::string& counter, int64_t delta,
                                          const std::vector<std::string>& keys) override;
@@ -131,8 +138,12 @@ class EtcdStore : public store::StoreClient {
   template <typename F>
   auto guarded(const char* what, const std::string& key, F&& call);
   void wait_one(const std::string& key, std::chrono::steady_clock::time_point deadline);
-  // add(key, 1), with `with` in the same transaction.
-  int64_t add_one(const std::string& key, std::vector<etcd::Op> with);
+  // add(key, 1), with `with` in the same transaction, made only while
+  // `check` holds; none where it did not (nothing written), and then the
+  // answers to `reads` in *read_back.
+  std::optional<int64_t> add_one(const std::string& key, std::vector<etcd::Op> with,
+                                 std::vector<etcd::Compare> check = {}, std::vector<etcd::Op> reads = {},
+                                 std::vector<etcd::OpResult>* read_back = nullptr);
   // compare_set given the key's value as just read (nullopt: absent).
   std::string compare_set_after(const std::string& key, const std::string& expected, const std::string& desired,
                                 const std::optional<std::string>& now);

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/client_errors.h"
@@ -133,6 +134,39 @@ class StoreClient {
     const int64_t count = add(counter, 1);
     compare_set(also.key, also.expected, also.desired);
     return count;
+  }
+  // What add_if_unchanged checks: `counter` still counts `count` (as
+  // add(counter, 0) reads it) and each of `expected` still holds its value
+  // (nullopt: absent); `reads` are only read, for where it does not.
+  struct Unchanged {
+    std::string counter;
+    int64_t count = 0;
+    std::vector<std::pair<std::string, std::optional<std::string>>> expected;
+    std::vector<std::string> reads;
+  };
+  // add_if_unchanged's answer: the add's count, or (none) what was read:
+  // the counter's count, and the values of `expected`'s keys, then of
+  // `reads`, as add_and_get_if_set_each reads them.
+  struct AddedOrRead {
+    std::optional<int64_t> count;
+    CountAndValues read;
+  };
+  // add_and_compare_set(counter, also), made only while `unchanged` holds;
+  // where it does not, nothing is written. One request where the store can
+  // (etcd: one transaction, whose compares are the check): a re-joining
+  // member whose round changed only by deaths reads nothing before it
+  // joins. Elsewhere the read, then the add, as two requests.
+  virtual AddedOrRead add_if_unchanged(const std::string& counter, const CompareSet& also, const Unchanged& unchanged) {
+    std::vector<std::string> keys;
+    for (const auto& e : unchanged.expected) keys.push_back(e.first);
+    keys.insert(keys.end(), unchanged.reads.begin(), unchanged.reads.end());
+    AddedOrRead out;
+    out.read = add_and_get_if_set_each(unchanged.counter, 0, keys);
+    if (out.read.count != unchanged.count) return out;
+    for (size_t i = 0; i < unchanged.expected.size(); ++i)
+      if (out.read.values.at(i) != unchanged.expected[i].second) return out;
+    out.count = add_and_compare_set(counter, also);
+    return out;
   }
   // compare_set(first), and set(key, value) whatever it answers, in one
   // write where the store can (etcd: one transaction, so a watch of both

@@ -167,6 +167,37 @@ exit 0
         self.check_ranks(second, 2)
         self.assertEqual({e["TORCHELASTIC_RESTART_COUNT"] for e in second}, {"0"}, "no restart budget used")
 
+    def test_a_member_stepping_out_at_a_restart_is_replaced_by_a_waiting_spare(self):
+        # A re-join whose round changed by more than its failure: a member
+        # steps out (its health check fails at the restart) and a spare
+        # waits. The join that checks, in its add, that nothing else changed
+        # finds it did and writes nothing; the survivor counts the spare in
+        # and the member out, and the job goes on at its full size.
+        # Named by pid too: the spare's first attempt is attempt 0 as well.
+        worker = self.script("worker.sh", f"""env -0 > {self.out}/.tmp.$$ && mv {self.out}/.tmp.$$ \\
+  {self.out}/env.$RANK.$TORCHELASTIC_RESTART_COUNT.$$
+if [ "$RANK" = 0 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then sleep 3; exit 3; fi
+""")
+        counter = os.path.join(self.dir, "checks")
+        check = f"echo x >> {counter}; [ $(wc -l < {counter}) -lt 2 ] || {{ echo 'disk /scratch is failing'; exit 1; }}"
+        run_id = uuid.uuid4().hex
+        flaky = start(self.args(2, worker, run_id, extra=[f"--health-check={check}", "--max-restarts=1"]))
+        steady = start(self.args(2, worker, run_id, extra=["--max-restarts=1"]))
+        wait_for(lambda: len(self.envs()) == 4, timeout=30, what="the first round's 4 workers")
+        spare = start(self.args(2, worker, run_id, extra=["--max-restarts=1"]))
+        results = finish_all(self, [flaky, steady, spare], 90)
+        rc, out, err = results[0]
+        self.assertEqual(rc, 243, err)
+        self.assertIn("disk /scratch is failing", err)
+        for rc, out, err in results[1:]:
+            self.assertEqual(rc, 0, err)
+        # The round after the restart: the steady node's attempt 1 and the
+        # spare's first, one workers' store.
+        envs = self.envs().values()
+        master = {(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in envs if e["TORCHELASTIC_RESTART_COUNT"] == "1"}
+        self.assertEqual(len(master), 1)
+        self.check_ranks([e for e in envs if (e["MASTER_ADDR"], e["MASTER_PORT"]) in master], 2)
+
     def test_abort_reaches_every_agent_after_a_member_restart(self):
         # The member holding most of the agents' watches is killed and
         # started again while the job runs. A worker failure after that must

@@ -291,3 +291,74 @@ TEST_CASE("rendezvous: a re-joining member reads once before its join, which ope
   CHECK(rb.get().round == 1);
   CHECK(cb.get("cxxrun/rdzv/job/round", 1s) == "1");  // opened, for nodes that join later
 }
+
+namespace {
+
+// Two members of round 0, its event published: what a re-join starts from.
+struct Pair {
+  FakeStore store;
+  std::atomic<int> requests{0}, trips{0};
+  RendezvousSettings s = settings(2, 2);
+  CountingClient ca{store, "a", requests, &trips}, cb{store, "b", requests, &trips};
+  C10dRendezvous a{ca, s, port(), quiet()}, b{cb, s, port(), quiet()};
+  static C10dRendezvous::PickPort port() {
+    return [](const std::vector<std::string>&) { return 1000; };
+  }
+  static C10dRendezvous::Log quiet() {
+    return [](const std::string&) {};
+  }
+  Pair() {
+    auto ja = std::async(std::launch::async, [&] { return a.next_rendezvous(); });
+    auto jb = std::async(std::launch::async, [&] { return b.next_rendezvous(); });
+    REQUIRE(ja.get().round == 0);
+    REQUIRE(jb.get().round == 0);
+    a.publish_event(RoundEvent::abort);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("rendezvous: members whose round changed only by a failure re-join with the check on their ADD") {
+  Pair p;
+  auto ra = std::async(std::launch::async, [&] { return p.a.rejoin_if_unchanged(2); });
+  auto rb = std::async(std::launch::async, [&] { return p.b.rejoin_if_unchanged(2); });
+  const auto a = ra.get(), b = rb.get();
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->round == 1);
+  CHECK(b->round == 1);
+  CHECK(a->group_world_size == 2);
+  CHECK(a->group_rank != b->group_rank);
+  CHECK(p.ca.get("cxxrun/rdzv/job/round", 1s) == "1");  // opened, for nodes that join later
+}
+
+// A spare waiting, or a member stepped out: the re-join must count them
+// (C10dBackend::rejoin), so the check writes nothing, and what it read
+// serves the re-join's read.
+TEST_CASE("rendezvous: a re-join whose check finds something changed writes nothing, and its read is the re-join's") {
+  Pair p;
+  int waiting = 0, out = 0;
+  std::future<Assignment> spare_result;
+  std::optional<Node> spare;
+  SECTION("a member stepped out") {
+    p.b.step_out();
+    out = 1;
+  }
+  SECTION("a spare waits") {
+    spare.emplace(p.store, "c", p.s);
+    spare_result = std::async(std::launch::async, [&] { return spare->rdzv.next_rendezvous(); });
+    for (int i = 0; i < 500 && p.a.num_nodes_waiting() == 0; ++i) std::this_thread::sleep_for(10ms);
+    waiting = 1;
+  }
+  CHECK_FALSE(p.a.rejoin_if_unchanged(2));
+  CHECK(p.ca.add("cxxrun/rdzv/job/r1/count", 0) == 0);  // not joined
+  p.requests = 0;
+  const auto read = p.a.waiting_and_stepped_out();
+  CHECK(p.requests == 0);
+  CHECK(read.waiting == waiting);
+  CHECK(read.stepped_out == out);
+  if (spare) {
+    p.a.close(false);  // releases the spare
+    CHECK_THROWS(spare_result.get());
+  }
+}

@@ -3,6 +3,8 @@
 // again and counts once.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "etcd/base64.h"
 #include "fake_etcd_member.h"
@@ -78,4 +80,56 @@ TEST_CASE("etcd store: an add etcd may have applied is sent again and counts onc
   }();
   REQUIRE(txn_bodies.size() == 2);
   CHECK(txn_bodies[0] == txn_bodies[1]);
+}
+
+// A re-joining member read its round's counts (one request), then added
+// itself to the next round (another). The check rides on the add: the
+// transaction's compares, and where one fails, its reads instead.
+TEST_CASE("etcd store: add_if_unchanged is one transaction whose compares are the check") {
+  const std::string counter = "/p/r1/count";
+  bool holds = true;
+  SECTION("nothing changed: the add's count") {}
+  SECTION("a spare waits: nothing written, the keys read") { holds = false; }
+  std::string body;
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target != "/v3/kv/txn") return EtcdMember::answer(404, "Not Found");
+    body = r.body;
+    if (holds)
+      return EtcdMember::ok("{" + kAddHeader + R"(,"succeeded":true,"responses":[{"response_put":{}},{"response_range":{"kvs":[)" +
+                            kv(counter, 11, 2) + R"(],"count":"1"}},{"response_put":{}},{"response_txn":{"succeeded":true}}]})");
+    const auto value = [](const std::string& key, const std::string& v) {
+      return R"({"response_range":{"kvs":[{"key":")" + etcd::base64_encode(key) + R"(","version":"1","value":")" +
+             etcd::base64_encode(v) + R"("}],"count":"1"}})";
+    };
+    return EtcdMember::ok("{" + kAddHeader + R"(,"succeeded":false,"responses":[{"response_range":{}},)" +
+                          R"({"response_range":{"kvs":[)" + kv("/p/r0/count", 3, 4) + R"(],"count":"1"}},)" +
+                          R"({"response_range":{}},)" + value("/p/config", "3:3|train") + "," + value("/p/round", "1") +
+                          "]}");
+  });
+  rendezvous::EtcdStore store(add_settings_for(member), 5s);
+  const store::StoreClient::Unchanged unchanged{"r0/count", 3, {{"r0/out", std::nullopt}, {"config", "3:3|train"}}, {"round"}};
+  const auto got = store.add_if_unchanged("r1/count", {"round", "0", "1"}, unchanged);
+  CHECK(member.count("/v3/kv/txn") == 1);
+  CHECK(member.requests().size() == 1);
+  const auto json = nlohmann::json::parse(body);
+  // The add's marker, the counter's version, out's absence, the config's value.
+  REQUIRE(json["compare"].size() == 4);
+  CHECK(json["compare"][1].value("target", "VERSION") == "VERSION");  // proto3 JSON leaves the 0 out
+  CHECK(json["compare"][1]["key"] == etcd::base64_encode("/p/r0/count"));
+  CHECK(json["compare"][1]["version"] == "3");
+  CHECK(json["compare"][2]["target"] == "CREATE");
+  CHECK(json["compare"][2]["key"] == etcd::base64_encode("/p/r0/out"));
+  CHECK(json["compare"][3]["target"] == "VALUE");
+  CHECK(json["compare"][3]["value"] == etcd::base64_encode("3:3|train"));
+  CHECK(json["failure"].size() == 5);  // the marker, the counter, out, config, round
+  if (holds) {
+    CHECK(got.count == 2);
+  } else {
+    CHECK_FALSE(got.count);
+    CHECK(got.read.count == 4);  // one waits beyond the round's 3
+    REQUIRE(got.read.values.size() == 3);
+    CHECK_FALSE(got.read.values[0]);
+    CHECK(got.read.values[1] == "3:3|train");
+    CHECK(got.read.values[2] == "1");
+  }
 }
