@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <atomic>
 #include <condition_variable>
 #include <chrono>
@@ -222,12 +223,16 @@ Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& s
     }
   }
   at_least(sh.last_woken, now_ns());
-  const auto [waiting, left] = rdzv.waiting_and_stepped_out();
-  const int expected = std::max(1, rdzv.members() + waiting - (rdzv.current_event() == RoundEvent::dead ? 1 : 0));
-  rdzv.start_next_round(waiting != 0);
-  Assignment next = rdzv.next_rendezvous(expected, left);
+  const int dead = rdzv.current_event() == RoundEvent::dead ? 1 : 0;
+  // Nothing changed but the failure: the join's ADD checks it, no read first.
+  std::optional<Assignment> next = rdzv.rejoin_if_unchanged(std::max(1, rdzv.members() - dead));
+  if (!next) {
+    const auto [waiting, left] = rdzv.waiting_and_stepped_out();
+    rdzv.start_next_round(waiting != 0);
+    next = rdzv.next_rendezvous(std::max(1, rdzv.members() + waiting - dead), left);
+  }
   at_least(sh.last_done, now_ns());
-  return next;
+  return *next;
 }
 
 // One simulated agent's rendezvous: its store, then the first round (and,
