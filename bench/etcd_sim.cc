@@ -9,7 +9,8 @@
 // (how each store primitive maps onto etcd: rendezvous/etcd_store.h) and
 // EtcdJobStore/EtcdLiveness (a lease, the alive key, the watch on the
 // round's alive keys), the milestones served from one watch per store
-// (EtcdStore::expect_waits_under), over etcd's gRPC API as etcd/ speaks it:
+// (EtcdStore::expect_waits_under), the round events from the round
+// watcher's own watch of them (C10dBackend::watch), over etcd's gRPC API as etcd/ speaks it:
 // one kept-alive HTTP/2 connection per agent for unary calls, one per open
 // watch (the liveness watch's kept from round to round, each round's watch
 // a new stream on it: etcd::Watch::restart). The sequence is
@@ -32,7 +33,7 @@
 // --keep-alive S: the agents' keep_alive_interval (1 s, the agent's
 // default): each renews its lease every S while it waits, as LeaseKeeper
 // and the agent do. --procs K: the agents over K processes (forked), for the
-// descriptor limit: an agent holds up to three connections at once.
+// descriptor limit: an agent holds up to four connections at once.
 //
 // Prints one line of JSON: the first round's wall time and, with
 // --recover, the phases after the failure (abort push: to the last agent
@@ -112,6 +113,7 @@ struct AgentState {
   std::unique_ptr<Conn> watch;  // EtcdStore::watch_, kept while waits are on one key
   std::string watched;
   std::unique_ptr<Conn> alive;  // EtcdLiveness::watch_
+  std::unique_ptr<Conn> events;  // the round watcher's store's watch of the round events
   // EtcdStore's milestones (StoreClient::expect_waits_under): one watch on
   // the job's m/ prefix for the store's life, what it or a group's read
   // brought, and the rounds whose group was read.
@@ -163,7 +165,7 @@ class Sim : Loop {
       ++sh_.failures;
     }
     for (auto& a : agents_) close_conn(a.unary);
-    for (auto& s : st_) close_conn(s.watch), close_conn(s.alive);
+    for (auto& s : st_) close_conn(s.watch), close_conn(s.alive), close_conn(s.events);
     bury();
   }
 
@@ -173,8 +175,8 @@ class Sim : Loop {
   std::string rk(int round, const std::string& suffix) const { return job("r" + std::to_string(round) + "/" + suffix); }
   // A round's milestones (rendezvous/c10d_rendezvous.h): m/r<k>/...
   std::string mk(int round, const std::string& suffix) const { return job("m/r" + std::to_string(round) + "/" + suffix); }
-  // The round's event: apart from its other milestones (m/event/r<k>, rendezvous/c10d_rendezvous.h).
-  std::string event_key(int round) const { return job("m/event/r" + std::to_string(round)); }
+  // The round's event: apart from its milestones (event/r<k>, rendezvous/c10d_rendezvous.h).
+  std::string event_key(int round) const { return job("event/r" + std::to_string(round)); }
   std::string config() const { return std::to_string(o_.nodes) + ":" + std::to_string(o_.nodes) + "|etcd_sim"; }
   std::string addr(int i) const { return "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1); }
   std::string describe(int i) const { return addr(i) + "|sim|" + std::to_string(i) + "|" + std::to_string(o_.nproc) + "|1073741824|"; }
@@ -202,6 +204,7 @@ class Sim : Loop {
     co_await join(a, 0);
     at_least(sh_.t_done0, now_ns());
     ++sh_.done0;
+    co_await watch_events(a);
     if (o_.recover) {
       co_await barrier(a);
       co_await recover(a);
@@ -227,6 +230,7 @@ class Sim : Loop {
       co_await call(a, "/v3/kv/deleterange", body::prefix(job(""), prefix_end(job(""))));
     close_conn(s.watch);
     close_conn(s.milestones);
+    close_conn(s.events);
   }
 
   // rdzv_load's recover(): the failure, the event, C10dBackend::rejoin.
@@ -237,8 +241,7 @@ class Sim : Loop {
       co_await append(a, rk(s.round, "failures"), "{\"rank\": 0, \"exitcode\": 1}\n");  // publish_failure
       co_await compare_set(a, event_key(s.round), "", "abort");                      // publish_event(abort)
     }
-    // The round watcher's get of the event, a keep-alive interval at a time.
-    co_await milestone(a, event_key(s.round), /*wait=*/true, /*beat=*/true);
+    co_await round_event(a, s.round);
     ++sh_.woken;
     at_least(sh_.t_woken, now_ns());
     // C10dBackend::rejoin, nothing changed but the failure: rejoin_if_unchanged joins round+1 with
@@ -533,6 +536,31 @@ class Sim : Loop {
     co_return done();
   }
 
+  // C10dBackend::watch, once the first round is joined: the round watcher's
+  // store reads the events' group and watches it alone from the revision
+  // after (rendezvous/etcd_milestones.h), on connections of its own; its
+  // read goes over the agent's unary connection here, an idle connection
+  // fewer on the member than the product holds.
+  Task<> watch_events(Agent& a) {
+    AgentState& s = st(a);
+    const std::string all = job("event/");
+    const json got = co_await call(a, "/v3/kv/range", body::prefix(all, prefix_end(all)));
+    s.events = open_watch(a, body::watch(all, prefix_end(all), i64(got.at("header"), "revision") + 1));
+  }
+
+  // RoundWatcher's get of the round's event, a keep-alive interval at a
+  // time; the agent beats between (on its own thread in the product).
+  Task<> round_event(Agent& a, int round) {
+    AgentState& s = st(a);
+    const std::string k = event_key(round);
+    for (;;) {
+      while (co_await events(a, *s.events, Clock::now() + interval_))
+        for (const json& e : take_events(*s.events))
+          if (e.value("type", "PUT") == "PUT" && unb64(e["kv"].value("key", "")) == k) co_return;
+      co_await beat(a);
+    }
+  }
+
   // EtcdStore::milestone_value: a milestone delivered (or read) costs no
   // request; one not yet known is read with its round's group (one range of
   // m/r<k>/), the watch on the whole m/ prefix opened at the first such read,
@@ -558,10 +586,6 @@ class Sim : Loop {
       if (!s.milestones) {
         s.milestones_from = i64(got.at("header"), "revision") + 1;
         s.milestones = open_watch(a, body::watch(all, prefix_end(all), s.milestones_from));
-        // The round watcher's connection read the events' group when the
-        // job started (its watch, on m/event/ alone, is not simulated): from
-        // then on, an event comes on a watch.
-        s.read_groups.insert(job("m/event/"));
       }
       for (const json& kv : got.value("kvs", json::array())) s.seen[unb64(kv.value("key", ""))] = unb64(kv.value("value", ""));
       s.read_groups.insert(group);

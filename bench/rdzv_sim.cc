@@ -22,8 +22,9 @@
 // `abort` event; every agent, woken by its WAIT on the event key, GETs the
 // event (RoundWatcher), reads the waiting count and who stepped out in one
 // round trip with the round number and the config (COMPARE_SETs that write
-// nothing, written together; the re-join takes the event from its
-// watcher), joins round 1 expecting N (`next` only where a node waits, none
+// nothing, written together: StoreClient::add_if_unchanged's check, as a
+// TCPStore makes it; the re-join takes the event from its watcher), joins
+// round 1 expecting N (`next` only where a node waits, none
 // here), its ADD carrying the COMPARE_SET that opens the round where it
 // read the round not yet opened, and gets its new assignment. Stopping the workers is local
 // and not simulated (0 here; docs of the restart path time it).
@@ -128,8 +129,8 @@ class Sim {
   std::string mk(const Agent& a, const std::string& suffix) const {
     return key("m/r" + std::to_string(a.round) + "/" + suffix);
   }
-  // The round's event: apart from its other milestones (m/event/r<k>, rendezvous/c10d_rendezvous.h).
-  std::string event_key(const Agent& a) const { return key("m/event/r" + std::to_string(a.round)); }
+  // The round's event: apart from its milestones (event/r<k>, rendezvous/c10d_rendezvous.h).
+  std::string event_key(const Agent& a) const { return key("event/r" + std::to_string(a.round)); }
   // StoreClient::get_if_set: one COMPARE_SET that writes nothing.
   void get_if_set(Agent& a, const std::string& k) {
     const std::string never("\0cxxrun:absent\0", 15);
@@ -387,7 +388,7 @@ class Sim {
     std::string out;
     bench_wire::put_validate(out);
     out.push_back(kAppend), str(out, r0("failures")), str(out, "{\"rank\": 7, \"exitcode\": 1}\n");
-    out.push_back(kCas), str(out, key("m/event/r0")), str(out, ""), str(out, "abort");
+    out.push_back(kCas), str(out, key("event/r0")), str(out, ""), str(out, "abort");
     t_failed_ = Clock::now();
     (void)!send(publisher_, out.data(), out.size(), MSG_NOSIGNAL);
   }

@@ -57,7 +57,7 @@ std::string C10dRendezvous::round_key(int round, const std::string& suffix) cons
 
 std::string C10dRendezvous::milestone_prefix() const { return key("m/"); }
 
-std::string C10dRendezvous::event_prefix() const { return key("m/event/"); }
+std::string C10dRendezvous::event_prefix() const { return key("event/"); }
 
 std::string C10dRendezvous::event_of(int round) const { return event_prefix() + "r" + std::to_string(round); }
 

@@ -46,14 +46,14 @@
 //                      end of each wait slice), "closed"
 //                      when the job succeeded, "failed" when it failed:
 //                      what a spare still waiting exits with
-//   m/event/r<k>       what ended round k for everyone, first writer wins:
+//   m/r<k>/all_stopped set by the last member whose workers stopped
+// and outside them, the round's event, which every member's round watcher
+// waits for on a connection of its own (over etcd, a watch of these alone;
+// under m/ each member's milestone watch was pushed it too, a second time):
+//   event/r<k>         what ended round k for everyone, first writer wins:
 //                      "abort" (a worker failed), "join" (a node is waiting
 //                      to join), "dead" (a member stopped its keep-alives),
-//                      "done" (every member's workers succeeded); apart from
-//                      the round's other milestones, so that the round
-//                      watcher's connection (which waits for nothing else)
-//                      watches these alone
-//   m/r<k>/all_stopped set by the last member whose workers stopped
+//                      "done" (every member's workers succeeded)
 // Group ranks are the members sorted by (order, addr, host, pid): the same
 // set of nodes always gets the same ranks, whatever order they joined in.
 // `order` is RendezvousSettings::node_order where the launcher knows one
@@ -114,8 +114,8 @@ class C10dRendezvous {
   // is written to; agents WAIT on it with a connection of their own.
   std::string event_key() const;
   // Where the round's milestones live (StoreClient::expect_waits_under, as
-  // this object tells its own connection), and under it where every round's
-  // event lives alone: a connection of another thread that waits only for
+  // this object tells its own connection), and apart from them where every
+  // round's event lives: a connection of another thread that waits only for
   // events is told that, and its watch brings nothing else.
   std::string milestone_prefix() const;
   std::string event_prefix() const;

@@ -13,6 +13,7 @@
 // serialises callers; give each thread its own.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -165,7 +166,10 @@ class StoreClient {
     if (out.read.count != unchanged.count) return out;
     for (size_t i = 0; i < unchanged.expected.size(); ++i)
       if (out.read.values.at(i) != unchanged.expected[i].second) return out;
-    out.count = add_and_compare_set(counter, also);
+    // `also` read not as expected: its compare_set would write nothing.
+    const auto at = std::find(keys.begin(), keys.end(), also.key);
+    const bool moot = at != keys.end() && compare_set_without_write(out.read.values.at(at - keys.begin()), also.expected);
+    out.count = moot ? add(counter, 1) : add_and_compare_set(counter, also);
     return out;
   }
   // compare_set(first), and set(key, value) whatever it answers, in one

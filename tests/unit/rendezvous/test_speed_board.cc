@@ -47,12 +47,12 @@ TEST_CASE("rendezvous: a spare is called in only when one waits") {
   jb.get();
   FakeStore::Client reader(store, "r");
   CHECK_FALSE(a.call_spare());
-  CHECK_FALSE(reader.check({"cxxrun/rdzv/job/m/event/r0"}));
+  CHECK_FALSE(reader.check({"cxxrun/rdzv/job/event/r0"}));
   C10dBackend spare = backend(store, "c");
   auto js = std::async(std::launch::async, [&] { return spare.join(); });
   // The spare waits beyond the full round (max 2).
   for (int i = 0; i < 100 && !a.call_spare(); ++i) std::this_thread::sleep_for(20ms);
-  CHECK(reader.get("cxxrun/rdzv/job/m/event/r0") == "join");
+  CHECK(reader.get("cxxrun/rdzv/job/event/r0") == "join");
   a.leave(false);
   b.leave(false);
   CHECK_THROWS(js.get());
