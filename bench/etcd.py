@@ -159,17 +159,20 @@ def draw_recovery(drawn, path, keep_alive, etcd_label=""):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     sizes = sorted(drawn)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
     etcd_title = f"etcd-v3 (3 members{', ' + etcd_label if etcd_label else ''})"
-    for ax, name, title in ((axes[0], "c10d", "c10d (cxxrun-rdzv)"), (axes[1], "etcd", etcd_title)):
+    panels = [("c10d", "c10d (cxxrun-rdzv)"), ("etcd", etcd_title)]
+    if any("baseline" in drawn[n] for n in sizes):
+        panels.append(("baseline", etcd_title + ",\nthe --baseline build's generator"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.2), sharey=True)
+    for ax, (name, title) in zip(axes, panels):
         labels = [f"{n:,}" for n in sizes]
-        push = [(drawn[n][name][0] or 0.0) for n in sizes]
-        total = [(drawn[n][name][1] or 0.0) for n in sizes]
+        push = [(drawn[n].get(name, (None, None))[0] or 0.0) for n in sizes]
+        total = [(drawn[n].get(name, (None, None))[1] or 0.0) for n in sizes]
         rejoin = [max(0.0, t - p) for t, p in zip(total, push)]
         ax.bar(labels, push, label="abort event reaches every agent")
         ax.bar(labels, rejoin, bottom=push, label="re-join and assignment")
         for x, n, t in zip(labels, sizes, total):
-            failed = drawn[n][name][1] is None  # no run finished: say so, not 0 s
+            failed = drawn[n].get(name, (None, None))[1] is None  # no run finished: say so, not 0 s
             ax.annotate("failed" if failed else f"{t:.2f} s", (x, t), ha="center", va="bottom", fontsize=9)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("simulated agents")
@@ -187,6 +190,29 @@ def fmt(values, unit="s", scale=1.0, digits=2):
     if not v:
         return "FAILED"
     return f"median {statistics.median(v):.{digits}f} {unit} ({min(v):.{digits}f}–{max(v):.{digits}f}, n={len(v)})"
+
+
+def replot(args):
+    if not args.plot:
+        sys.exit("--replot draws --plot: name the PNG")
+    got = {}
+    for path in args.replot:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("[bench] recover "):
+                    n, runs = line[len("[bench] recover "):].split(":", 1)
+                    got[int(n)] = json.loads(runs)
+    drawn = {}
+    for n, runs in got.items():
+        pick = lambda label, key: [r.get(key) if r else None for r in runs[label]]  # noqa: E731
+        drawn[n] = {}
+        for label in runs:
+            b = "baseline" if label.startswith("etcd (baseline") else label.split(" ")[0]
+            if b not in drawn[n]:
+                drawn[n][b] = (median(pick(label, "abort_push_s")), median(pick(label, "recovery_s")))
+    if args.etcd_bin:
+        os.environ["PATH"] = os.path.abspath(args.etcd_bin) + os.pathsep + os.environ["PATH"]
+    draw_recovery(drawn, args.plot, args.keep_alive, etcd_version())
 
 
 def main():
@@ -218,7 +244,12 @@ def main():
                          "cxxrun-rdzv come first, as on a cluster where they have machines of their own; beside "
                          "10,000 simulated agents on two cores, members starved of CPU miss their heartbeats and "
                          "elect a leader again and again)")
+    ap.add_argument("--replot", nargs="+", metavar="LOG",
+                    help="draw --plot from the stderr of earlier recover runs (their '[bench] recover N: ...' "
+                         "lines, the last per N), and run nothing: one picture of sizes measured apart")
     args = ap.parse_args()
+    if args.replot:
+        return replot(args)
     global GENERATOR_NICE
     GENERATOR_NICE = args.nice
     build = os.path.abspath(args.build)
@@ -326,10 +357,10 @@ def run_json_sampled(cluster, cmd, timeout):
 
 
 def sim_procs(n):
-    """etcd_sim's processes for n agents: an agent holds up to three
-    connections at once (its unary one and two watches), and one process
+    """etcd_sim's processes for n agents: an agent holds up to four
+    connections at once (its unary one and three watches), and one process
     may open about 20,000 descriptors here."""
-    return max(1, -(-n * 3 // 18000))
+    return max(1, -(-n * 4 // 18000))
 
 
 def recover_rows(build, args, cluster, port, rows):
@@ -398,6 +429,9 @@ def recover_rows(build, args, cluster, port, rows):
         first = {backend: label for label, backend, _ in reversed(kinds)}
         drawn[n] = {b: (median(pick(first[b], "abort_push_s")), median(pick(first[b], "recovery_s")))
                     for b in ("c10d", "etcd") if b in first}
+        for label, _, _ in kinds:
+            if label.startswith("etcd (baseline"):
+                drawn[n]["baseline"] = (median(pick(label, "abort_push_s")), median(pick(label, "recovery_s")))
         rows.append(f"| {n:,} agents | " + " | ".join(label for label, _, _ in kinds) + " |")
         rows.append("|---|" + "---|" * len(kinds))
         for title, key, digits in (("one failure -> every agent re-assigned", "recovery_s", 3),

@@ -114,6 +114,7 @@ struct AgentState {
   std::string watched;
   std::unique_ptr<Conn> alive;  // EtcdLiveness::watch_
   std::unique_ptr<Conn> events;  // the round watcher's store's watch of the round events
+  std::set<std::string> events_seen;  // the round events it read or was pushed
   // EtcdStore's milestones (StoreClient::expect_waits_under): one watch on
   // the job's m/ prefix for the store's life, what it or a group's read
   // brought, and the rounds whose group was read.
@@ -203,8 +204,10 @@ class Sim : Loop {
     co_await call(a, "/v3/kv/range", body::keyed(job("config")));  // EtcdJobStore::reach
     co_await join(a, 0);
     at_least(sh_.t_done0, now_ns());
-    ++sh_.done0;
+    // In the barrier once its round watcher watches too: the product's
+    // workers run for a while before any fails.
     co_await watch_events(a);
+    ++sh_.done0;
     if (o_.recover) {
       co_await barrier(a);
       co_await recover(a);
@@ -545,6 +548,7 @@ class Sim : Loop {
     AgentState& s = st(a);
     const std::string all = job("event/");
     const json got = co_await call(a, "/v3/kv/range", body::prefix(all, prefix_end(all)));
+    for (const json& kv : got.value("kvs", json::array())) s.events_seen.insert(unb64(kv.value("key", "")));
     s.events = open_watch(a, body::watch(all, prefix_end(all), i64(got.at("header"), "revision") + 1));
   }
 
@@ -554,9 +558,12 @@ class Sim : Loop {
     AgentState& s = st(a);
     const std::string k = event_key(round);
     for (;;) {
-      while (co_await events(a, *s.events, Clock::now() + interval_))
+      if (s.events_seen.count(k)) co_return;
+      while (co_await events(a, *s.events, Clock::now() + interval_)) {
         for (const json& e : take_events(*s.events))
-          if (e.value("type", "PUT") == "PUT" && unb64(e["kv"].value("key", "")) == k) co_return;
+          if (e.value("type", "PUT") == "PUT") s.events_seen.insert(unb64(e["kv"].value("key", "")));
+        if (s.events_seen.count(k)) co_return;
+      }
       co_await beat(a);
     }
   }
@@ -693,7 +700,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const rlim_t open_files = bench_procs::open_files_to_hard_limit();
-  const rlim_t need = static_cast<rlim_t>(o.nodes / o.procs + 1) * 3 + 64;
+  const rlim_t need = static_cast<rlim_t>(o.nodes / o.procs + 1) * 4 + 64;
   if (open_files < need) {
     fprintf(stderr, "etcd_sim: %d agents a process hold up to %lu descriptors, over RLIMIT_NOFILE's %lu: raise --procs\n",
             o.nodes / o.procs, static_cast<unsigned long>(need), static_cast<unsigned long>(open_files));

@@ -64,14 +64,10 @@ Assignment C10dBackend::rejoin() {
   // waits, none stepped out. Enough nodes are left then without counting
   // spares, and the join's ADD checks that nothing else changed, reading
   // nothing first (over etcd, a request less from every node).
-  int said = -1;  // the count the log line gave
   if (dead) {
     const int alive = std::max(1, rdzv_->members() - *dead);
-    if (std::min(alive, settings.max_nodes) >= settings.min_nodes) {
-      said = std::min(alive, settings.max_nodes);
-      spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", said);
+    if (std::min(alive, settings.max_nodes) >= settings.min_nodes)
       if (auto a = rdzv_->rejoin_if_unchanged(alive)) return joined(*a);
-    }
   }
   try {
     // Spares count: a fixed-size job whose member died goes on at the same
@@ -96,7 +92,7 @@ Assignment C10dBackend::rejoin() {
       throw RendezvousLost(stepped_out_too_few(settings, left, coming));
     throw RendezvousLost(too_few_alive(settings, coming));
   }
-  if (coming != said) spdlog::info("re-forming the job in a new rendezvous round (expecting {} nodes)", coming);
+  spdlog::info("{}", C10dRendezvous::reforming_line(coming));
   rdzv_->start_next_round(waiting != 0);
   return joined(rdzv_->next_rendezvous(expected, read_left));
 }

@@ -503,6 +503,7 @@ std::optional<Assignment> C10dRendezvous::rejoin_if_unchanged(int expected) {
     checked_ = {got.read.count, {std::move(v.at(0)), std::move(v.at(2)), std::move(v.at(1))}};
     return std::nullopt;
   }
+  log_(reforming_line(std::min(expected, s_.max_nodes)));
   expected_ = expected;
   out_now_ = 0;  // the check found none stepped out
   Assignment out;
@@ -510,6 +511,10 @@ std::optional<Assignment> C10dRendezvous::rejoin_if_unchanged(int expected) {
   for (int round = next; !join_round(round, deadline, out, std::exchange(slot, std::nullopt)); ++round) {
   }
   return out;
+}
+
+std::string C10dRendezvous::reforming_line(int coming) {
+  return "re-forming the job in a new rendezvous round (expecting " + std::to_string(coming) + " nodes)";
 }
 
 C10dRendezvous::Waiting C10dRendezvous::waiting_and_stepped_out() {

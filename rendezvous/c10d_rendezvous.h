@@ -214,6 +214,8 @@ class C10dRendezvous {
   // request. A round opened beyond the next (this node slower than the
   // others' wait for it) is found as a late joiner finds one.
   std::optional<Assignment> rejoin_if_unchanged(int expected);
+  // What a re-join says once it knows it goes on, and with how many nodes.
+  static std::string reforming_line(int coming);
   // This node, a member of the current round, will not join the next one
   // (a failed health check). Nodes waiting for it in the next round count
   // it out at once: they complete without it, or throw RendezvousLost when
