@@ -344,22 +344,31 @@ struct GrpcConnection::Impl {
     return std::nullopt;
   }
 
-  GrpcResponse call(const GrpcRequest& request, Clock::time_point deadline, Clock::time_point connect_deadline) {
+  // Sends the request and waits until its stream is `ready`. A GOAWAY still
+  // on its way when the check before sending looked: the member refuses the
+  // stream, unprocessed, and the request goes again once, on a fresh
+  // connection.
+  template <class Ready>
+  std::pair<int32_t, GrpcStream*> send_and_await(const GrpcRequest& request, Clock::time_point deadline,
+                                                 Clock::time_point connect_deadline, Ready&& ready) {
     bool fresh = false;
     int32_t id = start(request, deadline, connect_deadline, fresh);
-    // A GOAWAY still on its way when the check before sending looked: the
-    // member refuses the stream, unprocessed, and the request goes again
-    // once, on a fresh connection.
-    auto answered = [&](const GrpcStream& s) {
-      return (s.ended && s.error.empty()) || (!fresh && s.closed && !s.ended && s.reset_code == kRefusedStream);
+    auto done = [&](const GrpcStream& s) {
+      return ready(s) || (!fresh && s.closed && !s.ended && s.reset_code == kRefusedStream);
     };
-    GrpcStream* a = &await(id, answered, deadline, fresh);
-    if (!a->ended) {
+    GrpcStream* s = &await(id, done, deadline, fresh);
+    if (!ready(*s)) {
       close();
       id = start(request, deadline, connect_deadline, fresh);
-      a = &await(id, answered, deadline, fresh);
+      s = &await(id, done, deadline, fresh);
     }
-    GrpcStream& s = *a;
+    return {id, s};
+  }
+
+  GrpcResponse call(const GrpcRequest& request, Clock::time_point deadline, Clock::time_point connect_deadline) {
+    auto [id, answer] = send_and_await(request, deadline, connect_deadline,
+                                       [](const GrpcStream& s) { return s.ended && s.error.empty(); });
+    GrpcStream& s = *answer;
     GrpcResponse out;
     if (auto status = refused(s)) {
       out.status = *status;
@@ -381,19 +390,8 @@ struct GrpcConnection::Impl {
   GrpcResponse open_stream(const GrpcRequest& request, Clock::time_point deadline,
                            Clock::time_point connect_deadline) {
     end_stream();
-    bool fresh = false;
-    int32_t id = start(request, deadline, connect_deadline, fresh);
-    // As call(): a GOAWAY on its way when start() looked refuses the stream
-    // unprocessed, and it goes again once, on a fresh connection.
-    auto opened = [&](const GrpcStream& s) {
-      return (s.headers && s.error.empty()) || (!fresh && s.closed && !s.ended && s.reset_code == kRefusedStream);
-    };
-    GrpcStream* answer = &await(id, opened, deadline, fresh);
-    if (!answer->headers) {
-      close();
-      id = start(request, deadline, connect_deadline, fresh);
-      answer = &await(id, opened, deadline, fresh);
-    }
+    auto [id, answer] = send_and_await(request, deadline, connect_deadline,
+                                       [](const GrpcStream& s) { return s.headers && s.error.empty(); });
     GrpcStream& s = *answer;
     if (auto status = refused(s)) {
       close();
