@@ -60,29 +60,27 @@ Assignment C10dBackend::rejoin() {
   } catch (const store::StoreError&) {
     // The next round's join reports a store that is really gone.
   }
-  // Most re-joins follow a failure or a death and nothing else: no spare
-  // waits, none stepped out. Enough nodes are left then without counting
-  // spares, and the join's ADD checks that nothing else changed, reading
-  // nothing first (over etcd, a request less from every node).
   if (dead) {
+    // Most re-joins follow a failure or a death and nothing else: no spare
+    // waits, none stepped out. Enough nodes are left then without counting
+    // spares, and the join's ADD checks that nothing else changed, reading
+    // nothing first (over etcd, a request less from every node).
     const int alive = std::max(1, rdzv_->members() - *dead);
     if (std::min(alive, settings.max_nodes) >= settings.min_nodes)
       if (auto a = rdzv_->rejoin_if_unchanged(alive)) return joined(*a);
-  }
-  try {
-    // Spares count: a fixed-size job whose member died goes on at the same
-    // size when one waits (it stopped, "only N-1 nodes alive", before).
-    // Those that stepped out are taken off by the round's join itself, as
-    // are those that step out while it waits.
-    // One round trip for both reads (none after the check above: it read them).
-    if (dead) {
+    try {
+      // Spares count: a fixed-size job whose member died goes on at the same
+      // size when one waits (it stopped, "only N-1 nodes alive", before).
+      // Those that stepped out are taken off by the round's join itself, as
+      // are those that step out while it waits.
+      // One round trip for both reads (none after the check above: it read them).
       const C10dRendezvous::Waiting read = rdzv_->waiting_and_stepped_out();
       waiting = read.waiting;
       expected = std::max(1, rdzv_->members() - *dead + waiting);
       left = read_left = read.stepped_out;
+    } catch (const store::StoreError&) {
+      // The next round's join reports a store that is really gone.
     }
-  } catch (const store::StoreError&) {
-    // The next round's join reports a store that is really gone.
   }
   const int coming = std::min(expected - left, settings.max_nodes);
   if (coming < settings.min_nodes) {

@@ -497,10 +497,9 @@ std::optional<Assignment> C10dRendezvous::rejoin_if_unchanged(int expected) {
       {key("round")}};
   auto got = store_.add_if_unchanged(round_key(next, "count"), open, unchanged);
   if (!got.count) {
-    // In waiting_and_stepped_out's order: out, round, config.
-    auto& v = got.read.values;
+    // Read as waiting_and_stepped_out reads: out, config, round.
     checked_round_ = round_;
-    checked_ = {got.read.count, {std::move(v.at(0)), std::move(v.at(2)), std::move(v.at(1))}};
+    checked_ = std::move(got.read);
     return std::nullopt;
   }
   log_(reforming_line(std::min(expected, s_.max_nodes)));
@@ -522,8 +521,8 @@ C10dRendezvous::Waiting C10dRendezvous::waiting_and_stepped_out() {
   auto read = std::exchange(checked_round_, -1) == round_
                   ? std::move(checked_)
                   : store_.add_and_get_if_set_each(round_key(round_, "count"), 0,
-                                                   {round_key(round_, "out"), key("round"), key("config")});
-  opening_reads_ = OpeningReads{round_, read.values[1], read.values[2]};
+                                                   {round_key(round_, "out"), key("config"), key("round")});
+  opening_reads_ = OpeningReads{round_, read.values.at(2), read.values.at(1)};
   return {std::max(0, static_cast<int>(read.count) - members_),
           read.values[0] ? to_int(*read.values[0], "stepped-out count") : 0};
 }

@@ -45,6 +45,24 @@ etcd::Compare holds_expected(const std::string& k, const std::string& expected) 
                           : Compare::value_is(k, Compare::Result::equal, expected);
 }
 
+// compare_set inside the add's transaction: applied with it, once however
+// often the add is sent; only the first of many finds the key as expected.
+etcd::Op compare_set_op(const std::string& k, const store::StoreClient::CompareSet& c) {
+  return etcd::Op::txn({holds_expected(k, c.expected)}, {etcd::Op::put(k, c.desired)});
+}
+
+// The answers to [range counter, range key...]: the counter's count (its
+// version, add's rule) and each key's value (none: absent).
+store::StoreClient::CountAndValues count_and_values(const std::vector<etcd::OpResult>& responses, size_t ranges) {
+  store::StoreClient::CountAndValues out;
+  if (!responses.empty() && !responses[0].kvs.empty()) out.count = responses[0].kvs.front().version;
+  for (size_t i = 1; i < ranges; ++i) {
+    if (i < responses.size() && !responses[i].kvs.empty()) out.values.push_back(responses[i].kvs.front().value);
+    else out.values.emplace_back();
+  }
+  return out;
+}
+
 // 64 random bits and the pid: no two adders of a job share a name.
 std::string adder_name() {
   std::random_device random;
@@ -114,16 +132,6 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   return *add_one(key, {});
 }
 
-namespace {
-
-// Inside the add's transaction: applied with it, once however often the add
-// is sent; only the first of many finds the key as expected.
-etcd::Op compare_set_op(const std::string& k, const store::StoreClient::CompareSet& c) {
-  return etcd::Op::txn({holds_expected(k, c.expected)}, {etcd::Op::put(k, c.desired)});
-}
-
-}  // namespace
-
 int64_t EtcdStore::add_and_compare_set(const std::string& counter, const CompareSet& also) {
   return *add_one(counter, {compare_set_op(etcd_key(also.key), also)});
 }
@@ -147,12 +155,7 @@ store::StoreClient::AddedOrRead EtcdStore::add_if_unchanged(const std::string& c
   std::vector<etcd::OpResult> read_back;
   AddedOrRead out;
   out.count = add_one(counter, {compare_set_op(etcd_key(also.key), also)}, std::move(check), reads, &read_back);
-  if (out.count) return out;
-  if (!read_back.empty() && !read_back[0].kvs.empty()) out.read.count = read_back[0].kvs.front().version;
-  for (size_t i = 1; i < reads.size(); ++i) {
-    if (i < read_back.size() && !read_back[i].kvs.empty()) out.read.values.push_back(read_back[i].kvs.front().value);
-    else out.read.values.emplace_back();
-  }
+  if (!out.count) out.read = count_and_values(read_back, reads.size());
   return out;
 }
 
@@ -260,13 +263,7 @@ store::StoreClient::CountAndValues EtcdStore::add_and_get_if_set_each(const std:
   std::vector<etcd::Op> ops{etcd::Op::get(etcd_key(counter))};
   for (const auto& k : keys) ops.push_back(etcd::Op::get(etcd_key(k)));
   auto r = guarded("add", counter, [&] { return client_->txn({}, ops); });
-  CountAndValues out;
-  if (!r.responses.empty() && !r.responses[0].kvs.empty()) out.count = r.responses[0].kvs.front().version;
-  for (size_t i = 1; i < ops.size(); ++i) {
-    if (i < r.responses.size() && !r.responses[i].kvs.empty()) out.values.push_back(r.responses[i].kvs.front().value);
-    else out.values.emplace_back();
-  }
-  return out;
+  return count_and_values(r.responses, ops.size());
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
