@@ -22,7 +22,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <random>
 #include <coroutine>
 #include <cstring>
 #include <deque>
@@ -104,11 +103,6 @@ class Task {
  private:
   std::coroutine_handle<promise_type> h_;
 };
-
-inline std::minstd_rand& sim_rng() {
-  static std::minstd_rand r{std::random_device{}()};
-  return r;
-}
 
 // ---- connections ----------------------------------------------------------
 
@@ -331,12 +325,10 @@ class Loop {
   // A refusal that says nothing was applied, or an answer etcd may or may
   // not have applied, is sent again as our client and EtcdStore do
   // (docs/etcd-client.md: the next member, a pause of 10 ms doubling to
-  // 500 ms after each round of members; an overloaded member's "too many
-  // requests", to it again after a short pause). Each resend is counted in
-  // `retries`.
+  // 500 ms after each round of members): an overloaded etcd answers "too
+  // many requests". Each resend is counted in `retries`.
   Task<json> call(Agent& a, const char* path, const json& body) {
     auto pause = std::chrono::milliseconds(10);
-    std::chrono::milliseconds overloaded{5};
     for (size_t tries = 1;; ++tries) {
       if (!a.unary) a.unary = connect_to(a, false);
       Conn& c = *a.unary;
@@ -364,16 +356,6 @@ class Loop {
         throw std::runtime_error(std::string(path) + ": " + why);
       ++a.retries;
       ++*retries_;
-      // "too many requests" (the member's apply is behind): the same member
-      // and connection, after a pause of 5 ms doubling to 40 ms, jittered,
-      // as etcd/transport.h does; anything else: the next member, on a new
-      // connection.
-      if (c.error.empty() && why.find("too many requests") != std::string::npos) {
-        std::uniform_real_distribution<double> jitter(0.5, 1.5);
-        co_await park(a, nullptr, Clock::now() + std::chrono::duration_cast<Clock::duration>(overloaded * jitter(sim_rng())));
-        overloaded = std::min(overloaded * 2, std::chrono::milliseconds(40));
-        continue;
-      }
       close_conn(a.unary);
       a.member = (a.member + 1) % static_cast<int>(members_.size());
       if (tries % members_.size() == 0) {

@@ -21,11 +21,6 @@ constexpr auto kLeaderPoll = std::chrono::milliseconds(50);
 // member lost to a broken connection may still lead, and nothing else ends
 // that wait but the call's deadline.
 constexpr auto kLeaderWait = std::chrono::seconds(5);
-// An overloaded member's pauses (Refusal::overloaded): short, for it
-// catches up in tens of milliseconds. 50 ms doubling to 2 s left the members
-// idle while thousands of agents waited theirs out (bench/RESULTS.md).
-constexpr auto kOverloadFirst = std::chrono::milliseconds(5);
-constexpr auto kOverloadCap = std::chrono::milliseconds(40);
 
 bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
@@ -90,9 +85,8 @@ Refusal classify(int grpc_code, std::string_view message) {
   if (contains(message, "authentication failed") || contains(message, "permission denied") || grpc_code == 7 ||
       grpc_code == 16)
     return Refusal::auth;
-  if (contains(message, "etcdserver: too many requests")) return Refusal::overloaded;
-  for (auto safe : {"etcdserver: no leader", "etcdserver: not capable", "etcdserver: leader changed",
-                    "etcdserver: unhealthy cluster"})
+  for (auto safe : {"etcdserver: no leader", "etcdserver: not capable", "etcdserver: too many requests",
+                    "etcdserver: leader changed", "etcdserver: unhealthy cluster"})
     if (contains(message, safe)) return Refusal::retry;
   // Unavailable (14) and deadline exceeded (4): the member may have
   // proposed the request before giving up on it. So may an overloaded
@@ -174,7 +168,6 @@ std::string Transport::call(std::string_view what, const std::string& method, co
   auto started = Clock::now();
   Failures failures(endpoints_.size());
   Backoff backoff;
-  Backoff overload(kOverloadFirst, kOverloadCap);
   size_t streak = 0;  // consecutive failures: a multiple of the member count is a full round
   bool authenticated_again = false;
 
@@ -255,12 +248,6 @@ std::string Transport::call(std::string_view what, const std::string& method, co
         [[fallthrough]];
       case Refusal::retry:
         failed({message, true, false, false});
-        continue;
-      case Refusal::overloaded:
-        // The same member and connection, after a pause: see transport.h.
-        spdlog::debug("etcd {}: {}: {}; again after a pause", endpoint.text(), what, message);
-        failures.entries[current_] = Failures::Entry{message, true, false, false};
-        std::this_thread::sleep_until(overload.next_wake(deadline));
         continue;
       case Refusal::final:
         throw EtcdRequestError(prefix(endpoint, what) + message, code);

@@ -7,14 +7,8 @@
 // - nothing was sent (resolve, connect, TLS handshake broke off, a kept-alive
 //   connection found closed before use): any request;
 // - the member answered that it cannot serve now without having applied
-//   anything ("no leader", "not capable", "leader changed", "unhealthy
-//   cluster"): any request;
-// - the member answered "too many requests" (its apply is more than 5,000
-//   entries behind its log; nothing applied): any request, to the same
-//   member on the same connection after a pause of 5 ms doubling to 40 ms.
-//   Every member applies the same log, so the next is as far behind; and
-//   moving on cost a connection per refusal: 60,000 new connections for the
-//   members to accept in a 10,000-agent recovery (bench/RESULTS.md);
+//   anything ("no leader", "not capable", "too many requests", "leader
+//   changed", "unhealthy cluster"): any request;
 // - the request went out and the answer was lost, or the member answered
 //   "request timed out"/"server stopped" (the proposal may still commit):
 //   only a request marked Repeat::always (reads, keep-alive, revoke). A
@@ -100,7 +94,6 @@ class Transport {
 // carries the same statuses.
 enum class Refusal {
   retry,         // not applied; another member (or later) may serve it
-  overloaded,    // not applied: the member's apply is behind; the same member, a little later
   maybe_applied, // unavailable, but a write may still commit
   bad_token,     // expired or unknown token: authenticate again
   auth,          // credentials or permissions: EtcdAuthError

@@ -134,7 +134,6 @@ struct Watch::Impl {
                             (transport.options().username.empty() ? " (the cluster requires a username and password)"
                                                                   : ""));
       case Refusal::retry:
-      case Refusal::overloaded:
       case Refusal::maybe_applied:
         any_answered = true;
         return false;

@@ -91,23 +91,6 @@ TEST_CASE("etcd transport: 'no leader' was not applied: a write moves on") {
   CHECK(b.count("/v3/kv/put") == 1);
 }
 
-TEST_CASE("etcd transport: 'too many requests': the same member, on the same connection, after a pause") {
-  // Its apply is behind its log: every member applies the same log, and
-  // moving on cost a new connection per refusal (10,000 agents re-joining
-  // made 60,000 of them).
-  std::atomic<int> n{0};
-  EtcdMember a([&](const EtcdMember::Request& r) {
-    return ++n <= 2 ? transport_refusal(429, 8, "etcdserver: too many requests") : serves(r);
-  });
-  EtcdMember b(serves);
-  auto c = client_of({&a, &b});
-  CHECK(c.put("k", "v") == 5);
-  CHECK(a.count("/v3/kv/put") == 3);
-  CHECK(a.connections() == 1);
-  CHECK(b.requests().empty());
-  CHECK(c.endpoint() == a.endpoint());
-}
-
 TEST_CASE("etcd transport: 'request timed out' may have applied: reads retry, writes do not") {
   EtcdMember a([](const EtcdMember::Request&) { return transport_refusal(503, 14, "etcdserver: request timed out"); });
   EtcdMember b(serves);
@@ -290,7 +273,6 @@ TEST_CASE("etcd watch: a deadline that ends its connect is a timeout, not an unr
 TEST_CASE("etcd transport: which refusals are retried") {
   CHECK(classify(14, "etcdserver: no leader") == Refusal::retry);
   CHECK(classify(14, "etcdserver: leader changed") == Refusal::retry);
-  CHECK(classify(8, "etcdserver: too many requests") == Refusal::overloaded);
   CHECK(classify(14, "etcdserver: request timed out") == Refusal::maybe_applied);
   CHECK(classify(14, "etcdserver: server stopped") == Refusal::maybe_applied);
   CHECK(classify(14, "HTTP 502") == Refusal::maybe_applied);  // a proxy's 502, as gRPC maps it
