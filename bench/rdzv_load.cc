@@ -208,14 +208,14 @@ Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& s
   barrier.arrive_and_wait(sh, a.nodes, beat, every);
   if (node == 0) {
     sh.failed = now_ns();
-    rdzv.publish_failure("{\"rank\": 0, \"exitcode\": 1}");
+    rdzv.outcome().publish_failure("{\"rank\": 0, \"exitcode\": 1}");
   }
   // The agent's round watcher waits on a thread of its own while the
   // agent goes on renewing its lease, reads the event in the same call, and
   // hands it to the rendezvous (C10dBackend::watch).
   for (const auto until = Clock::now() + std::chrono::seconds(a.timeout_s);;) {
     try {
-      rdzv.learned_event(rdzv.round(), parse_round_event(store.get(rdzv.event_key(), every)));
+      rdzv.outcome().learned_event(rdzv.round(), parse_round_event(store.get(rdzv.outcome().event_key(), every)));
       break;
     } catch (const cxxrun::store::StoreTimeout&) {
       if (Clock::now() >= until) throw;
@@ -223,7 +223,7 @@ Assignment recover(const Args& a, int node, C10dRendezvous& rdzv, StoreClient& s
     }
   }
   at_least(sh.last_woken, now_ns());
-  const int dead = rdzv.current_event() == RoundEvent::dead ? 1 : 0;
+  const int dead = rdzv.outcome().current_event() == RoundEvent::dead ? 1 : 0;
   // Nothing changed but the failure: the join's ADD checks it, no read first.
   std::optional<Assignment> next = rdzv.rejoin_if_unchanged(std::max(1, rdzv.members() - dead));
   if (!next) {

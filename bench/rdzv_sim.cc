@@ -377,7 +377,7 @@ class Sim {
   }
 
   // One member's worker fails: its agent adds its failure record and ends
-  // the round with `abort` (C10dRendezvous::publish_failure), on a
+  // the round with `abort` (RoundOutcome::publish_failure), on a
   // connection of its own.
   void fail_one() {
     publisher_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -56,7 +56,7 @@ Assignment C10dBackend::rejoin() {
   try {
     // Whoever found members dead counted them: every survivor expects the
     // same number back, and too few is an error now, not after join_timeout.
-    dead = rdzv_->current_event() == RoundEvent::dead ? std::max({1, dead_seen_, rdzv_->dead_count()}) : 0;
+    dead = rdzv_->outcome().current_event() == RoundEvent::dead ? std::max({1, dead_seen_, rdzv_->outcome().dead_count()}) : 0;
   } catch (const store::StoreError&) {
     // The next round's join reports a store that is really gone.
   }
@@ -100,7 +100,7 @@ Assignment C10dBackend::joined(const Assignment& a) {
   last_beat_ok_ = std::chrono::steady_clock::now();  // the round just proved the store alive
   speeds_ = std::make_unique<SpeedBoard>([this] { return store_->connect_another(kBoardTimeout); },
                                          rdzv_->round_prefix(), a.group_rank, a.group_world_size);
-  if (watcher_) watcher_->watch(a.round, rdzv_->event_key());
+  if (watcher_) watcher_->watch(a.round, rdzv_->outcome().event_key());
   return a;
 }
 
@@ -124,10 +124,10 @@ void C10dBackend::watch(OnEvent on_event) {
   client->expect_waits_under(rdzv_->event_prefix());
   watcher_ = std::make_unique<RoundWatcher>(std::move(client),
                                             [this, on_event = std::move(on_event)](int round, RoundEvent what) {
-                                              rdzv_->learned_event(round, what);
+                                              rdzv_->outcome().learned_event(round, what);
                                               on_event(round, what);
                                             });
-  watcher_->watch(rdzv_->round(), rdzv_->event_key());
+  watcher_->watch(rdzv_->round(), rdzv_->outcome().event_key());
 }
 
 // Failures are logged, never thrown: a store hiccup must not kill a healthy
@@ -166,7 +166,7 @@ Rendezvous::Liveness C10dBackend::check_members() {
   // Members are judged while this node waits for the others too, and one
   // whose workers succeeded leaves once the round is done: gone, not dead.
   try {
-    if (rdzv_->current_event() == RoundEvent::done) return Liveness{{}, rdzv_->members()};
+    if (rdzv_->outcome().current_event() == RoundEvent::done) return Liveness{{}, rdzv_->members()};
   } catch (const std::exception&) {
     return Liveness{{}, rdzv_->members()};  // the next check decides
   }
@@ -178,7 +178,7 @@ Rendezvous::Liveness C10dBackend::check_members() {
                (s.keep_alive_interval * s.keep_alive_max_attempt).count());
   dead_seen_ = static_cast<int>(out.dead.size());
   try {
-    rdzv_->publish_dead(dead_seen_);
+    rdzv_->outcome().publish_dead(dead_seen_);
   } catch (const std::exception& e) {
     spdlog::warn("cannot tell the other nodes: {}", e.what());
   }
@@ -203,7 +203,7 @@ void C10dBackend::coordination_failed(const char* what, const std::exception& e)
 void C10dBackend::publish_failure(const std::string& record) {
   if (store_gone_) return;
   try {
-    rdzv_->publish_failure(record);
+    rdzv_->outcome().publish_failure(record);
   } catch (const std::exception& e) {
     coordination_failed("cannot tell the other nodes about the failure", e);
   }
@@ -212,7 +212,7 @@ void C10dBackend::publish_failure(const std::string& record) {
 RoundEvent C10dBackend::finish_round() {
   if (store_gone_) return RoundEvent::none;
   try {
-    return rdzv_->finish_round();
+    return rdzv_->outcome().finish_round();
   } catch (const std::exception& e) {
     coordination_failed("cannot report success to the rendezvous store", e);
     return RoundEvent::none;
@@ -222,8 +222,8 @@ RoundEvent C10dBackend::finish_round() {
 std::vector<std::string> C10dBackend::failure_records(std::chrono::milliseconds limit) {
   if (store_gone_) return {};
   try {
-    rdzv_->wait_all_stopped(limit);
-    return rdzv_->failure_records();
+    rdzv_->outcome().wait_all_stopped(limit);
+    return rdzv_->outcome().failure_records();
   } catch (const std::exception& e) {
     spdlog::warn("cannot read the job's failures from the rendezvous store: {}", e.what());
     return {};
@@ -233,7 +233,7 @@ std::vector<std::string> C10dBackend::failure_records(std::chrono::milliseconds 
 std::vector<std::string> C10dBackend::published_failures() {
   if (store_gone_) return {};
   try {
-    return rdzv_->failure_records();
+    return rdzv_->outcome().failure_records();
   } catch (const std::exception& e) {
     spdlog::warn("cannot read the job's failures from the rendezvous store: {}", e.what());
     return {};
@@ -245,9 +245,9 @@ std::vector<std::string> C10dBackend::published_failures() {
 std::vector<std::string> C10dBackend::attempt_records(const std::string& mine, std::chrono::milliseconds limit) {
   if (store_gone_) return {mine};
   try {
-    rdzv_->publish_attempt(mine);
-    rdzv_->wait_all_stopped(limit);
-    return rdzv_->attempt_records();
+    rdzv_->outcome().publish_attempt(mine);
+    rdzv_->outcome().wait_all_stopped(limit);
+    return rdzv_->outcome().attempt_records();
   } catch (const std::exception& e) {
     coordination_failed("cannot share this attempt's progress through the rendezvous store", e);
     return {mine};
@@ -257,7 +257,7 @@ std::vector<std::string> C10dBackend::attempt_records(const std::string& mine, s
 std::string C10dBackend::settle_verdict(const Proposal& propose) {
   if (store_gone_) return propose("");
   try {
-    return rdzv_->settle_verdict(propose);
+    return rdzv_->outcome().settle_verdict(propose);
   } catch (const std::exception& e) {
     coordination_failed("cannot settle the restart verdict through the rendezvous store", e);
     return propose("");
@@ -307,7 +307,7 @@ void C10dBackend::tell_node(int group_rank, const std::string& verdict) {
 bool C10dBackend::call_spare() {
   if (store_gone_ || !rdzv_) return false;
   try {
-    return rdzv_->num_nodes_waiting() > 0 && rdzv_->publish_event(RoundEvent::join) == RoundEvent::join;
+    return rdzv_->num_nodes_waiting() > 0 && rdzv_->outcome().publish_event(RoundEvent::join) == RoundEvent::join;
   } catch (const std::exception& e) {
     spdlog::warn("cannot call a waiting spare in: {}", e.what());
     return false;

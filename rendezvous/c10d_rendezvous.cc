@@ -3,10 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include "rendezvous/group_ranks.h"
@@ -42,27 +40,28 @@ constexpr const char* kSnapshotElsewhere = "@";
 
 C10dRendezvous::C10dRendezvous(store::StoreClient& store, RendezvousSettings settings, PickPort pick_port, Log log)
     : store_(store),
+      keys_(settings.run_id),
+      outcome_(store, keys_),
       lease_(settings.keep_alive_interval, [this](const std::string& line) { progress(line); }),
       s_(std::move(settings)),
       pick_port_(std::move(pick_port)),
-      log_(std::move(log)) {
+      log_(std::move(log)),
+      spares_(store, keys_, s_, log_, [this](const std::string& line) { progress(line); }) {
   store_.expect_waits_under(milestone_prefix());
 }
 
-std::string C10dRendezvous::key(const std::string& suffix) const { return "cxxrun/rdzv/" + s_.run_id + "/" + suffix; }
+std::string C10dRendezvous::key(const std::string& suffix) const { return keys_.key(suffix); }
 
-std::string C10dRendezvous::round_key(int round, const std::string& suffix) const {
-  return key("r" + std::to_string(round) + "/" + suffix);
-}
+std::string C10dRendezvous::round_key(int round, const std::string& suffix) const { return keys_.round(round, suffix); }
 
-std::string C10dRendezvous::milestone_prefix() const { return key("m/"); }
+std::string C10dRendezvous::milestone_prefix() const { return keys_.milestone_prefix(); }
 
-std::string C10dRendezvous::event_prefix() const { return key("event/"); }
+std::string C10dRendezvous::event_prefix() const { return keys_.event_prefix(); }
 
-std::string C10dRendezvous::event_of(int round) const { return event_prefix() + "r" + std::to_string(round); }
+std::string C10dRendezvous::event_of(int round) const { return keys_.event(round); }
 
 std::string C10dRendezvous::milestone(int round, const std::string& suffix) const {
-  return key("m/r" + std::to_string(round) + "/" + suffix);
+  return keys_.milestone(round, suffix);
 }
 
 std::string C10dRendezvous::config_text() const {
@@ -136,8 +135,8 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
     // Below max, the running members restart to take this node in.
     if (done->members < s_.max_nodes)
       store_.compare_set(event_of(round), "", std::string(to_string(RoundEvent::join)));
-    wait_for_next_round(round, done->members);
-    give_way(round, done->members);
+    spares_.wait_for_next_round(round, done->members);
+    spares_.give_way(round, done->members);
     return false;
   }
   out = assign(round, *done, slot, deadline);
@@ -226,81 +225,6 @@ C10dRendezvous::Completion C10dRendezvous::complete_round(int round, int count, 
                                                      "complete"));
 }
 
-// A spare (the round is full) or a late joiner waits, without a deadline as
-// torchrun's spares do, until the next round opens or the job closes. A
-// round whose members are all gone (its job was killed, and is launched
-// again under the same id) opens no next round by itself: the waiter opens
-// it, as torch's rendezvous moves on when no participant is left.
-void C10dRendezvous::wait_for_next_round(int round, int members) {
-  log_(members >= s_.max_nodes ? "rendezvous '" + s_.run_id + "' is full (" + std::to_string(s_.max_nodes) +
-                                     " nodes); this node waits as a spare for the next round"
-                               : "round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
-                                     "' completed without this node; waiting for the next round");
-  const std::string next = milestone(round, "next");
-  BeatCounters::Seen seen;
-  for (;;) {
-    try {
-      const std::string value = store_.get(next, s_.keep_alive_interval);
-      if (value == "closed")
-        throw RendezvousClosed("rendezvous '" + s_.run_id + "' closed while this node waited as a spare");
-      // A spare of a failed job failed with it: exit 0 would tell the
-      // scheduler the job succeeded.
-      if (value == "failed")
-        throw RendezvousError("the job of rendezvous '" + s_.run_id +
-                              "' failed while this node waited as a spare; the failure is in the other nodes' logs");
-      return;
-    } catch (const store::StoreTimeout&) {
-      // Members that read no node waiting do not write `next`
-      // (start_next_round): the round number says the next round is open.
-      if (const auto now = store_.get_if_set(key("round")); now && to_int(*now, "round number") > round) return;
-      if (all_members_gone(round, members, seen)) {
-        log_("no member of round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
-             "' is alive (was its job killed?); opening round " + std::to_string(round + 1));
-        return open_round_after(round);
-      }
-      progress("waiting as a spare for the next round of rendezvous '" + s_.run_id + "'");
-    }
-  }
-}
-
-// The next round is open and this node was not a member of the last: the
-// members that go on join first, then a spare of the job's group (the most
-// common among the last round's members), then the others, so that when
-// several spares wait the nearest one takes a free place. Joining order is
-// the whole mechanism: a round takes its first max joiners.
-void C10dRendezvous::give_way(int round, int members) {
-  std::map<std::string, int> groups;
-  try {
-    std::vector<std::string> keys;
-    for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
-    for (const auto& text : store_.multi_get(keys))
-      if (const std::string g = parse_member(text).group; !g.empty()) ++groups[g];
-  } catch (const std::exception&) {
-    // Nothing known of the job's group: a spare like any other.
-  }
-  const auto job_group = std::max_element(groups.begin(), groups.end(),
-                                          [](const auto& a, const auto& b) { return a.second < b.second; });
-  const bool near = job_group == groups.end() || job_group->first == s_.node_group;
-  std::this_thread::sleep_for(near ? kSpareGivesWay : kFarSpareGivesWay);
-}
-
-// Every member's keep-alive stopped: over etcd, no lease is left; over a
-// TCPStore, no beat counter moved for interval * max_attempt, as this node
-// saw them.
-bool C10dRendezvous::all_members_gone(int round, int members, BeatCounters::Seen& seen) {
-  if (liveness_) return liveness_->count_alive(round_key(round, "alive/"), members) == 0;
-  return BeatCounters::all_still(store_, round_key(round, "alive/"), members, seen,
-                                 s_.keep_alive_interval * s_.keep_alive_max_attempt);
-}
-
-// A member still alive, wrongly thought gone, learns of the new round by the
-// event, as of a node waiting to join.
-void C10dRendezvous::open_round_after(int round) {
-  store_.compare_set(event_of(round), "", std::string(to_string(RoundEvent::join)));
-  store_.compare_set(key("round"), std::to_string(round), std::to_string(round + 1));
-  store_.set(milestone(round, "next"), std::to_string(round + 1));
-}
-
 // Run by one elected member: one read of every descriptor, one write of
 // every assignment.
 void C10dRendezvous::publish_assignments(int round, int members) {
@@ -384,6 +308,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   round_ = round;
   slot_ = slot;
   members_ = members;
+  outcome_.follow(round, members);
   rank_of_slot_.clear();
   counters_.joined(round_key(round, "alive/"), slot);
   if (liveness_) {
@@ -469,17 +394,6 @@ int C10dRendezvous::num_nodes_waiting() {
   if (round_ < 0) return 0;
   const int count = static_cast<int>(store_.add(round_key(round_, "count"), 0));
   return std::max(0, count - members_);
-}
-
-RoundEvent C10dRendezvous::publish_dead(int count) {
-  store_.compare_set(round_key(round_, "dead"), "", std::to_string(count));
-  return publish_event(RoundEvent::dead);
-}
-
-int C10dRendezvous::dead_count() {
-  const std::string k = round_key(round_, "dead");
-  const auto dead = store_.get_if_set(k);
-  return dead ? to_int(*dead, "dead count") : 0;
 }
 
 void C10dRendezvous::step_out() { store_.add(round_key(round_, "out"), 1); }
@@ -584,93 +498,6 @@ void C10dRendezvous::start_next_round(bool spares_wait) {
 void C10dRendezvous::close(bool succeeded) {
   store_.set(key("config"), kClosed);
   if (round_ >= 0) store_.set(milestone(round_, "next"), succeeded ? "closed" : "failed");
-}
-
-// Round events: how one node tells every other that the current round is
-// over (a failure, a node waiting to join, a dead member, or success). Each
-// is one COMPARE_SET on the round's event key, so every agent that WAITs on
-// that key is woken by the server at once, and all agree on which came first.
-std::string C10dRendezvous::event_key() const { return event_of(round_); }
-
-RoundEvent C10dRendezvous::publish_event(RoundEvent what) {
-  const RoundEvent won = parse_round_event(store_.compare_set(event_key(), "", std::string(to_string(what))));
-  remember_event(round_, won);
-  return won;
-}
-
-RoundEvent C10dRendezvous::current_event() {
-  const long long known = known_event_.load();
-  if (known >= 0 && (known >> 8) == round_) return static_cast<RoundEvent>(known & 0xff);
-  const auto event = store_.get_if_set(event_key());
-  const RoundEvent now = event ? parse_round_event(*event) : RoundEvent::none;
-  remember_event(round_, now);
-  return now;
-}
-
-void C10dRendezvous::learned_event(int round, RoundEvent what) { remember_event(round, what); }
-
-void C10dRendezvous::remember_event(int round, RoundEvent what) {
-  if (round < 0 || what == RoundEvent::none) return;
-  known_event_.store((static_cast<long long>(round) << 8) | static_cast<long long>(what));
-}
-
-void C10dRendezvous::publish_failure(const std::string& record) {
-  if (record.find('\n') != std::string::npos)
-    throw std::invalid_argument("a failure record must be one line");
-  try {
-    store_.append(round_key(round_, "failures"), record + "\n");
-  } catch (const store::StoreError&) {
-    // The other nodes must stop whether or not the record got in.
-    publish_event(RoundEvent::abort);
-    throw;
-  }
-  publish_event(RoundEvent::abort);
-}
-
-RoundEvent C10dRendezvous::finish_round() {
-  const int64_t finished = store_.add(round_key(round_, "finished"), 1);
-  if (finished >= members_) return publish_event(RoundEvent::done);
-  return current_event();
-}
-
-void C10dRendezvous::wait_all_stopped(std::chrono::milliseconds timeout) {
-  const std::string all = milestone(round_, "all_stopped");
-  // The verdict and then the summary both wait: this node counts once.
-  if (counted_stopped_ != round_) {
-    counted_stopped_ = round_;
-    if (store_.add(round_key(round_, "stopped"), 1) >= members_) return store_.set(all, "1");
-  }
-  try {
-    store_.wait({all}, timeout);
-  } catch (const store::StoreTimeout&) {
-    // A member that is dead or still stopping: print what is known.
-  }
-}
-
-std::vector<std::string> C10dRendezvous::failure_records() {
-  return parse_lines(store_.get_if_set(round_key(round_, "failures")).value_or(""));
-}
-
-void C10dRendezvous::publish_attempt(const std::string& record) {
-  if (record.find('\n') != std::string::npos) throw std::invalid_argument("an attempt record must be one line");
-  store_.append(round_key(round_, "attempts"), record + "\n");
-}
-
-std::vector<std::string> C10dRendezvous::attempt_records() {
-  return parse_lines(store_.get_if_set(round_key(round_, "attempts")).value_or(""));
-}
-
-std::string C10dRendezvous::settle_verdict(const std::function<std::string(const std::string& last)>& propose) {
-  const std::string verdict = round_key(round_, "verdict");
-  if (auto settled = store_.get_if_set(verdict)) return *settled;
-  const std::string proposal = propose(store_.get_if_set(key("history")).value_or(""));
-  if (proposal.empty() || proposal.find('\n') != std::string::npos)
-    throw std::invalid_argument("a verdict must be one non-empty line");
-  const std::string settled = store_.compare_set(verdict, "", proposal);
-  // Every member writes the same: a node that joins a later round starts
-  // from it, whichever member's write comes last.
-  store_.set(key("history"), settled);
-  return settled;
 }
 
 }  // namespace cxxrun::rendezvous

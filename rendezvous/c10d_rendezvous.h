@@ -61,7 +61,6 @@
 // lists first; nodes without one sort after those with one.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <stdexcept>
@@ -75,15 +74,12 @@
 #include "rendezvous/member.h"
 #include "rendezvous/member_liveness.h"
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/round_keys.h"
+#include "rendezvous/round_outcome.h"
+#include "rendezvous/spare_wait.h"
 #include "store/client.h"
 
 namespace cxxrun::rendezvous {
-
-// How long a spare lets the last round's members go first into the next
-// round; one of another --node-group than the job's waits longer, so that
-// a spare of the job's group takes a free place first.
-inline constexpr std::chrono::milliseconds kSpareGivesWay{50};
-inline constexpr std::chrono::milliseconds kFarSpareGivesWay{500};
 
 class C10dRendezvous {
  public:
@@ -110,9 +106,6 @@ class C10dRendezvous {
   // first look always was).
   Assignment next_rendezvous(int expected, int stepped_out_now = -1);
 
-  // Round events. The store key that one event per round
-  // is written to; agents WAIT on it with a connection of their own.
-  std::string event_key() const;
   // Where the round's milestones live (StoreClient::expect_waits_under, as
   // this object tells its own connection), and apart from them where every
   // round's event lives: a connection of another thread that waits only for
@@ -123,38 +116,10 @@ class C10dRendezvous {
   // The current round's key prefix, for what keeps keys of its own in it
   // (rendezvous/speed_board.h).
   std::string round_prefix() const { return round_key(round_, ""); }
-  // Ends the round for everyone; returns the event that won (maybe another).
-  RoundEvent publish_event(RoundEvent what);
-  // The event that ended the current round, none while it runs. Read once:
-  // a round's event never changes once written (the first writer wins), so
-  // one that this node published, read, or learned (learned_event) is
-  // answered without a request.
-  RoundEvent current_event();
-  // The event of `round` as a watcher on another thread saw it (C10dBackend
-  // hands on RoundWatcher's delivery): the re-join that follows reads it
-  // from here, not from the store. Thread-safe.
-  void learned_event(int round, RoundEvent what);
-  // Adds this node's failure record (one line) to the round's and ends the
-  // round with "abort" (unless another event came first).
-  void publish_failure(const std::string& record);
-  // This node's workers all succeeded. The last member to get here ends the
-  // round with "done". Returns the event that now stands, none if none yet.
-  RoundEvent finish_round();
-  // Every failure record of the round so far, in the order they arrived.
-  std::vector<std::string> failure_records();
-  // Counts this node's group as stopped after the round's failure and waits,
-  // at most `timeout`, until every member's is: then every record a member
-  // publishes while stopping is in.
-  void wait_all_stopped(std::chrono::milliseconds timeout);
+  // How the current round ends: its event, failure records, finished and
+  // stopped members, and the restart history (rendezvous/round_outcome.h).
+  RoundOutcome& outcome() { return outcome_; }
   int members() const { return members_; }
-  // The restart history (Rendezvous::attempt_records, settle_verdict): a
-  // round's attempt records are appended like its failures; its verdict is
-  // one COMPARE_SET, and the job's last one is kept under the job's key for
-  // a node that joins a later round.
-  void publish_attempt(const std::string& record);
-  std::vector<std::string> attempt_records();
-  std::string settle_verdict(const std::function<std::string(const std::string& last)>& propose);
-
   // Keep-alives and dead_members() go through `beats` (a connection with a
   // short deadline, so a lost store is noticed within a beat) instead of the
   // main store. Must outlive this object.
@@ -163,6 +128,7 @@ class C10dRendezvous {
   void use_liveness(MemberLiveness& liveness) {
     liveness_ = &liveness;
     lease_.use(liveness_);
+    spares_.use_liveness(liveness_);
   }
   // One keep-alive beat for the current round.
   void keep_alive();
@@ -177,11 +143,6 @@ class C10dRendezvous {
   // dead member's place (docs/torchrun-compat.md §5, "a member dies while
   // a spare waits").
   int num_nodes_waiting();
-  // Ends the round with `dead`, saying how many members were found dead
-  // (the first count written stands); returns the event that won.
-  RoundEvent publish_dead(int count);
-  // How many members the round's `dead` event counted (0 if none).
-  int dead_count();
   // Opens round+1 for everyone (a restart or a membership change). The
   // nodes waiting beyond the last round (spares, late joiners) are woken by
   // the round's `next` key, written only where `spares_wait` (the caller
@@ -245,11 +206,9 @@ class C10dRendezvous {
   std::string config_text() const;
   // `taken`: this node's slot, where its ADD was made already.
   bool join_round(int round, Clock::time_point deadline, Assignment& out, std::optional<int> taken = std::nullopt);
-  void give_way(int round, int members);
   // "host (pid N) why" of each node that declined `round`, in order.
   std::vector<std::string> declined_nodes(int round);
   Assignment join(int expected, int stepped_out_now);
-  void remember_event(int round, RoundEvent what);
   // A complete round: its member count, and the slot of the member that
   // completed it, who computes everyone's assignment.
   struct Completion {
@@ -259,9 +218,6 @@ class C10dRendezvous {
   static Completion parse_completion(const std::string& text);
   Completion wait_for_completion(int round, int slot, Clock::time_point deadline);
   Completion complete_round(int round, int count, int slot);
-  void wait_for_next_round(int round, int members);
-  bool all_members_gone(int round, int members, BeatCounters::Seen& seen);
-  void open_round_after(int round);
   void publish_assignments(int round, int members);
   Assignment assign(int round, Completion done, int slot, Clock::time_point deadline);
   const std::vector<int>& rank_of_slot();
@@ -271,18 +227,20 @@ class C10dRendezvous {
   void progress(const std::string& what);
 
   store::StoreClient& store_;
+  const RoundKeys keys_;
+  RoundOutcome outcome_;
   store::StoreClient* beats_ = &store_;
   MemberLiveness* liveness_ = nullptr;
   LeaseKeeper lease_;
   RendezvousSettings s_;
   PickPort pick_port_;
   Log log_;
+  SpareWait spares_;
   Member me_;
   int round_ = -1;
   int slot_ = -1;
   int members_ = 0;
   int expected_ = 0;
-  int counted_stopped_ = -1;  // the round in which this node counted itself stopped
   // The round number start_next_round's COMPARE_SET answered: the join that
   // follows opens it without asking again (-1: none).
   int opened_ = -1;
@@ -305,9 +263,6 @@ class C10dRendezvous {
   std::optional<store::StoreClient::CompareSet> open_with_join_;
   // next_rendezvous's stepped_out_now, for the join's first look.
   int out_now_ = -1;
-  // (round << 8) | event of the last event known to stand, -1 none; written
-  // by the watcher's thread too (learned_event).
-  std::atomic<long long> known_event_{-1};
   Clock::time_point last_progress_{};
   std::vector<int> rank_of_slot_;
   BeatCounters counters_;  // without a MemberLiveness

@@ -276,7 +276,7 @@ TEST_CASE("rendezvous: a re-joining member reads once before its join, which ope
   auto jb = std::async(std::launch::async, [&] { return b.next_rendezvous(); });
   REQUIRE(ja.get().round == 0);
   REQUIRE(jb.get().round == 0);
-  a.publish_event(RoundEvent::abort);
+  a.outcome().publish_event(RoundEvent::abort);
   a.waiting_and_stepped_out();
   a.start_next_round(false);
   requests = 0;
@@ -312,7 +312,7 @@ struct Pair {
     auto jb = std::async(std::launch::async, [&] { return b.next_rendezvous(); });
     REQUIRE(ja.get().round == 0);
     REQUIRE(jb.get().round == 0);
-    a.publish_event(RoundEvent::abort);
+    a.outcome().publish_event(RoundEvent::abort);
   }
 };
 

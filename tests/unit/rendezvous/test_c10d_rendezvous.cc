@@ -135,12 +135,12 @@ TEST_CASE("rendezvous: round events live apart from the round's other milestones
   for (const char* addr : {"10.0.0.1", "10.0.0.2"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(2, 2)));
   join_all(nodes);
   auto& rdzv = nodes[0]->rdzv;
-  CHECK(rdzv.publish_event(RoundEvent::abort) == RoundEvent::abort);
-  CHECK(nodes[1]->rdzv.current_event() == RoundEvent::abort);
+  CHECK(rdzv.outcome().publish_event(RoundEvent::abort) == RoundEvent::abort);
+  CHECK(nodes[1]->rdzv.outcome().current_event() == RoundEvent::abort);
   const std::string events = rdzv.event_prefix(), milestones = rdzv.milestone_prefix();
   CHECK(events.compare(0, milestones.size(), milestones) != 0);
   CHECK(milestones.compare(0, events.size(), events) != 0);
-  CHECK(store.keys_under(events) == std::vector<std::string>{rdzv.event_key()});
+  CHECK(store.keys_under(events) == std::vector<std::string>{rdzv.outcome().event_key()});
   CHECK(store.keys_under(milestones).size() >= 4);  // wake, complete, assigned, master
 }
 
@@ -419,14 +419,14 @@ TEST_CASE("rendezvous: every failing node's record reaches every node, in arriva
   std::vector<std::unique_ptr<Node>> nodes;
   for (const char* addr : {"a", "b", "c"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(3, 3)));
   join_all(nodes);
-  CHECK(nodes[2]->rdzv.failure_records().empty());
-  nodes[1]->rdzv.publish_failure(R"({"host": "b"})");
-  nodes[0]->rdzv.publish_failure(R"({"host": "a"})");
+  CHECK(nodes[2]->rdzv.outcome().failure_records().empty());
+  nodes[1]->rdzv.outcome().publish_failure(R"({"host": "b"})");
+  nodes[0]->rdzv.outcome().publish_failure(R"({"host": "a"})");
   for (auto& n : nodes) {
-    CHECK(n->rdzv.failure_records() == std::vector<std::string>{R"({"host": "b"})", R"({"host": "a"})"});
-    CHECK(n->client.get(n->rdzv.event_key()) == "abort");
+    CHECK(n->rdzv.outcome().failure_records() == std::vector<std::string>{R"({"host": "b"})", R"({"host": "a"})"});
+    CHECK(n->client.get(n->rdzv.outcome().event_key()) == "abort");
   }
-  CHECK_THROWS_AS(nodes[2]->rdzv.publish_failure("two\nlines"), std::invalid_argument);
+  CHECK_THROWS_AS(nodes[2]->rdzv.outcome().publish_failure("two\nlines"), std::invalid_argument);
 }
 
 TEST_CASE("rendezvous: the failure summary waits for every member to stop, within its bound") {
@@ -434,22 +434,22 @@ TEST_CASE("rendezvous: the failure summary waits for every member to stop, withi
   std::vector<std::unique_ptr<Node>> nodes;
   for (const char* addr : {"a", "b", "c"}) nodes.push_back(std::make_unique<Node>(store, addr, settings(3, 3)));
   join_all(nodes);
-  auto first = std::async(std::launch::async, [&] { nodes[0]->rdzv.wait_all_stopped(10s); });
+  auto first = std::async(std::launch::async, [&] { nodes[0]->rdzv.outcome().wait_all_stopped(10s); });
   CHECK(first.wait_for(200ms) == std::future_status::timeout);  // b and c are still stopping
-  nodes[1]->rdzv.publish_failure("b's record");
-  auto second = std::async(std::launch::async, [&] { nodes[1]->rdzv.wait_all_stopped(10s); });
+  nodes[1]->rdzv.outcome().publish_failure("b's record");
+  auto second = std::async(std::launch::async, [&] { nodes[1]->rdzv.outcome().wait_all_stopped(10s); });
   CHECK(second.wait_for(100ms) == std::future_status::timeout);
-  nodes[2]->rdzv.wait_all_stopped(10s);  // the last one: returns at once, releases the others
+  nodes[2]->rdzv.outcome().wait_all_stopped(10s);  // the last one: returns at once, releases the others
   CHECK(first.wait_for(2s) == std::future_status::ready);
   CHECK(second.wait_for(2s) == std::future_status::ready);
-  CHECK(nodes[0]->rdzv.failure_records() == std::vector<std::string>{"b's record"});
+  CHECK(nodes[0]->rdzv.outcome().failure_records() == std::vector<std::string>{"b's record"});
   // A member that never stops costs the bound, no more.
   FakeStore lone_store;
   std::vector<std::unique_ptr<Node>> pair;
   for (const char* addr : {"a", "b"}) pair.push_back(std::make_unique<Node>(lone_store, addr, settings(2, 2)));
   join_all(pair);
   const auto start = std::chrono::steady_clock::now();
-  pair[0]->rdzv.wait_all_stopped(300ms);
+  pair[0]->rdzv.outcome().wait_all_stopped(300ms);
   CHECK(std::chrono::steady_clock::now() - start >= 300ms);
 }
 
