@@ -22,6 +22,7 @@
 //
 //   etcd_sim --etcd h1:p1,h2:p2,h3:p3 --nodes 1000 [--nproc 8] [--recover 1]
 //            [--spread 1] [--keep-alive S] [--procs K] [--timeout S]
+//            [--one-write-join 1]
 //
 // --recover 1: then in-job recovery, as rdzv_load --recover 1 drives it
 // through the real code: once every agent holds round 0, agent 0 publishes
@@ -31,6 +32,9 @@
 // (C10dBackend::rejoin, C10dRendezvous::rejoin_if_unchanged).
 // --spread 1: agent i talks to member i mod M only (rdzv_load --spread 1), as
 // the product's nodes each start at a member of their own (etcd_options).
+// --one-write-join 1: a what-if, not the product: the join's alive key and
+// descriptor ride on its ADD's transaction, one write an agent fewer
+// (bench/RESULTS.md, sitting 28).
 // --keep-alive S: the agents' keep_alive_interval (1 s, the agent's
 // default): each renews its lease every S while it waits, as LeaseKeeper
 // and the agent do. --procs K: the agents over K processes (forked), for the
@@ -177,19 +181,23 @@ class Sim : SimStore {
     round = std::max(round, s.round + 1);
     co_await beat_if_due(a);
     const bool open = std::exchange(s.open_with_join, false);
-    const int slot = static_cast<int>(co_await add(a, rk(round, "count"), open ? round : -1, std::exchange(s.check_from, -1))) - 1;
+    // --one-write-join: what the product would send if the alive key and the descriptor rode on the join's ADD
+    // (bench/RESULTS.md, sitting 28). Not the product's: a slot is known only once the ADD is answered, so
+    // they would be named by the joiner, not the slot; keyed here by the agent's index, as many keys and bytes.
+    std::vector<json> with_add;
+    if (o_.one_write_join) {
+      co_await renew_before_joining(a);
+      with_add = {body::op_put(alive_key(round, a.index), "", s.lease), body::op_put(rk(round, "node/" + std::to_string(a.index)), describe(a.index))};
+    }
+    const int slot = static_cast<int>(co_await add(a, rk(round, "count"), open ? round : -1, std::exchange(s.check_from, -1), std::move(with_add))) - 1;
     // milestones_follow: a count first added to after the watch began: the round's group is not read.
     if (s.milestones && s.added_created >= s.milestones_from) s.read_groups.insert(mk(round, ""));
-    // EtcdLiveness::joining: the last round's watch stopped (its connection kept for the next), the
-    // lease renewed (or granted) unless its last renewal holds for an interval and a half yet, the
-    // alive key and the descriptor in one txn.
-    if (s.alive) stop_watch(*s.alive);
-    if (s.lease == 0 || s.holds_until - Clock::now() <= interval_ * 3 / 2) {
-      if (s.lease == 0 || co_await keep_alive(a) == 0) co_await grant(a);
-      s.last_beat = Clock::now();
+    // EtcdLiveness::joining: the alive key and the descriptor in one txn.
+    if (!o_.one_write_join) {
+      co_await renew_before_joining(a);
+      co_await call(a, "/v3/kv/txn", body::joining(alive_key(round, slot), s.lease, rk(round, "node/" + std::to_string(slot)),
+                                                   describe(a.index)));
     }
-    co_await call(a, "/v3/kv/txn", body::joining(alive_key(round, slot), s.lease, rk(round, "node/" + std::to_string(slot)),
-                                                 describe(a.index)));
     std::string done;
     if (slot == n - 1) {  // complete_round: compare_set_and_set, one txn for the milestone and the wake key
       const std::string mine = std::to_string(n) + "|" + std::to_string(slot);
@@ -329,7 +337,7 @@ int main(int argc, char** argv) {
   if (!bench_args::parse("etcd_sim", argc, argv,
                          {arg("--etcd", etcd), arg("--nodes", o.nodes), arg("--nproc", o.nproc), arg("--procs", o.procs),
                           arg("--timeout", o.timeout), arg("--recover", o.recover), arg("--spread", o.spread),
-                          arg("--keep-alive", o.keep_alive)}))
+                          arg("--keep-alive", o.keep_alive), arg("--one-write-join", o.one_write_join)}))
     return 2;
   for (std::stringstream in(etcd); std::getline(in, o.etcd.emplace_back(), ',');) {
   }

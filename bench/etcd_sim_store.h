@@ -29,6 +29,7 @@ struct Options {
   int nodes = 1000, nproc = 8, procs = 1;
   double timeout = 120, keep_alive = 1.0;
   bool recover = false, spread = false;
+  bool one_write_join = false;  // a what-if, not the product (etcd_sim.cc, join)
 };
 
 // What every process shares: counts, the last time each phase ended
@@ -143,11 +144,13 @@ class SimStore : protected Loop {
   // add(k, 1): a txn of [put k, range k, put marker] if the marker is absent; with `open` >= 0
   // (add_and_compare_set), the round's opening compare_set from open-1 to open nested inside; with
   // `check` >= 0 (add_if_unchanged), only while round `check`'s count is still its members, none of
-  // them stepped out and the config is this job's, its keys and the round read where not.
-  Task<int64_t> add(Agent& a, const std::string& k, int open = -1, int check = -1) {
+  // them stepped out and the config is this job's, its keys and the round read where not. `also`:
+  // puts made with the add where it applies (--one-write-join).
+  Task<int64_t> add(Agent& a, const std::string& k, int open = -1, int check = -1, std::vector<json> also = {}) {
     AgentState& s = st(a);
     const std::string marker = k + "/adds/" + s.adder + "-" + std::to_string(++s.adds);
     json request = body::add(k, marker);
+    for (json& op : also) request["success"].push_back(std::move(op));
     if (check >= 0) {
       for (json c : {body::version_is(rk(check, "count"), s.members, "EQUAL"), body::absent(rk(check, "out")),
                      body::value_is(job("config"), config())})
@@ -348,6 +351,17 @@ class SimStore : protected Loop {
   }
 
   // ---- the lease: EtcdLiveness and LeaseKeeper -----------------------------
+
+  // EtcdLiveness::joining, before its txn: the last round's watch stopped (its connection kept for the next),
+  // the lease renewed (or granted) unless its last renewal holds for an interval and a half yet.
+  Task<> renew_before_joining(Agent& a) {
+    AgentState& s = st(a);
+    if (s.alive) stop_watch(*s.alive);
+    if (s.lease == 0 || s.holds_until - Clock::now() <= interval_ * 3 / 2) {
+      if (s.lease == 0 || co_await keep_alive(a) == 0) co_await grant(a);
+      s.last_beat = Clock::now();
+    }
+  }
 
   Task<int64_t> keep_alive(Agent& a) {
     const auto sent = Clock::now();
