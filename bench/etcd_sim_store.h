@@ -69,7 +69,7 @@ struct AgentState {
   int adds = 0;
   int64_t lease = 0;
   Clock::time_point last_beat;  // LeaseKeeper::last_
-  std::unique_ptr<Conn> watch;  // EtcdStore::watch_, kept while waits are on one key
+  std::unique_ptr<Conn> watch;  // EtcdKeyWait::watch_, kept while waits are on one key
   std::string watched;
   std::unique_ptr<Conn> alive;  // EtcdLiveness::watch_
   std::unique_ptr<Conn> events;  // the round watcher's store's watch of the round events

@@ -17,6 +17,7 @@
 #include "etcd/watch.h"
 #include "net/endpoint.h"
 #include "rendezvous/etcd_errors.h"
+#include "rendezvous/etcd_key_wait.h"
 #include "rendezvous/etcd_milestones.h"
 
 namespace cxxrun::rendezvous {
@@ -78,6 +79,7 @@ EtcdStore::EtcdStore(const EtcdSettings& settings, Duration timeout)
     const etcd::Options options = etcd_options(settings_, timeout_);
     client_ = std::make_unique<etcd::Client>(options);
     milestones_ = std::make_unique<EtcdMilestones>(settings_, *client_, options);
+    key_wait_ = std::make_unique<EtcdKeyWait>(settings_, *client_, prefix_);
   } catch (const etcd::EtcdAuthError& e) {
     throw store::StoreAuthError(e.what());
   } catch (const etcd::EtcdError& e) {
@@ -106,9 +108,7 @@ std::string EtcdStore::get(const std::string& key, Duration timeout) {
     if (auto value = milestones_->value("get", key, etcd_key(key), deadline, true, timeout_)) return *value;
     throw store::StoreTimeout("etcd wait " + key + ": the key was not written in time");
   }
-  // A key that is there costs one read; only an absent one is watched for.
-  if (auto value = read_or_watch("get", key, deadline)) return *value;
-  return await_put(key, deadline);
+  return key_wait_->value("get", key, deadline, timeout_);
 }
 
 std::optional<std::string> EtcdStore::get_if_set(const std::string& key) {
@@ -368,57 +368,7 @@ void EtcdStore::wait_one(const std::string& key, Clock::time_point deadline) {
     if (milestones_->value("wait", key, etcd_key(key), deadline, true, timeout_)) return;
     throw store::StoreTimeout("etcd wait " + key + ": the key was not written in time");
   }
-  if (read_or_watch("wait", key, deadline)) return;
-  await_put(key, deadline);
-}
-
-std::optional<std::string> EtcdStore::read_or_watch(const char* what, const std::string& key,
-                                                    Clock::time_point deadline) {
-  // A watch kept from the last wait on this key has seen every write since
-  // it found the key absent: no read needed (the round watcher's slices
-  // cost no request).
-  if (watch_ && watched_ == key) return std::nullopt;
-  watch_.reset();
-  const std::string k = etcd_key(key);
-  auto got = guarded(what, key, [&] { return client_->range(k); });
-  if (got.kv) return got.kv->value;
-  // From the revision after the read: a write in between is delivered.
-  watch_ = guarded(what, key, [&] {
-    return std::make_unique<etcd::Watch>(etcd_options(settings_, remaining(deadline)), k, etcd::Watch::Scope::key,
-                                         got.revision + 1);
-  });
-  // Kept across this thread's waits on the key: a stream broken by an
-  // election is made again for as long as the store waits, not for what
-  // was left of the first wait.
-  watch_->set_timeout(timeout_);
-  watched_ = key;
-  return std::nullopt;
-}
-
-std::string EtcdStore::await_put(const std::string& key, Clock::time_point deadline) {
-  for (;;) {
-    std::optional<std::vector<etcd::WatchEvent>> events;
-    try {
-      events = watch_->next(deadline);
-    } catch (const etcd::EtcdCompacted&) {
-      // The watch resumed from a revision etcd no longer keeps: the key is
-      // read again, and watched from after that read.
-      watch_.reset();
-      watched_.clear();
-      if (auto value = read_or_watch("wait", key, deadline)) return *value;
-      continue;
-    } catch (const etcd::EtcdError&) {
-      watch_.reset();
-      rethrow_as_store_error(etcd_context(settings_, "wait", key));
-    }
-    if (!events) throw store::StoreTimeout("etcd wait " + key + ": the key was not written in time");
-    for (const auto& e : *events)
-      if (e.type == etcd::WatchEvent::Type::put) {
-        watch_.reset();  // the key exists now; the next wait reads it
-        watched_.clear();
-        return e.kv.value;
-      }
-  }
+  key_wait_->value("wait", key, deadline, timeout_);
 }
 
 void EtcdStore::expect_waits_under(const std::string& prefix) { milestones_->expect_under(etcd_key(prefix)); }

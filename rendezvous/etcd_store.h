@@ -83,6 +83,7 @@ struct Options;
 
 namespace cxxrun::rendezvous {
 
+class EtcdKeyWait;
 class EtcdMilestones;
 
 
@@ -160,21 +161,13 @@ class EtcdStore : public store::StoreClient {
   };
   Reads read_many(const char* what, const std::vector<std::string>& keys);
   Reads read_pages(const char* what, const std::vector<std::string>& keys, const std::string& prefix);
-  // The key's value if it exists; else a watch on it from the revision
-  // after the read (kept in watch_), and nullopt.
-  std::optional<std::string> read_or_watch(const char* what, const std::string& key,
-                                           std::chrono::steady_clock::time_point deadline);
-  // Until watch_ delivers a put of `key`, whose value it returns;
-  // StoreTimeout at the deadline.
-  std::string await_put(const std::string& key, std::chrono::steady_clock::time_point deadline);
-
   const EtcdSettings settings_;
   const std::string prefix_;
   Duration timeout_;
   std::unique_ptr<etcd::Client> client_;
-  // The watch of the last wait(), kept while waits are on the same key.
-  std::unique_ptr<etcd::Watch> watch_;
-  std::string watched_;
+  // Waits for a key that is not a milestone, with the watch of the last
+  // one, kept while waits are on the same key.
+  std::unique_ptr<EtcdKeyWait> key_wait_;
   std::unique_ptr<EtcdMilestones> milestones_;
   mutable std::string local_address_;
   // Names this store's adds apart from every other's (the pid and a random
