@@ -143,12 +143,6 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
   return true;
 }
 
-C10dRendezvous::Completion C10dRendezvous::parse_completion(const std::string& text) {
-  const auto bar = text.find('|');
-  if (bar == std::string::npos) throw RendezvousError("malformed round completion in the rendezvous store: '" + text + "'");
-  return {to_int(text.substr(0, bar), "member count"), to_int(text.substr(bar + 1), "completer slot")};
-}
-
 // Waits, from milestone to milestone, until the round completes as
 // RoundCompletion rules; whoever gets there first writes `complete` and
 // everyone adopts that value.
@@ -218,7 +212,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
 C10dRendezvous::Completion C10dRendezvous::complete_round(int round, int count, int slot) {
   // A spare (slot >= count) may see the count reach max first; the last
   // member computes the assignments in its place.
-  const std::string mine = std::to_string(count) + "|" + std::to_string(std::min(slot, count - 1));
+  const std::string mine = describe(Completion{count, std::min(slot, count - 1)});
   // The waiters of the last wake key are woken with it, in one write.
   return parse_completion(store_.compare_set_and_set({milestone(round, "complete"), "", mine},
                                                      milestone(round, "wake/" + std::to_string(s_.max_nodes - 1)),

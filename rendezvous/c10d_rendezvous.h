@@ -75,6 +75,7 @@
 #include "rendezvous/member_liveness.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/round_keys.h"
+#include "rendezvous/round_records.h"
 #include "rendezvous/round_outcome.h"
 #include "rendezvous/spare_wait.h"
 #include "store/client.h"
@@ -209,13 +210,7 @@ class C10dRendezvous {
   // "host (pid N) why" of each node that declined `round`, in order.
   std::vector<std::string> declined_nodes(int round);
   Assignment join(int expected, int stepped_out_now);
-  // A complete round: its member count, and the slot of the member that
-  // completed it, who computes everyone's assignment.
-  struct Completion {
-    int members = 0;
-    int assigner = 0;
-  };
-  static Completion parse_completion(const std::string& text);
+  using Completion = RoundCompletionRecord;  // rendezvous/round_records.h
   Completion wait_for_completion(int round, int slot, Clock::time_point deadline);
   Completion complete_round(int round, int count, int slot);
   void publish_assignments(int round, int members);

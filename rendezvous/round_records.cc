@@ -71,6 +71,14 @@ std::string shown_nnodes(const std::string& min_max) {
                                                                                               : min_max;
 }
 
+std::string describe(const RoundCompletionRecord& c) { return std::to_string(c.members) + "|" + std::to_string(c.assigner); }
+
+RoundCompletionRecord parse_completion(const std::string& text) {
+  const auto bar = text.find('|');
+  if (bar == std::string::npos) throw RendezvousError("malformed round completion in the rendezvous store: '" + text + "'");
+  return {to_int(text.substr(0, bar), "member count"), to_int(text.substr(bar + 1), "completer slot")};
+}
+
 std::string describe_ranks(const std::vector<int>& slot_of_rank) {
   std::string out;
   for (size_t rank = 0; rank < slot_of_rank.size(); ++rank) out += (rank ? "," : "") + std::to_string(slot_of_rank[rank]);

@@ -43,6 +43,16 @@ JobConfig parse_config(const std::string& text);
 // A written "min:max" as --nnodes says it: "4:4" is "4".
 std::string shown_nnodes(const std::string& min_max);
 
+// A complete round ("<members>|<assigner>"): how many members it has
+// (slots beyond wait for a later round), and the slot of the member that
+// completed it, who computes everyone's assignment.
+struct RoundCompletionRecord {
+  int members = 0;
+  int assigner = 0;
+};
+std::string describe(const RoundCompletionRecord& c);
+RoundCompletionRecord parse_completion(const std::string& text);
+
 // A round's group ranks in order, as the slot of each ("3,0,2,1": rank 0 is
 // the member in slot 3), and read back as each slot's rank, for a round of
 // `members`.

@@ -87,6 +87,15 @@ TEST_CASE("rendezvous: an assignment record reads back as written, and a malform
   CHECK_THROWS_AS(parse_assignment("x|0|8|"), RendezvousError);
 }
 
+TEST_CASE("rendezvous: a round's completion record reads back as written, and a malformed one is one clear error") {
+  CHECK(describe(RoundCompletionRecord{8, 7}) == "8|7");
+  const RoundCompletionRecord c = parse_completion("8|7");
+  CHECK(c.members == 8);
+  CHECK(c.assigner == 7);
+  CHECK_THROWS_WITH(parse_completion("8"), "malformed round completion in the rendezvous store: '8'");
+  CHECK_THROWS_AS(parse_completion("x|7"), RendezvousError);
+}
+
 // The assigner takes seconds with 1,000 nodes over etcd. A member waiting
 // for its assignment without renewing its lease lost its alive key after
 // the TTL: the snapshot counted it dead, and each DELETE went to every
