@@ -1,5 +1,5 @@
-// The plumbing of bench/etcd_sim.cc: one epoll, coroutines for the
-// simulated agents, and etcd's gRPC API over HTTP/2 (etcd_sim_h2.h) as
+// The plumbing of bench/etcd_sim.cc: one epoll, the simulated agents'
+// coroutines resumed on it (etcd_sim_task.h), and etcd's gRPC API over HTTP/2 (etcd_sim_h2.h) as
 // etcd/ speaks it. The agents' steps write and read each message as the
 // JSON of etcd's gateway (proto3's JSON mapping), which etcd_sim_proto.h
 // turns into protobuf and back, so that the steps read as the requests do
@@ -22,7 +22,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <coroutine>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -38,71 +37,12 @@
 
 #include "etcd_sim_h2.h"
 #include "etcd_sim_proto.h"
+#include "etcd_sim_task.h"
 
 namespace etcd_sim {
 
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
-
-// ---- coroutines -----------------------------------------------------------
-
-struct PromiseBase {
-  std::coroutine_handle<> continuation = std::noop_coroutine();
-  std::exception_ptr error;
-  std::suspend_always initial_suspend() noexcept { return {}; }
-  struct Final {
-    bool await_ready() noexcept { return false; }
-    template <typename P>
-    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
-      return h.promise().continuation;
-    }
-    void await_resume() noexcept {}
-  };
-  Final final_suspend() noexcept { return {}; }
-  void unhandled_exception() { error = std::current_exception(); }
-};
-
-template <typename T>
-struct ValuePromise : PromiseBase {
-  std::optional<T> value;
-  void return_value(T v) { value = std::move(v); }
-  T take() { return std::move(*value); }
-};
-struct VoidPromise : PromiseBase {
-  void return_void() {}
-  void take() {}
-};
-
-// A lazy task: runs when awaited (or start()ed), resumes its awaiter when done.
-template <typename T = void>
-class Task {
- public:
-  struct promise_type : std::conditional_t<std::is_void_v<T>, VoidPromise, ValuePromise<T>> {
-    Task get_return_object() { return Task(std::coroutine_handle<promise_type>::from_promise(*this)); }
-  };
-  explicit Task(std::coroutine_handle<promise_type> h) : h_(h) {}
-  Task(Task&& o) noexcept : h_(std::exchange(o.h_, {})) {}
-  Task(const Task&) = delete;
-  ~Task() {
-    if (h_) h_.destroy();
-  }
-  bool await_ready() const noexcept { return false; }
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiter) {
-    h_.promise().continuation = awaiter;
-    return h_;
-  }
-  T await_resume() {
-    if (h_.promise().error) std::rethrow_exception(h_.promise().error);
-    return h_.promise().take();
-  }
-  // A top-level task: runs until its first wait; done() once it returned.
-  void start() { h_.resume(); }
-  bool done() const { return h_.done(); }
-  std::exception_ptr error() const { return h_.promise().error; }
-
- private:
-  std::coroutine_handle<promise_type> h_;
-};
 
 // ---- connections ----------------------------------------------------------
 
