@@ -1,6 +1,6 @@
 // The plumbing of bench/etcd_sim.cc: one epoll, the simulated agents'
-// coroutines resumed on it (etcd_sim_task.h), and etcd's gRPC API over HTTP/2 (etcd_sim_h2.h) as
-// etcd/ speaks it. The agents' steps write and read each message as the
+// coroutines resumed on it (etcd_sim_task.h), and etcd's gRPC API over
+// HTTP/2 (etcd_sim_h2.h) as etcd/ speaks it. The agents' steps write and read each message as the
 // JSON of etcd's gateway (proto3's JSON mapping), which etcd_sim_proto.h
 // turns into protobuf and back, so that the steps read as the requests do
 // in docs/etcd-client.md. Nothing of the project's client: the generator
