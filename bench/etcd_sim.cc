@@ -22,7 +22,7 @@
 //
 //   etcd_sim --etcd h1:p1,h2:p2,h3:p3 --nodes 1000 [--nproc 8] [--recover 1]
 //            [--spread 1] [--keep-alive S] [--procs K] [--timeout S]
-//            [--one-write-join 1]
+//            [--one-write-join 1] [--master-in-assignment 1]
 //
 // --recover 1: then in-job recovery, as rdzv_load --recover 1 drives it
 // through the real code: once every agent holds round 0, agent 0 publishes
@@ -35,6 +35,10 @@
 // --one-write-join 1: a what-if, not the product: the join's alive key and
 // descriptor ride on its ADD's transaction, one write an agent fewer
 // (bench/RESULTS.md, sitting 28).
+// --master-in-assignment 1: a what-if, not the product: each node's
+// descriptor would carry the port it would serve the workers' store on, and
+// the assigner writes rank 0's address and port into every assignment:
+// group rank 0 writes no master, and no member waits for one.
 // --keep-alive S: the agents' keep_alive_interval (1 s, the agent's
 // default): each renews its lease every S while it waits, as LeaseKeeper
 // and the agent do. --procs K: the agents over K processes (forked), for the
@@ -237,13 +241,18 @@ class Sim : SimStore {
     co_await milestone(a, mk(round, "assigned"), true, true);
     const json got = co_await call(a, "/v3/kv/range", body::keyed(rk(round, "assign/" + std::to_string(slot))));
     if (!got.contains("kvs") || got["kvs"].empty()) throw std::runtime_error("assigned, but no assignment");
-    const std::string mine = unb64(got["kvs"][0].value("value", ""));
+    std::string mine = unb64(got["kvs"][0].value("value", ""));
+    std::string carried;  // --master-in-assignment
+    if (const auto hash = mine.find('#'); hash != std::string::npos) carried = mine.substr(hash + 1), mine.resize(hash);
     co_await beat_if_due(a);
     std::vector<std::string> f;
     for (std::stringstream in(mine); std::getline(in, f.emplace_back(), '|');) {
     }
     s.rank = std::stoi(f.at(0));
-    if (s.rank == 0) {
+    if (!carried.empty()) {
+      s.master = carried;
+      if (s.rank == 0 && round > 0) sh_.t_master1 = now_ns();
+    } else if (s.rank == 0) {
       // member_addrs, for the port picker, unless they came with the assignment
       if (std::count(mine.begin(), mine.end(), '|') < 4) co_await multi_get(a, nodes());
       s.master = addr(a.index) + ":29500";
@@ -296,10 +305,12 @@ class Sim : SimStore {
     std::string addrs;
     for (int i = 0; i < members; ++i) addrs += (i ? "," : "|") + all[i].substr(0, all[i].find('|'));
     if (addrs.size() > 512 * 1024) addrs.clear();
+    // --master-in-assignment: rank 0's address and the port its descriptor would carry, in every record.
+    const std::string master = o_.master_in_assignment ? "#" + all[order.front()].substr(0, all[order.front()].find('|')) + ":29500" : "";
     for (int i = 0; i < members; ++i) {
       keys.push_back(rk(round, "assign/" + std::to_string(i)));
       values.push_back(std::to_string(rank_of[i]) + "|" + std::to_string(base[i]) + "|" +
-                       std::to_string(members * o_.nproc) + "|" + alive + (rank_of[i] == 0 ? addrs : ""));
+                       std::to_string(members * o_.nproc) + "|" + alive + (rank_of[i] == 0 ? addrs : "") + master);
       ranks += (i ? "," : "") + std::to_string(order[i]);
     }
     keys.push_back(rk(round, "ranks"));
@@ -337,7 +348,8 @@ int main(int argc, char** argv) {
   if (!bench_args::parse("etcd_sim", argc, argv,
                          {arg("--etcd", etcd), arg("--nodes", o.nodes), arg("--nproc", o.nproc), arg("--procs", o.procs),
                           arg("--timeout", o.timeout), arg("--recover", o.recover), arg("--spread", o.spread),
-                          arg("--keep-alive", o.keep_alive), arg("--one-write-join", o.one_write_join)}))
+                          arg("--keep-alive", o.keep_alive), arg("--one-write-join", o.one_write_join),
+                          arg("--master-in-assignment", o.master_in_assignment)}))
     return 2;
   for (std::stringstream in(etcd); std::getline(in, o.etcd.emplace_back(), ',');) {
   }

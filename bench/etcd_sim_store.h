@@ -30,6 +30,7 @@ struct Options {
   double timeout = 120, keep_alive = 1.0;
   bool recover = false, spread = false;
   bool one_write_join = false;  // a what-if, not the product (etcd_sim.cc, join)
+  bool master_in_assignment = false;  // a what-if, not the product (etcd_sim.cc, assign)
 };
 
 // What every process shares: counts, the last time each phase ended
