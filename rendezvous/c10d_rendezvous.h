@@ -75,8 +75,8 @@
 #include "rendezvous/member_liveness.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/round_keys.h"
-#include "rendezvous/round_records.h"
 #include "rendezvous/round_outcome.h"
+#include "rendezvous/round_records.h"
 #include "rendezvous/spare_wait.h"
 #include "store/client.h"
 
