@@ -192,6 +192,20 @@ def fmt(values, unit="s", scale=1.0, digits=2):
     return f"median {statistics.median(v):.{digits}f} {unit} ({min(v):.{digits}f}–{max(v):.{digits}f}, n={len(v)})"
 
 
+def medians_to_draw(runs):
+    """{panel: (median abort push, median recovery)} of one N's runs ({label:
+    [result or None, ...]}), a panel a backend ("c10d", "etcd") and "baseline"
+    for the --baseline build's generators, each from its first label: the
+    generator listed first (etcd_sim before rdzv_load)."""
+    drawn = {}
+    for label, results in runs.items():
+        panel = "baseline" if label.startswith("etcd (baseline") else label.split(" ")[0]
+        if panel not in drawn:
+            drawn[panel] = tuple(median([r.get(key) if r else None for r in results])
+                                 for key in ("abort_push_s", "recovery_s"))
+    return drawn
+
+
 def replot(args):
     if not args.plot:
         sys.exit("--replot draws --plot: name the PNG")
@@ -202,14 +216,7 @@ def replot(args):
                 if line.startswith("[bench] recover "):
                     n, runs = line[len("[bench] recover "):].split(":", 1)
                     got[int(n)] = json.loads(runs)
-    drawn = {}
-    for n, runs in got.items():
-        pick = lambda label, key: [r.get(key) if r else None for r in runs[label]]  # noqa: E731
-        drawn[n] = {}
-        for label in runs:
-            b = "baseline" if label.startswith("etcd (baseline") else label.split(" ")[0]
-            if b not in drawn[n]:
-                drawn[n][b] = (median(pick(label, "abort_push_s")), median(pick(label, "recovery_s")))
+    drawn = {n: medians_to_draw(runs) for n, runs in got.items()}
     if args.etcd_bin:
         os.environ["PATH"] = os.path.abspath(args.etcd_bin) + os.pathsep + os.environ["PATH"]
     draw_recovery(drawn, args.plot, args.keep_alive, etcd_version())
@@ -426,12 +433,7 @@ def recover_rows(build, args, cluster, port, rows):
                 got[label].append(r)
         print(f"[bench] recover {n}: {json.dumps(got)}", file=sys.stderr)
         pick = lambda label, key: [r.get(key) if r else None for r in got[label]]  # noqa: E731
-        first = {backend: label for label, backend, _ in reversed(kinds)}
-        drawn[n] = {b: (median(pick(first[b], "abort_push_s")), median(pick(first[b], "recovery_s")))
-                    for b in ("c10d", "etcd") if b in first}
-        for label, _, _ in kinds:
-            if label.startswith("etcd (baseline"):
-                drawn[n]["baseline"] = (median(pick(label, "abort_push_s")), median(pick(label, "recovery_s")))
+        drawn[n] = medians_to_draw(got)
         rows.append(f"| {n:,} agents | " + " | ".join(label for label, _, _ in kinds) + " |")
         rows.append("|---|" + "---|" * len(kinds))
         for title, key, digits in (("one failure -> every agent re-assigned", "recovery_s", 3),
