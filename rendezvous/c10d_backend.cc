@@ -56,7 +56,8 @@ Assignment C10dBackend::rejoin() {
   try {
     // Whoever found members dead counted them: every survivor expects the
     // same number back, and too few is an error now, not after join_timeout.
-    dead = rdzv_->outcome().current_event() == RoundEvent::dead ? std::max({1, dead_seen_, rdzv_->outcome().dead_count()}) : 0;
+    RoundOutcome& outcome = rdzv_->outcome();
+    dead = outcome.current_event() == RoundEvent::dead ? std::max({1, dead_seen_, outcome.dead_count()}) : 0;
   } catch (const store::StoreError&) {
     // The next round's join reports a store that is really gone.
   }

@@ -50,19 +50,9 @@ C10dRendezvous::C10dRendezvous(store::StoreClient& store, RendezvousSettings set
   store_.expect_waits_under(milestone_prefix());
 }
 
-std::string C10dRendezvous::key(const std::string& suffix) const { return keys_.key(suffix); }
-
-std::string C10dRendezvous::round_key(int round, const std::string& suffix) const { return keys_.round(round, suffix); }
-
 std::string C10dRendezvous::milestone_prefix() const { return keys_.milestone_prefix(); }
 
 std::string C10dRendezvous::event_prefix() const { return keys_.event_prefix(); }
-
-std::string C10dRendezvous::event_of(int round) const { return keys_.event(round); }
-
-std::string C10dRendezvous::milestone(int round, const std::string& suffix) const {
-  return keys_.milestone(round, suffix);
-}
 
 std::string C10dRendezvous::config_text() const {
   return describe(JobConfig{std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes), s_.entrypoint});
@@ -70,7 +60,7 @@ std::string C10dRendezvous::config_text() const {
 
 void C10dRendezvous::check_config(std::optional<std::string> answer) {
   const JobConfig mine{std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes), s_.entrypoint};
-  const std::string theirs = answer ? std::move(*answer) : store_.compare_set(key("config"), "", config_text());
+  const std::string theirs = answer ? std::move(*answer) : store_.compare_set(keys_.key("config"), "", config_text());
   if (theirs == describe(mine)) return;
   if (theirs == kClosed)
     throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
@@ -99,7 +89,7 @@ Assignment C10dRendezvous::join(int expected, int stepped_out_now) {
   // since is found by the join, as one opened after this read always was).
   check_config(std::exchange(config_answer_, std::nullopt));
   int round = std::exchange(opened_, -1);
-  if (round <= round_) round = to_int(store_.compare_set(key("round"), "", "0"), "round number");
+  if (round <= round_) round = to_int(store_.compare_set(keys_.key("round"), "", "0"), "round number");
   round = std::max(round, round_ + 1);
   Assignment out;
   while (!join_round(round, deadline, out)) ++round;
@@ -112,29 +102,29 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
                static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder), s_.node_group};
   // Opened with this join where start_next_round found it not yet opened.
   const auto open = std::exchange(open_with_join_, std::nullopt);
-  const std::string count = round_key(round, "count");
+  const std::string count = keys_.round(round, "count");
   const int slot = taken ? *taken
                          : static_cast<int>(open && open->desired == std::to_string(round)
                                                 ? store_.add_and_compare_set(count, *open)
                                                 : store_.add(count, 1)) - 1;
   // Every milestone of the round follows its first joiner's ADD.
-  store_.milestones_follow(milestone(round, ""), count);
-  const std::string descriptor = round_key(round, "node/" + std::to_string(slot));
+  store_.milestones_follow(keys_.milestone(round, ""), count);
+  const std::string descriptor = keys_.round(round, "node/" + std::to_string(slot));
   if (!liveness_) store_.set(descriptor, describe(me_));
-  else if (liveness_->joining(round_key(round, "alive/"), slot, descriptor, describe(me_))) lease_.renewed();
+  else if (liveness_->joining(keys_.round(round, "alive/"), slot, descriptor, describe(me_))) lease_.renewed();
   // The max-th joiner completes the round before anyone wakes, so the
   // others wake to a complete round instead of racing to complete it.
   // Below the (min-1)-th, no one waits for a joiner's wake key.
   std::optional<Completion> done;
   if (slot == s_.max_nodes - 1) done = complete_round(round, s_.max_nodes, slot);
-  else if (slot + 1 >= s_.min_nodes) store_.set(milestone(round, "wake/" + std::to_string(slot)), "joined");
+  else if (slot + 1 >= s_.min_nodes) store_.set(keys_.milestone(round, "wake/" + std::to_string(slot)), "joined");
   log_("node " + me_.addr + " (pid " + std::to_string(me_.pid) + ") attempts to join round " +
        std::to_string(round) + " of rendezvous '" + s_.run_id + "' at " + s_.endpoint);
   if (!done) done = wait_for_completion(round, slot, deadline);
   if (slot >= done->members) {
     // Below max, the running members restart to take this node in.
     if (done->members < s_.max_nodes)
-      store_.compare_set(event_of(round), "", std::string(to_string(RoundEvent::join)));
+      store_.compare_set(keys_.event(round), "", std::string(to_string(RoundEvent::join)));
     spares_.wait_for_next_round(round, done->members);
     spares_.give_way(round, done->members);
     return false;
@@ -147,7 +137,7 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
 // RoundCompletion rules; whoever gets there first writes `complete` and
 // everyone adopts that value.
 C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int slot, Clock::time_point deadline) {
-  const std::string complete = milestone(round, "complete");
+  const std::string complete = keys_.milestone(round, "complete");
   const int joined = slot + 1;
   RoundCompletion rule(s_, expected_, deadline);
   RoundSeen seen;
@@ -166,10 +156,10 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
     // now, not at join_timeout. A read per progress_interval of waiting,
     // none for a join that goes from milestone to milestone; so are the
     // nodes that declined a first round.
-    if (waited_out && store_.get_if_set(key("config")) == std::optional<std::string>(kClosed))
+    if (waited_out && store_.get_if_set(keys_.key("config")) == std::optional<std::string>(kClosed))
       throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
                             " was closed while this node waited to join: the job ended without it");
-    seen.count = first ? joined : static_cast<int>(store_.add(round_key(round, "count"), 0));
+    seen.count = first ? joined : static_cast<int>(store_.add(keys_.round(round, "count"), 0));
     if (seen.count < s_.max_nodes && expected_ == 0 && (waited_out || rule.reads_declines())) {
       auto declined = declined_nodes(round);
       for (size_t i = seen.declined.size(); i < declined.size(); ++i)
@@ -195,7 +185,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
         // Whoever makes the round full completes it: waiting for the max-th
         // joiner is waiting for `complete`, and brings the member count.
         if (next.milestone == s_.max_nodes) return parse_completion(store_.get(complete, slice));
-        store_.wait({milestone(round, "wake/" + std::to_string(next.milestone - 1))}, slice);
+        store_.wait({keys_.milestone(round, "wake/" + std::to_string(next.milestone - 1))}, slice);
         break;
       } catch (const store::StoreTimeout&) {
         waited_out = step >= next.until;
@@ -214,8 +204,8 @@ C10dRendezvous::Completion C10dRendezvous::complete_round(int round, int count, 
   // member computes the assignments in its place.
   const std::string mine = describe(Completion{count, std::min(slot, count - 1)});
   // The waiters of the last wake key are woken with it, in one write.
-  return parse_completion(store_.compare_set_and_set({milestone(round, "complete"), "", mine},
-                                                     milestone(round, "wake/" + std::to_string(s_.max_nodes - 1)),
+  return parse_completion(store_.compare_set_and_set({keys_.milestone(round, "complete"), "", mine},
+                                                     keys_.milestone(round, "wake/" + std::to_string(s_.max_nodes - 1)),
                                                      "complete"));
 }
 
@@ -223,7 +213,7 @@ C10dRendezvous::Completion C10dRendezvous::complete_round(int round, int count, 
 // every assignment.
 void C10dRendezvous::publish_assignments(int round, int members) {
   std::vector<std::string> keys;
-  for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
+  for (int i = 0; i < members; ++i) keys.push_back(keys_.round(round, "node/" + std::to_string(i)));
   const std::vector<std::string> texts =
       lease_.wait(Clock::now() + s_.read_timeout, [&](milliseconds t) { return store_.wait_and_get(keys, t); });
   std::vector<Member> all;
@@ -236,10 +226,10 @@ void C10dRendezvous::publish_assignments(int round, int members) {
   // each of N assignments, a list of the members gone made the round's
   // writes N times its size (3,000 agents over etcd, most leases expired:
   // "request is too large").
-  std::string alive = liveness_ ? liveness_->snapshot(round_key(round, "alive/"), members) : "";
+  std::string alive = liveness_ ? liveness_->snapshot(keys_.round(round, "alive/"), members) : "";
   std::vector<std::string> assign_keys, values;
   if (alive.size() > kInlineSnapshot) {
-    assign_keys.push_back(round_key(round, "alive_snapshot"));
+    assign_keys.push_back(keys_.round(round, "alive_snapshot"));
     values.push_back(std::exchange(alive, kSnapshotElsewhere));
   }
   std::vector<AssignmentRecord> records = assignments(all, order, alive);
@@ -251,13 +241,13 @@ void C10dRendezvous::publish_assignments(int round, int members) {
   if (!order.empty() && bytes <= kInlineAddrs)
     for (const Member& m : all) records[order.front()].member_addrs.push_back(m.addr);
   for (int slot = 0; slot < members; ++slot) {
-    assign_keys.push_back(round_key(round, "assign/" + std::to_string(slot)));
+    assign_keys.push_back(keys_.round(round, "assign/" + std::to_string(slot)));
     values.push_back(describe(records[slot]));
   }
-  assign_keys.push_back(round_key(round, "ranks"));
+  assign_keys.push_back(keys_.round(round, "ranks"));
   values.push_back(describe_ranks(order));
   // Last: it stands for every key before it (assign).
-  assign_keys.push_back(milestone(round, "assigned"));
+  assign_keys.push_back(keys_.milestone(round, "assigned"));
   values.push_back("1");
   store_.multi_set(assign_keys, values);
 }
@@ -274,8 +264,8 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   // comes on the watch every member holds, where a wait for the assignment
   // itself was a watch per member; a TCPStore answers in as many requests
   // (WAIT and a read, where a get was WAIT and GET).
-  lease_.wait(deadline, [&](milliseconds t) { store_.wait({milestone(round, "assigned")}, t); });
-  const auto text = store_.get_if_set(round_key(round, "assign/" + me));
+  lease_.wait(deadline, [&](milliseconds t) { store_.wait({keys_.milestone(round, "assigned")}, t); });
+  const auto text = store_.get_if_set(keys_.round(round, "assign/" + me));
   if (!text)
     throw RendezvousError("rendezvous '" + s_.run_id + "': round " + std::to_string(round) +
                           " was assigned, but not this node's slot " + me + " (were the job's keys removed?)");
@@ -287,7 +277,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   out.group_rank = mine.group_rank;
   out.base_rank = mine.base_rank;
   out.world_size = mine.world_size;
-  const std::string master = milestone(round, "master");
+  const std::string master = keys_.milestone(round, "master");
   std::string where;
   if (out.group_rank == 0) {
     const auto addrs = mine.member_addrs.empty() ? member_addrs(round, members) : mine.member_addrs;
@@ -304,11 +294,11 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   members_ = members;
   outcome_.follow(round, members);
   rank_of_slot_.clear();
-  counters_.joined(round_key(round, "alive/"), slot);
+  counters_.joined(keys_.round(round, "alive/"), slot);
   if (liveness_) {
     std::string alive = mine.alive;
-    if (alive == kSnapshotElsewhere) alive = get(round_key(round, "alive_snapshot"));
-    liveness_->joined(round_key(round, "alive/"), members, alive);
+    if (alive == kSnapshotElsewhere) alive = get(keys_.round(round, "alive_snapshot"));
+    liveness_->joined(keys_.round(round, "alive/"), members, alive);
   }
   log_("node " + me_.addr + " joined round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
        "' as rank " + std::to_string(out.group_rank) + " in a world of size " + std::to_string(members) + " (" +
@@ -318,7 +308,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
 
 std::vector<std::string> C10dRendezvous::member_addrs(int round, int members) {
   std::vector<std::string> keys;
-  for (int i = 0; i < members; ++i) keys.push_back(round_key(round, "node/" + std::to_string(i)));
+  for (int i = 0; i < members; ++i) keys.push_back(keys_.round(round, "node/" + std::to_string(i)));
   std::vector<std::string> addrs;
   for (const auto& text : store_.multi_get(keys)) addrs.push_back(parse_member(text).addr);
   return addrs;
@@ -331,7 +321,7 @@ const std::vector<int>& C10dRendezvous::rank_of_slot() {
     // the keep-alives' client, as the liveness check it serves: its calls end
     // within a keep-alive interval, so a store gone away cannot hold the
     // agent (and its exit) for read_timeout.
-    const auto written = beats_->get_if_set(round_key(round_, "ranks"));
+    const auto written = beats_->get_if_set(keys_.round(round_, "ranks"));
     if (!written)
       throw store::StoreError("the rendezvous store at " + s_.endpoint + " no longer knows round " +
                               std::to_string(round_) + " of this job: it was restarted and its state is gone");
@@ -386,11 +376,11 @@ std::vector<int> C10dRendezvous::dead_members() {
 
 int C10dRendezvous::num_nodes_waiting() {
   if (round_ < 0) return 0;
-  const int count = static_cast<int>(store_.add(round_key(round_, "count"), 0));
+  const int count = static_cast<int>(store_.add(keys_.round(round_, "count"), 0));
   return std::max(0, count - members_);
 }
 
-void C10dRendezvous::step_out() { store_.add(round_key(round_, "out"), 1); }
+void C10dRendezvous::step_out() { store_.add(keys_.round(round_, "out"), 1); }
 
 std::optional<Assignment> C10dRendezvous::rejoin_if_unchanged(int expected) {
   if (round_ < 0) return std::nullopt;
@@ -399,11 +389,13 @@ std::optional<Assignment> C10dRendezvous::rejoin_if_unchanged(int expected) {
   const int next = round_ + 1;
   // The round opened by whoever comes first, as start_next_round does
   // with the join's ADD.
-  const store::StoreClient::CompareSet open{key("round"), std::to_string(round_), std::to_string(next)};
-  const store::StoreClient::Unchanged unchanged{
-      round_key(round_, "count"), members_, {{round_key(round_, "out"), std::nullopt}, {key("config"), config_text()}},
-      {key("round")}};
-  auto got = store_.add_if_unchanged(round_key(next, "count"), open, unchanged);
+  const store::StoreClient::CompareSet open{keys_.key("round"), std::to_string(round_), std::to_string(next)};
+  const store::StoreClient::Unchanged unchanged{keys_.round(round_, "count"),
+                                                members_,
+                                                {{keys_.round(round_, "out"), std::nullopt},
+                                                 {keys_.key("config"), config_text()}},
+                                                {keys_.key("round")}};
+  auto got = store_.add_if_unchanged(keys_.round(next, "count"), open, unchanged);
   if (!got.count) {
     // Read as waiting_and_stepped_out reads: out, config, round.
     checked_round_ = round_;
@@ -428,8 +420,9 @@ C10dRendezvous::Waiting C10dRendezvous::waiting_and_stepped_out() {
   if (round_ < 0) return {};
   auto read = std::exchange(checked_round_, -1) == round_
                   ? std::move(checked_)
-                  : store_.add_and_get_if_set_each(round_key(round_, "count"), 0,
-                                                   {round_key(round_, "out"), key("config"), key("round")});
+                  : store_.add_and_get_if_set_each(
+                        keys_.round(round_, "count"), 0,
+                        {keys_.round(round_, "out"), keys_.key("config"), keys_.key("round")});
   opening_reads_ = OpeningReads{round_, read.values.at(2), read.values.at(1)};
   return {std::max(0, static_cast<int>(read.count) - members_),
           read.values[0] ? to_int(*read.values[0], "stepped-out count") : 0};
@@ -437,20 +430,20 @@ C10dRendezvous::Waiting C10dRendezvous::waiting_and_stepped_out() {
 
 int C10dRendezvous::stepped_out() {
   if (round_ < 0) return 0;
-  auto text = store_.get_if_set(round_key(round_, "out"));
+  auto text = store_.get_if_set(keys_.round(round_, "out"));
   return text ? to_int(*text, "stepped-out count") : 0;
 }
 
 void C10dRendezvous::decline(const std::string& why) {
   check_config();
-  const int round = to_int(store_.compare_set(key("round"), "", "0"), "round number");
+  const int round = to_int(store_.compare_set(keys_.key("round"), "", "0"), "round number");
   std::string line = hostname() + " (pid " + std::to_string(getpid()) + ") " + why;
   std::replace(line.begin(), line.end(), '\n', ' ');
-  store_.append(round_key(round, "declined"), line + "\n");
+  store_.append(keys_.round(round, "declined"), line + "\n");
 }
 
 std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
-  return parse_lines(store_.get_if_set(round_key(round, "declined")).value_or(""));
+  return parse_lines(store_.get_if_set(keys_.round(round, "declined")).value_or(""));
 }
 
 // One round trip: opening the round, waking spares where some wait, and the
@@ -459,8 +452,8 @@ std::vector<std::string> C10dRendezvous::declined_nodes(int round) {
 void C10dRendezvous::start_next_round(bool spares_wait) {
   lease_.beat_if_due();
   using CompareSet = store::StoreClient::CompareSet;
-  const CompareSet round{key("round"), std::to_string(round_), std::to_string(round_ + 1)};
-  const CompareSet config{key("config"), "", config_text()};
+  const CompareSet round{keys_.key("round"), std::to_string(round_), std::to_string(round_ + 1)};
+  const CompareSet config{keys_.key("config"), "", config_text()};
   const auto read = std::exchange(opening_reads_, std::nullopt);
   std::optional<std::string> opened, config_answer;
   if (read && read->round == round_) {
@@ -478,7 +471,7 @@ void C10dRendezvous::start_next_round(bool spares_wait) {
   }
   std::vector<CompareSet> batch;
   if (!opened) batch.push_back(round);
-  if (spares_wait) batch.push_back({milestone(round_, "next"), "", std::to_string(round_ + 1)});
+  if (spares_wait) batch.push_back({keys_.milestone(round_, "next"), "", std::to_string(round_ + 1)});
   if (!config_answer) batch.push_back(config);
   if (!batch.empty()) {
     std::vector<std::string> answers = store_.compare_sets(batch);
@@ -490,8 +483,8 @@ void C10dRendezvous::start_next_round(bool spares_wait) {
 }
 
 void C10dRendezvous::close(bool succeeded) {
-  store_.set(key("config"), kClosed);
-  if (round_ >= 0) store_.set(milestone(round_, "next"), succeeded ? "closed" : "failed");
+  store_.set(keys_.key("config"), kClosed);
+  if (round_ >= 0) store_.set(keys_.milestone(round_, "next"), succeeded ? "closed" : "failed");
 }
 
 }  // namespace cxxrun::rendezvous

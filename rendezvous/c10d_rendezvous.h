@@ -116,7 +116,7 @@ class C10dRendezvous {
   int round() const { return round_; }
   // The current round's key prefix, for what keeps keys of its own in it
   // (rendezvous/speed_board.h).
-  std::string round_prefix() const { return round_key(round_, ""); }
+  std::string round_prefix() const { return keys_.round(round_, ""); }
   // How the current round ends: its event, failure records, finished and
   // stopped members, and the restart history (rendezvous/round_outcome.h).
   RoundOutcome& outcome() { return outcome_; }
@@ -197,10 +197,6 @@ class C10dRendezvous {
 
  private:
   using Clock = std::chrono::steady_clock;
-  std::string key(const std::string& suffix) const;
-  std::string round_key(int round, const std::string& suffix) const;
-  std::string milestone(int round, const std::string& suffix) const;
-  std::string event_of(int round) const;  // round's event key, under event_prefix()
   // `answer`: the config key's value as a COMPARE_SET of this node's
   // config just answered it (start_next_round's); none: asks.
   void check_config(std::optional<std::string> answer = std::nullopt);

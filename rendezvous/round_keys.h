@@ -11,7 +11,9 @@ struct RoundKeys {
 
   explicit RoundKeys(const std::string& run_id) : job("cxxrun/rdzv/" + run_id + "/") {}
   std::string key(const std::string& suffix) const { return job + suffix; }
-  std::string round(int round, const std::string& suffix) const { return key("r" + std::to_string(round) + "/" + suffix); }
+  std::string round(int round, const std::string& suffix) const {
+    return key("r" + std::to_string(round) + "/" + suffix);
+  }
   // The milestones, which every member waits for (StoreClient::expect_waits_under).
   std::string milestone_prefix() const { return key("m/"); }
   std::string milestone(int round, const std::string& suffix) const {

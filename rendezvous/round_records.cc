@@ -71,11 +71,14 @@ std::string shown_nnodes(const std::string& min_max) {
                                                                                               : min_max;
 }
 
-std::string describe(const RoundCompletionRecord& c) { return std::to_string(c.members) + "|" + std::to_string(c.assigner); }
+std::string describe(const RoundCompletionRecord& c) {
+  return std::to_string(c.members) + "|" + std::to_string(c.assigner);
+}
 
 RoundCompletionRecord parse_completion(const std::string& text) {
   const auto bar = text.find('|');
-  if (bar == std::string::npos) throw RendezvousError("malformed round completion in the rendezvous store: '" + text + "'");
+  if (bar == std::string::npos)
+    throw RendezvousError("malformed round completion in the rendezvous store: '" + text + "'");
   return {to_int(text.substr(0, bar), "member count"), to_int(text.substr(bar + 1), "completer slot")};
 }
 
