@@ -4,25 +4,24 @@
 // whenever the loop runs. Each synchronous call runs the connection's own
 // io_context until its stream has its answer or the deadline passes; a
 // connection given up is closed and its operations drained, so no handler
-// outlives the call's locals. A refused handshake is judged and worded by
-// handshake.h.
+// outlives the call's locals. Reaching the member (lookup, connect, TLS)
+// is grpc_dial.h's.
 #include "etcd/grpc_connection.h"
 
 #include <openssl/ssl.h>
 
 #include <atomic>
 #include <utility>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/write.hpp>
-#include <cstring>
 #include <optional>
 #include <vector>
 
+#include "etcd/grpc_dial.h"
 #include "etcd/grpc_session.h"
 #include "etcd/handshake.h"
 #include "etcd/tls.h"
@@ -48,15 +47,14 @@ std::string status_text(const GrpcStream& s) {
 }  // namespace
 
 struct GrpcConnection::Impl {
-  Impl(Endpoint e, std::shared_ptr<TlsContext> t) : endpoint(std::move(e)), tls(std::move(t)), resolver(ioc) {}
+  Impl(Endpoint e, std::shared_ptr<TlsContext> t) : endpoint(std::move(e)), tls(std::move(t)), dial(ioc, endpoint) {}
 
   asio::io_context ioc;
   Endpoint endpoint;
   std::shared_ptr<TlsContext> tls;
-  tcp::resolver resolver;
+  GrpcDial dial;
   std::optional<tcp::socket> plain;
   std::optional<asio::ssl::stream<tcp::socket>> secure;
-  tcp::socket* connecting = nullptr;  // the socket of a connect in progress
   std::unique_ptr<GrpcSession> session;
   std::vector<char> input = std::vector<char>(kReadSize);
   std::string output;   // the session's bytes waiting for the write in flight
@@ -82,14 +80,7 @@ struct GrpcConnection::Impl {
   }
 
   void cancel_io() {
-    resolver.cancel();
-    // A connect to a member that drops SYNs (a host that is down, a
-    // firewall) would otherwise finish only when the kernel gives up, about
-    // two minutes later, whatever the deadline.
-    if (connecting) {
-      error_code ignored;
-      connecting->close(ignored);
-    }
+    dial.cancel();
     if (connected()) {
       error_code ignored;
       tcp_layer().cancel(ignored);
@@ -106,23 +97,6 @@ struct GrpcConnection::Impl {
   [[noreturn]] void fail(Kind kind, bool sent, const std::string& what, std::optional<GrpcStatus> status = {}) {
     close();
     throw TransportError(kind, sent, false, what, std::move(status));
-  }
-
-  // Connecting: runs the loop until `done`. At the deadline every operation
-  // is cancelled and run to its end (so `done` is set), and the result is false.
-  bool run(const bool& done, Clock::time_point deadline) {
-    ioc.restart();
-    while (!done) {
-      if (ioc.run_one_until(deadline) > 0) continue;
-      if (done) break;
-      if (Clock::now() < deadline && !ioc.stopped()) continue;
-      cancel_io();
-      ioc.restart();
-      while (!done && ioc.run_one() > 0) {
-      }
-      return false;
-    }
-    return true;
   }
 
   // Connected: runs the loop until `ready()`; false at the deadline, with
@@ -182,84 +156,21 @@ struct GrpcConnection::Impl {
 
   void connect(Clock::time_point deadline) {
     close();
-    throw_if_interrupted(false);
-    bool done = false;
-    error_code ec;
-    std::vector<tcp::endpoint> addresses;
-    // A member given by its address needs no lookup. Asio's resolver runs
-    // each io_context's lookups on a thread of its own: a thread per
-    // connection, 5,000 of them for 3,000 simulated agents over etcd.
-    if (const auto address = asio::ip::make_address(endpoint.host, ec); !ec) {
-      addresses.emplace_back(address, endpoint.port);
-    } else {
-      resolver.async_resolve(endpoint.host, std::to_string(endpoint.port),
-                             [&](error_code e, const tcp::resolver::results_type& r) {
-                               ec = e;
-                               for (const auto& entry : r) addresses.push_back(entry.endpoint());
-                               done = true;
-                             });
-      const bool in_time = run(done, deadline);
-      throw_if_interrupted(false);
-      if (!in_time) throw TransportError(Kind::unreachable, false, false, "resolving the host timed out");
-      if (ec)  // no such host is permanent; a failing resolver may recover
-        throw TransportError(Kind::unreachable, false, ec == asio::error::host_not_found,
-                             "cannot resolve host: " + ec.message());
-    }
-
-    tcp::socket socket(ioc);
-    done = false;
-    asio::async_connect(socket, addresses, [&](error_code e, const tcp::endpoint&) {
-      ec = e;
-      done = true;
-    });
-    connecting = &socket;
-    const bool in_time = run(done, deadline);
-    connecting = nullptr;
-    throw_if_interrupted(false);
-    if (!in_time) throw TransportError(Kind::unreachable, false, false, "connect timed out");
-    if (ec) throw TransportError(Kind::unreachable, false, false, ec.message());
-    socket.set_option(tcp::no_delay(true), ec);
-    if (!tls) {
-      plain.emplace(std::move(socket));
-    } else {
-      secure.emplace(std::move(socket), tls->asio());
-      handshake(deadline);
+    try {
+      tcp::socket socket = dial.connect(deadline, interrupted);
+      if (!tls) {
+        plain.emplace(std::move(socket));
+      } else {
+        secure.emplace(std::move(socket), tls->asio());
+        dial.handshake(*secure, *tls, deadline, interrupted);
+      }
+    } catch (const TransportError&) {
+      close();
+      throw;
     }
     session = std::make_unique<GrpcSession>(tls ? "https" : "http", endpoint.text());
     start_read();
     flush();
-  }
-
-  // The member's certificate checked as etcd's Go clients do
-  // (handshake.h); ALPN asks for HTTP/2, which gRPC needs.
-  void handshake(Clock::time_point deadline) {
-    SSL* ssl = secure->native_handle();
-    expect_member(ssl, endpoint.host);
-    static const unsigned char kAlpn[] = {2, 'h', '2'};
-    SSL_set_alpn_protos(ssl, kAlpn, sizeof kAlpn);
-    bool done = false;
-    error_code ec;
-    secure->async_handshake(asio::ssl::stream_base::client, [&](error_code e) {
-      ec = e;
-      done = true;
-    });
-    bool in_time = run(done, deadline);
-    throw_if_interrupted(false);
-    if (!in_time) {
-      close();
-      throw TransportError(Kind::unreachable, false, false, "TLS handshake timed out");
-    }
-    if (!ec) {
-      const unsigned char* chosen = nullptr;
-      unsigned int length = 0;
-      SSL_get0_alpn_selected(ssl, &chosen, &length);
-      if (length == 2 && std::memcmp(chosen, "h2", 2) == 0) return;
-      close();
-      throw TransportError(Kind::tls, false, true, "TLS: the member did not agree to HTTP/2 (ALPN h2), which gRPC needs");
-    }
-    const TransportError error = handshake_error(ec, SSL_get_verify_result(ssl), *tls);
-    close();
-    throw error;
   }
 
   // A kept-alive connection is usable only if what arrived while it was
@@ -446,7 +357,7 @@ struct GrpcConnection::Impl {
 
   void close() {
     error_code ignored;
-    resolver.cancel();
+    dial.cancel();
     if (connected()) {
       tcp_layer().shutdown(tcp::socket::shutdown_both, ignored);
       tcp_layer().close(ignored);
