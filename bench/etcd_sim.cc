@@ -22,7 +22,7 @@
 //
 //   etcd_sim --etcd h1:p1,h2:p2,h3:p3 --nodes 1000 [--nproc 8] [--recover 1]
 //            [--spread 1] [--keep-alive S] [--procs K] [--timeout S]
-//            [--one-write-join 1] [--master-in-assignment 1]
+//            [--master-in-assignment 1]
 //
 // --recover 1: then in-job recovery, as rdzv_load --recover 1 drives it
 // through the real code: once every agent holds round 0, agent 0 publishes
@@ -32,9 +32,6 @@
 // (C10dBackend::rejoin, C10dRendezvous::rejoin_if_unchanged).
 // --spread 1: agent i talks to member i mod M only (rdzv_load --spread 1), as
 // the product's nodes each start at a member of their own (etcd_options).
-// --one-write-join 1: a what-if, not the product: the join's alive key and
-// descriptor ride on its ADD's transaction, one write an agent fewer
-// (bench/RESULTS.md, sitting 28).
 // --master-in-assignment 1: a what-if, not the product: each node's
 // descriptor would carry the port it would serve the workers' store on, and
 // the assigner writes rank 0's address and port into every assignment:
@@ -185,23 +182,13 @@ class Sim : SimStore {
     round = std::max(round, s.round + 1);
     co_await beat_if_due(a);
     const bool open = std::exchange(s.open_with_join, false);
-    // --one-write-join: what the product would send if the alive key and the descriptor rode on the join's ADD
-    // (bench/RESULTS.md, sitting 28). Not the product's: a slot is known only once the ADD is answered, so
-    // they would be named by the joiner, not the slot; keyed here by the agent's index, as many keys and bytes.
-    std::vector<json> with_add;
-    if (o_.one_write_join) {
-      co_await renew_before_joining(a);
-      with_add = {body::op_put(alive_key(round, a.index), "", s.lease), body::op_put(rk(round, "node/" + std::to_string(a.index)), describe(a.index))};
-    }
-    const int slot = static_cast<int>(co_await add(a, rk(round, "count"), open ? round : -1, std::exchange(s.check_from, -1), std::move(with_add))) - 1;
+    // EtcdLiveness::joining, then EtcdStore::join: one txn, the add's marker holding the descriptor and the
+    // alive key, named as the marker, on the lease (rendezvous/etcd_roster.h).
+    co_await renew_before_joining(a);
+    const int slot = static_cast<int>(co_await add(a, rk(round, "count"), open ? round : -1, std::exchange(s.check_from, -1),
+                                                   describe(a.index), rk(round, "alive/"))) - 1;
     // milestones_follow: a count first added to after the watch began: the round's group is not read.
     if (s.milestones && s.added_created >= s.milestones_from) s.read_groups.insert(mk(round, ""));
-    // EtcdLiveness::joining: the alive key and the descriptor in one txn.
-    if (!o_.one_write_join) {
-      co_await renew_before_joining(a);
-      co_await call(a, "/v3/kv/txn", body::joining(alive_key(round, slot), s.lease, rk(round, "node/" + std::to_string(slot)),
-                                                   describe(a.index)));
-    }
     std::string done;
     if (slot == n - 1) {  // complete_round: compare_set_and_set, one txn for the milestone and the wake key
       const std::string mine = std::to_string(n) + "|" + std::to_string(slot);
@@ -227,16 +214,7 @@ class Sim : SimStore {
   // C10dRendezvous::assign (and publish_assignments for the assigner).
   Task<> assign(Agent& a, int round, int members, int assigner, int slot) {
     AgentState& s = st(a);
-    // Every node's descriptor key: only the assigner and group rank 0 read
-    // them. Built by every agent, they were N² strings in one process, held
-    // across the waits: the generator's CPU and memory, not etcd's, grew
-    // with N² (5 GB a process at 10,000 agents).
-    const auto nodes = [&] {
-      std::vector<std::string> out;
-      for (int i = 0; i < members; ++i) out.push_back(rk(round, "node/" + std::to_string(i)));
-      return out;
-    };
-    if (assigner == slot) co_await publish_assignments(a, round, members, nodes());
+    if (assigner == slot) co_await publish_assignments(a, round, members);
     // The round's `assigned` milestone, then this node's assignment in one read (get_if_set).
     co_await milestone(a, mk(round, "assigned"), true, true);
     const json got = co_await call(a, "/v3/kv/range", body::keyed(rk(round, "assign/" + std::to_string(slot))));
@@ -254,7 +232,7 @@ class Sim : SimStore {
       if (s.rank == 0 && round > 0) sh_.t_master1 = now_ns();
     } else if (s.rank == 0) {
       // member_addrs, for the port picker, unless they came with the assignment
-      if (std::count(mine.begin(), mine.end(), '|') < 4) co_await multi_get(a, nodes());
+      if (std::count(mine.begin(), mine.end(), '|') < 4) co_await roster(a, round);
       s.master = addr(a.index) + ":29500";
       co_await call(a, "/v3/kv/put", body::put(mk(round, "master"), s.master));
       if (round > 0) sh_.t_master1 = now_ns();
@@ -266,28 +244,28 @@ class Sim : SimStore {
     std::string alive = f.size() > 3 ? f[3] : "";
     if (alive == "@") alive = co_await get(a, rk(round, "alive_snapshot"), true);
     const std::string prefix = rk(round, "alive/");
-    const json create = body::watch(prefix, prefix_end(prefix), std::stoll(alive.substr(0, alive.find(':'))) + 1);
+    json create = body::watch(prefix, prefix_end(prefix), std::stoll(alive.substr(0, alive.find('/'))) + 1);
+    create["prev_kv"] = true;
     if (s.alive) restart_watch(*s.alive, create);
     else s.alive = open_watch(a, create);
     s.alive->liveness = true;
   }
 
-  Task<> publish_assignments(Agent& a, int round, int members, const std::vector<std::string>& nodes) {
-    // wait_and_get: the values with the read (and, for any still absent, the watch's events)
-    std::vector<std::string> all = co_await wait_many(a, nodes);
+  Task<> publish_assignments(Agent& a, int round, int members) {
+    // joiners: the round's markers, by their joins' revisions
+    const auto joined = co_await roster(a, round);
+    std::vector<std::string> all;
+    for (int i = 0; i < members; ++i) all.push_back(joined.at(i).record);
     if (round > 0) sh_.t_read1 = now_ns();
     co_await beat_if_due(a);
-    // EtcdLiveness::snapshot: a count of the alive keys; their names only if some are missing.
-    const json counted = co_await call(a, "/v3/kv/range", body::span(alive_key(round, 0), alive_key(round, members), "count_only"));
-    std::string alive = std::to_string(i64(counted.at("header"), "revision"));
-    if (i64(counted, "count") < members) {
-      const json present = co_await call(a, "/v3/kv/range", body::span(alive_key(round, 0), alive_key(round, members), "keys_only"));
-      std::set<std::string> there;
-      for (const auto& kv : present.value("kvs", json::array())) there.insert(unb64(kv.value("key", "")));
-      alive = std::to_string(i64(present.at("header"), "revision"));
-      for (int i = 0, first = 1; i < members; ++i)
-        if (!there.count(alive_key(round, i))) alive += (first ? ":" : ",") + std::to_string(i), first = 0;
-    }
+    // EtcdLiveness::snapshot: the names of the alive keys; the members' missing are the dead slots.
+    const std::string prefix = rk(round, "alive/");
+    const json present = co_await call(a, "/v3/kv/range", body::span(prefix, prefix_end(prefix), "keys_only"));
+    std::set<std::string> there;
+    for (const auto& kv : present.value("kvs", json::array())) there.insert(unb64(kv.value("key", "")).substr(prefix.size()));
+    std::string alive = std::to_string(i64(present.at("header"), "revision")) + "/" + std::to_string(joined.at(members - 1).created);
+    for (int i = 0, first = 1; i < members; ++i)
+      if (!there.count(joined[i].name)) alive += (first ? ":" : ",") + std::to_string(i), first = 0;
     // rank_order: by address, then slot.
     std::vector<int> order(all.size());
     std::iota(order.begin(), order.end(), 0);
@@ -348,8 +326,7 @@ int main(int argc, char** argv) {
   if (!bench_args::parse("etcd_sim", argc, argv,
                          {arg("--etcd", etcd), arg("--nodes", o.nodes), arg("--nproc", o.nproc), arg("--procs", o.procs),
                           arg("--timeout", o.timeout), arg("--recover", o.recover), arg("--spread", o.spread),
-                          arg("--keep-alive", o.keep_alive), arg("--one-write-join", o.one_write_join),
-                          arg("--master-in-assignment", o.master_in_assignment)}))
+                          arg("--keep-alive", o.keep_alive), arg("--master-in-assignment", o.master_in_assignment)}))
     return 2;
   for (std::stringstream in(etcd); std::getline(in, o.etcd.emplace_back(), ',');) {
   }

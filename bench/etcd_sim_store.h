@@ -29,7 +29,6 @@ struct Options {
   int nodes = 1000, nproc = 8, procs = 1;
   double timeout = 120, keep_alive = 1.0;
   bool recover = false, spread = false;
-  bool one_write_join = false;  // a what-if, not the product (etcd_sim.cc, join)
   bool master_in_assignment = false;  // a what-if, not the product (etcd_sim.cc, assign)
 };
 
@@ -69,6 +68,7 @@ struct AgentState {
   std::string adder;  // EtcdStore::adder_
   int adds = 0;
   int64_t lease = 0;
+  std::string alive_name;  // EtcdLiveness::alive_key_: the last join's alive key
   Clock::time_point last_beat;  // LeaseKeeper::last_
   std::unique_ptr<Conn> watch;  // EtcdKeyWait::watch_, kept while waits are on one key
   std::string watched;
@@ -116,11 +116,6 @@ class SimStore : protected Loop {
   std::string config() const { return std::to_string(o_.nodes) + ":" + std::to_string(o_.nodes) + "|etcd_sim"; }
   std::string addr(int i) const { return "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1); }
   std::string describe(int i) const { return addr(i) + "|sim|" + std::to_string(i) + "|" + std::to_string(o_.nproc) + "|1073741824|"; }
-  std::string alive_key(int round, int slot) const {
-    char digits[16];
-    snprintf(digits, sizeof digits, "%010d", slot);
-    return rk(round, "alive/") + digits;
-  }
   AgentState& st(Agent& a) { return st_[&a - agents_.data()]; }
 
   // ---- EtcdStore's primitives ---------------------------------------------
@@ -145,13 +140,18 @@ class SimStore : protected Loop {
   // add(k, 1): a txn of [put k, range k, put marker] if the marker is absent; with `open` >= 0
   // (add_and_compare_set), the round's opening compare_set from open-1 to open nested inside; with
   // `check` >= 0 (add_if_unchanged), only while round `check`'s count is still its members, none of
-  // them stepped out and the config is this job's, its keys and the round read where not. `also`:
-  // puts made with the add where it applies (--one-write-join).
-  Task<int64_t> add(Agent& a, const std::string& k, int open = -1, int check = -1, std::vector<json> also = {}) {
+  // them stepped out and the config is this job's, its keys and the round read where not. A join
+  // (EtcdStore::join): the marker holds `record`, and `alive_prefix` + its name, on the lease, rides along.
+  Task<int64_t> add(Agent& a, const std::string& k, int open = -1, int check = -1, const std::string& record = "",
+                    const std::string& alive_prefix = "") {
     AgentState& s = st(a);
-    const std::string marker = k + "/adds/" + s.adder + "-" + std::to_string(++s.adds);
-    json request = body::add(k, marker);
-    for (json& op : also) request["success"].push_back(std::move(op));
+    const std::string name = s.adder + "-" + std::to_string(++s.adds);
+    const std::string marker = k + "/adds/" + name;
+    json request = body::add(k, marker, record);
+    if (!alive_prefix.empty()) {
+      s.alive_name = alive_prefix + name;
+      request["success"].push_back(body::op_put(s.alive_name, "", s.lease));
+    }
     if (check >= 0) {
       for (json c : {body::version_is(rk(check, "count"), s.members, "EQUAL"), body::absent(rk(check, "out")),
                      body::value_is(job("config"), config())})
@@ -220,6 +220,29 @@ class SimStore : protected Loop {
       }
     }
     co_return std::make_pair(std::move(values), revision);
+  }
+
+  // EtcdRoster::read: the round's markers, pages of one snapshot, sorted by create revision.
+  struct Joiner {
+    std::string name, record;
+    int64_t created = 0;
+  };
+  Task<std::vector<Joiner>> roster(Agent& a, int round) {
+    const std::string prefix = rk(round, "count/adds/"), end = prefix_end(prefix);
+    std::vector<Joiner> out;
+    int64_t revision = 0;
+    std::string from = prefix;
+    for (bool more = true; more;) {
+      const json r = co_await call(a, "/v3/kv/range", body::page(from, end, kRangePage, revision));
+      if (revision == 0) revision = i64(r.at("header"), "revision");
+      const json& kvs = r.value("kvs", json::array());
+      for (const auto& kv : kvs)
+        out.push_back({unb64(kv.value("key", "")).substr(prefix.size()), unb64(kv.value("value", "")), i64(kv, "create_revision")});
+      more = r.value("more", false) && !kvs.empty();
+      if (more) from = unb64(kvs.back().value("key", "")) + '\0';
+    }
+    std::sort(out.begin(), out.end(), [](const Joiner& x, const Joiner& y) { return x.created < y.created; });
+    co_return out;
   }
 
   Task<std::vector<std::string>> multi_get(Agent& a, const std::vector<std::string>& keys) {
@@ -385,8 +408,7 @@ class SimStore : protected Loop {
     if (s.lease == 0 || co_await keep_alive(a) > 0) co_return;
     ++sh_.regranted;
     co_await grant(a);
-    if (s.slot >= 0)
-      co_await call(a, "/v3/kv/put", body::put(alive_key(s.round, s.slot), "", s.lease));
+    if (!s.alive_name.empty()) co_await call(a, "/v3/kv/put", body::put(s.alive_name, "", s.lease));
   }
   Task<> beat_if_due(Agent& a) {
     if (st(a).lease != 0 && Clock::now() - st(a).last_beat >= interval_) co_await beat(a);

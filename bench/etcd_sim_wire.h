@@ -75,8 +75,8 @@ inline json compare_set(const std::string& k, const std::string& expected, const
 }
 
 // add(k, 1): [put k, range k, put marker] if the marker is absent, else read the marker.
-inline json add(const std::string& k, const std::string& marker) {
-  return txn({absent(marker)}, {op_put(k, ""), op_range(k), op_put(marker, "")}, {op_range(marker)});
+inline json add(const std::string& k, const std::string& marker, const std::string& record = "") {
+  return txn({absent(marker)}, {op_put(k, ""), op_range(k), op_put(marker, record)}, {op_range(marker)});
 }
 
 // append's txn: the new value if the key is unchanged since it was read (mod_revision 0: absent).
@@ -96,10 +96,6 @@ inline json puts(const std::vector<std::string>& keys, const std::vector<std::st
   return r;
 }
 
-// EtcdLiveness::joining's: the alive key on the lease and the descriptor, together.
-inline json joining(const std::string& alive, int64_t lease, const std::string& node, const std::string& descriptor) {
-  return txn({}, {op_put(alive, "", lease), op_put(node, descriptor)}, {});
-}
 
 inline json prefix(const std::string& p, const std::string& end) { return json{{"key", b64(p)}, {"range_end", b64(end)}}; }
 

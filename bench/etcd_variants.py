@@ -10,10 +10,11 @@ them. bench/etcd.py reuses one cluster across its runs, which it compacts
 between them; a fresh one per run takes that out of the comparison.
 
 A variant is LABEL=OPTIONS: etcd_sim options added to every run of it
-("base=" for none; "one=--one-write-join 1").
+("base=" for none; "m=--master-in-assignment 1"), or LABEL@BUILD=OPTIONS:
+that build's etcd_sim (an earlier commit's: "before@/tmp/base/build=").
 
 Usage: bench/etcd_variants.py [--nodes 10000] [--runs 3] [--build build] [--keep-alive 30]
-                              [--etcd-bin DIR] LABEL=OPTIONS ...
+                              [--etcd-bin DIR] LABEL[@BUILD]=OPTIONS ...
 """
 import argparse
 import json
@@ -36,10 +37,14 @@ SHOWN = (("one failure -> every agent re-assigned", "recovery_s", "s"),
 
 
 def variant(text):
-    label, eq, options = text.partition("=")
-    if not eq or not label:
-        raise argparse.ArgumentTypeError(f"variant '{text}': LABEL=OPTIONS, e.g. base= or one=--one-write-join 1")
-    return label, shlex.split(options)
+    name, eq, options = text.partition("=")
+    label, at, build = name.partition("@")
+    if not eq or not label or (at and not build):
+        raise argparse.ArgumentTypeError(f"variant '{text}': LABEL[@BUILD]=OPTIONS, e.g. base= or "
+                                         "m=--master-in-assignment 1 or before@/tmp/base/build=")
+    if build and not os.access(os.path.join(build, "bench", "etcd_sim"), os.X_OK):
+        raise argparse.ArgumentTypeError(f"variant '{text}': no bench/etcd_sim in {build}")
+    return label, (build or None, shlex.split(options))
 
 
 def one_run(build, nodes, keep_alive, options):
@@ -76,8 +81,8 @@ def main():
         os.environ["PATH"] = os.path.abspath(args.etcd_bin) + os.pathsep + os.environ["PATH"]
     got = {label: [] for label, _ in args.variants}
     for run in range(args.runs):
-        for label, options in args.variants:
-            r = one_run(args.build, args.nodes, args.keep_alive, options)
+        for label, (build, options) in args.variants:
+            r = one_run(build or args.build, args.nodes, args.keep_alive, options)
             got[label].append(r)
             print(f"[variants] {label} run {run}: {json.dumps(r)}", file=sys.stderr, flush=True)
     print(f"| {args.nodes:,} agents, median of {args.runs} (range) | " + " | ".join(got) + " |")

@@ -104,6 +104,9 @@ struct WatchEvent {
   enum class Type { put, del };
   Type type = Type::put;
   KeyValue kv;  // for del: key and mod_revision only
+  // The key as it was before the event, where the watch asked for it
+  // (Watch::Scope::prefix_and_prev; etcd leaves it out once compacted).
+  std::optional<KeyValue> prev;
 };
 
 // The end of the range holding every key that starts with `prefix`: the

@@ -33,7 +33,8 @@ struct Watch::Impl {
   void aim(std::string k, Scope scope, int64_t start) {
     key = std::move(k);
     range_end.clear();
-    if (scope == Scope::prefix) {
+    prev_kv = scope == Scope::prefix_and_prev;
+    if (scope != Scope::key) {
       Op op = Op::get_prefix(key);
       key = op.key;
       range_end = op.range_end;
@@ -63,6 +64,7 @@ struct Watch::Impl {
   std::string key;
   std::string range_end;
   int64_t start_revision;
+  bool prev_kv = false;
   int64_t last = 0;    // every event up to here has been delivered
   bool known = false;  // false: "from now", until the first creation says when now was
   size_t current = 0;
@@ -160,7 +162,7 @@ struct Watch::Impl {
       if (!connection) install(std::make_unique<GrpcConnection>(member(), transport.tls()));
       try {
         int64_t from = known ? last + 1 : start_revision;
-        GrpcRequest request{kWatch, wire::watch_create_request(key, range_end, from), transport.token(deadline)};
+        GrpcRequest request{kWatch, wire::watch_create_request(key, range_end, from, prev_kv), transport.token(deadline)};
         auto answer = connection->open_stream(request, deadline, now + kConnectLimit);
         if (answer.status.code != 0) {
           if (refused(answer.status, authenticated_again)) continue;

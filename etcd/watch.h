@@ -28,7 +28,9 @@ namespace cxxrun::etcd {
 class Watch {
  public:
   using Clock = std::chrono::steady_clock;
-  enum class Scope { key, prefix };
+  // prefix_and_prev: a prefix, each event with the key as it was before
+  // (WatchEvent::prev: a DELETE's create revision).
+  enum class Scope { key, prefix, prefix_and_prev };
 
   // Creates the watch on the first member that takes it, within
   // options.timeout; throws as Client's calls do when none does.

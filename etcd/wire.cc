@@ -35,9 +35,9 @@ namespace auth_f { constexpr uint32_t name = 1, password = 2, token = 2; }
 namespace status_f { constexpr uint32_t leader = 4; }
 namespace watch_f {
 constexpr uint32_t create_request = 1;                                                 // WatchRequest
-constexpr uint32_t key = 1, range_end = 2, start_revision = 3, progress_notify = 4;    // WatchCreateRequest
+constexpr uint32_t key = 1, range_end = 2, start_revision = 3, progress_notify = 4, prev_kv = 6;  // WatchCreateRequest
 constexpr uint32_t created = 3, canceled = 4, compact_revision = 5, cancel_reason = 6, events = 11;  // WatchResponse
-constexpr uint32_t event_type = 1, event_kv = 2;                                       // mvccpb.Event
+constexpr uint32_t event_type = 1, event_kv = 2, event_prev_kv = 3;                    // mvccpb.Event
 }  // namespace watch_f
 constexpr uint32_t kHeader = 1;  // every response's ResponseHeader
 
@@ -275,7 +275,8 @@ std::string authenticate_request(const std::string& name, const std::string& pas
   return Writer().bytes(auth_f::name, name).bytes(auth_f::password, password).take();
 }
 
-std::string watch_create_request(const std::string& key, const std::string& range_end, int64_t start_revision) {
+std::string watch_create_request(const std::string& key, const std::string& range_end, int64_t start_revision,
+                                 bool prev_kv) {
   Writer create;
   create.bytes(watch_f::key, key).bytes(watch_f::range_end, range_end);
   if (start_revision > 0) create.int64(watch_f::start_revision, start_revision);
@@ -283,6 +284,7 @@ std::string watch_create_request(const std::string& key, const std::string& rang
   // etcd's default), so resuming it after a member fails starts near now,
   // not where it was created, which compaction may have dropped.
   create.boolean(watch_f::progress_notify, true);
+  create.boolean(watch_f::prev_kv, prev_kv);
   return Writer().message(watch_f::create_request, create.data()).take();
 }
 
@@ -374,6 +376,8 @@ WatchMessage parse_watch_message(std::string_view message) {
             event.type = type == 1 ? WatchEvent::Type::del : WatchEvent::Type::put;
           } else if (g->number == watch_f::event_kv) {
             event.kv = key_value(g->as_bytes());
+          } else if (g->number == watch_f::event_prev_kv) {
+            event.prev = key_value(g->as_bytes());
           }
         }
         out.events.push_back(std::move(event));

@@ -47,9 +47,10 @@ std::string lease_grant_request(int64_t ttl_seconds);
 // LeaseKeepAliveRequest and LeaseRevokeRequest: the same message, ID = 1.
 std::string lease_id_request(int64_t id);
 std::string authenticate_request(const std::string& name, const std::string& password);
-// WatchRequest{create_request{key, range_end, start_revision, progress_notify}}.
+// WatchRequest{create_request{key, range_end, start_revision, progress_notify, prev_kv}}.
 // start_revision 0: from the revision after the one current at creation.
-std::string watch_create_request(const std::string& key, const std::string& range_end, int64_t start_revision);
+std::string watch_create_request(const std::string& key, const std::string& range_end, int64_t start_revision,
+                                 bool prev_kv = false);
 
 GetResult parse_get(std::string_view body);      // RangeResponse, its first key
 RangeResult parse_range(std::string_view body);  // RangeResponse

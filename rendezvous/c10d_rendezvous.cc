@@ -24,9 +24,6 @@ std::string hostname() {
   return buf;
 }
 
-// The config key of a job that is over.
-constexpr const char* kClosed = "closed";
-
 // A liveness snapshot longer than this is written once, under the round's
 // alive_snapshot key, and each assignment carries kSnapshotElsewhere.
 constexpr size_t kInlineSnapshot = 256;
@@ -54,23 +51,10 @@ std::string C10dRendezvous::milestone_prefix() const { return keys_.milestone_pr
 
 std::string C10dRendezvous::event_prefix() const { return keys_.event_prefix(); }
 
-std::string C10dRendezvous::config_text() const {
-  return describe(JobConfig{std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes), s_.entrypoint});
-}
+std::string C10dRendezvous::config_text() const { return describe(config_of(s_)); }
 
 void C10dRendezvous::check_config(std::optional<std::string> answer) {
-  const JobConfig mine{std::to_string(s_.min_nodes) + ":" + std::to_string(s_.max_nodes), s_.entrypoint};
-  const std::string theirs = answer ? std::move(*answer) : store_.compare_set(keys_.key("config"), "", config_text());
-  if (theirs == describe(mine)) return;
-  if (theirs == kClosed)
-    throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
-                          " is closed: that job already finished; start a new job with another --rdzv-id");
-  const JobConfig their = parse_config(theirs);
-  if (their.nnodes != mine.nnodes)
-    throw RendezvousError("--nnodes=" + nnodes_text(s_.min_nodes, s_.max_nodes) + " disagrees with --nnodes=" +
-                          shown_nnodes(their.nnodes) + " of the nodes already in rendezvous '" + s_.run_id + "'");
-  throw RendezvousError("rendezvous id '" + s_.run_id + "' is in use by another job (it runs " + their.entrypoint +
-                        ", this node runs " + s_.entrypoint + "); pick another --rdzv-id");
+  rendezvous::check_config(answer ? std::move(*answer) : store_.compare_set(keys_.key("config"), "", config_text()), s_);
 }
 
 Assignment C10dRendezvous::next_rendezvous() { return join(0, -1); }
@@ -96,22 +80,36 @@ Assignment C10dRendezvous::join(int expected, int stepped_out_now) {
   return out;
 }
 
-bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignment& out, std::optional<int> taken) {
+Member C10dRendezvous::me() const {
+  return Member{s_.local_addr.empty() ? store_.local_address() : s_.local_addr, hostname(),
+                static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder), s_.node_group};
+}
+
+store::StoreClient::Join C10dRendezvous::join_of(int round) {
+  me_ = me();
+  store::StoreClient::Join join;
+  join.counter = keys_.round(round, "count");
+  join.record_prefix = keys_.round(round, "node/");
+  join.record = describe(me_);
+  // Its alive key rides on the join's write (MemberLiveness::joining).
+  if (liveness_ && liveness_->joining(keys_.round(round, "alive/"), join)) lease_.renewed();
+  return join;
+}
+
+bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignment& out,
+                                std::optional<store::StoreClient::Joined> taken) {
   lease_.beat_if_due();
-  me_ = Member{s_.local_addr.empty() ? store_.local_address() : s_.local_addr, hostname(),
-               static_cast<long>(getpid()), s_.local_world_size, s_.node_order.value_or(kNoOrder), s_.node_group};
-  // Opened with this join where start_next_round found it not yet opened.
-  const auto open = std::exchange(open_with_join_, std::nullopt);
-  const std::string count = keys_.round(round, "count");
-  const int slot = taken ? *taken
-                         : static_cast<int>(open && open->desired == std::to_string(round)
-                                                ? store_.add_and_compare_set(count, *open)
-                                                : store_.add(count, 1)) - 1;
+  if (!taken) {
+    store::StoreClient::Join join = join_of(round);
+    // Opened with this join where start_next_round found it not yet opened.
+    const auto open = std::exchange(open_with_join_, std::nullopt);
+    if (open && open->desired == std::to_string(round)) join.open = open;
+    taken = store_.join(join);
+  }
+  const int slot = static_cast<int>(*taken->added.count) - 1;
+  if (liveness_) liveness_->took(keys_.round(round, "alive/") + taken->name);
   // Every milestone of the round follows its first joiner's ADD.
-  store_.milestones_follow(keys_.milestone(round, ""), count);
-  const std::string descriptor = keys_.round(round, "node/" + std::to_string(slot));
-  if (!liveness_) store_.set(descriptor, describe(me_));
-  else if (liveness_->joining(keys_.round(round, "alive/"), slot, descriptor, describe(me_))) lease_.renewed();
+  store_.milestones_follow(keys_.milestone(round, ""), keys_.round(round, "count"));
   // The max-th joiner completes the round before anyone wakes, so the
   // others wake to a complete round instead of racing to complete it.
   // Below the (min-1)-th, no one waits for a joiner's wake key.
@@ -122,6 +120,8 @@ bool C10dRendezvous::join_round(int round, Clock::time_point deadline, Assignmen
        std::to_string(round) + " of rendezvous '" + s_.run_id + "' at " + s_.endpoint);
   if (!done) done = wait_for_completion(round, slot, deadline);
   if (slot >= done->members) {
+    // The members' liveness is counted without this node's (SpareWait).
+    if (liveness_) liveness_->spare();
     // Below max, the running members restart to take this node in.
     if (done->members < s_.max_nodes)
       store_.compare_set(keys_.event(round), "", std::string(to_string(RoundEvent::join)));
@@ -156,7 +156,7 @@ C10dRendezvous::Completion C10dRendezvous::wait_for_completion(int round, int sl
     // now, not at join_timeout. A read per progress_interval of waiting,
     // none for a join that goes from milestone to milestone; so are the
     // nodes that declined a first round.
-    if (waited_out && store_.get_if_set(keys_.key("config")) == std::optional<std::string>(kClosed))
+    if (waited_out && store_.get_if_set(keys_.key("config")) == std::optional<std::string>(kClosedConfig))
       throw RendezvousError("rendezvous '" + s_.run_id + "' at " + s_.endpoint +
                             " was closed while this node waited to join: the job ended without it");
     seen.count = first ? joined : static_cast<int>(store_.add(keys_.round(round, "count"), 0));
@@ -212,10 +212,9 @@ C10dRendezvous::Completion C10dRendezvous::complete_round(int round, int count, 
 // Run by one elected member: one read of every descriptor, one write of
 // every assignment.
 void C10dRendezvous::publish_assignments(int round, int members) {
-  std::vector<std::string> keys;
-  for (int i = 0; i < members; ++i) keys.push_back(keys_.round(round, "node/" + std::to_string(i)));
-  const std::vector<std::string> texts =
-      lease_.wait(Clock::now() + s_.read_timeout, [&](milliseconds t) { return store_.wait_and_get(keys, t); });
+  const std::vector<std::string> texts = lease_.wait(Clock::now() + s_.read_timeout, [&](milliseconds t) {
+    return store_.joiners(keys_.round(round, "count"), keys_.round(round, "node/"), members, t);
+  });
   std::vector<Member> all;
   for (const auto& text : texts) all.push_back(parse_member(text));
   lease_.beat_if_due();
@@ -226,7 +225,8 @@ void C10dRendezvous::publish_assignments(int round, int members) {
   // each of N assignments, a list of the members gone made the round's
   // writes N times its size (3,000 agents over etcd, most leases expired:
   // "request is too large").
-  std::string alive = liveness_ ? liveness_->snapshot(keys_.round(round, "alive/"), members) : "";
+  std::string alive =
+      liveness_ ? liveness_->snapshot(keys_.round(round, "alive/"), keys_.round(round, "count"), members) : "";
   std::vector<std::string> assign_keys, values;
   if (alive.size() > kInlineSnapshot) {
     assign_keys.push_back(keys_.round(round, "alive_snapshot"));
@@ -298,7 +298,7 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
   if (liveness_) {
     std::string alive = mine.alive;
     if (alive == kSnapshotElsewhere) alive = get(keys_.round(round, "alive_snapshot"));
-    liveness_->joined(keys_.round(round, "alive/"), members, alive);
+    liveness_->joined(keys_.round(round, "alive/"), keys_.round(round, "count"), members, alive);
   }
   log_("node " + me_.addr + " joined round " + std::to_string(round) + " of rendezvous '" + s_.run_id +
        "' as rank " + std::to_string(out.group_rank) + " in a world of size " + std::to_string(members) + " (" +
@@ -307,10 +307,10 @@ Assignment C10dRendezvous::assign(int round, Completion done, int slot, Clock::t
 }
 
 std::vector<std::string> C10dRendezvous::member_addrs(int round, int members) {
-  std::vector<std::string> keys;
-  for (int i = 0; i < members; ++i) keys.push_back(keys_.round(round, "node/" + std::to_string(i)));
   std::vector<std::string> addrs;
-  for (const auto& text : store_.multi_get(keys)) addrs.push_back(parse_member(text).addr);
+  for (const auto& text : store_.joiners(keys_.round(round, "count"), keys_.round(round, "node/"), members,
+                                         std::nullopt))
+    addrs.push_back(parse_member(text).addr);
   return addrs;
 }
 
@@ -395,19 +395,22 @@ std::optional<Assignment> C10dRendezvous::rejoin_if_unchanged(int expected) {
                                                 {{keys_.round(round_, "out"), std::nullopt},
                                                  {keys_.key("config"), config_text()}},
                                                 {keys_.key("round")}};
-  auto got = store_.add_if_unchanged(keys_.round(next, "count"), open, unchanged);
-  if (!got.count) {
+  store::StoreClient::Join join = join_of(next);
+  join.open = open;
+  join.unchanged = unchanged;
+  auto got = store_.join(join);
+  if (!got.added.count) {
     // Read as waiting_and_stepped_out reads: out, config, round.
     checked_round_ = round_;
-    checked_ = std::move(got.read);
+    checked_ = std::move(got.added.read);
     return std::nullopt;
   }
   log_(reforming_line(std::min(expected, s_.max_nodes)));
   expected_ = expected;
   out_now_ = 0;  // the check found none stepped out
   Assignment out;
-  std::optional<int> slot = static_cast<int>(*got.count) - 1;
-  for (int round = next; !join_round(round, deadline, out, std::exchange(slot, std::nullopt)); ++round) {
+  std::optional<store::StoreClient::Joined> taken = std::move(got);
+  for (int round = next; !join_round(round, deadline, out, std::exchange(taken, std::nullopt)); ++round) {
   }
   return out;
 }
@@ -483,7 +486,7 @@ void C10dRendezvous::start_next_round(bool spares_wait) {
 }
 
 void C10dRendezvous::close(bool succeeded) {
-  store_.set(keys_.key("config"), kClosed);
+  store_.set(keys_.key("config"), kClosedConfig);
   if (round_ >= 0) store_.set(keys_.milestone(round_, "next"), succeeded ? "closed" : "failed");
 }
 

@@ -14,9 +14,13 @@
 //   round              the open round number
 //   r<k>/count         ADD counter: a joiner's slot is the value it gets back
 //   r<k>/node/<slot>   the joiner's descriptor "addr|host|pid|nproc|order"
+//                      (StoreClient::join; over etcd it is the value of
+//                      the join's marker, r<k>/count/adds/<name>, and
+//                      joiners() reads them back in slot order)
 //   r<k>/assign/<slot> "group_rank|base_rank|world_size|liveness snapshot"
 //   r<k>/ranks         slots in group-rank order, comma-separated
-//   r<k>/alive/<slot>  keep-alive counter
+//   r<k>/alive/<slot>  keep-alive counter (over etcd: r<k>/alive/<name>,
+//                      on the node's lease, written with its join)
 //   r<k>/dead          how many members the `dead` event found dead
 //   r<k>/out           ADD counter of members that will not join round k+1
 //                      (a failed health check between rounds)
@@ -201,8 +205,13 @@ class C10dRendezvous {
   // config just answered it (start_next_round's); none: asks.
   void check_config(std::optional<std::string> answer = std::nullopt);
   std::string config_text() const;
-  // `taken`: this node's slot, where its ADD was made already.
-  bool join_round(int round, Clock::time_point deadline, Assignment& out, std::optional<int> taken = std::nullopt);
+  // This node's descriptor now.
+  Member me() const;
+  // This node's join of `round`: its record, and what shows it alive.
+  store::StoreClient::Join join_of(int round);
+  // `taken`: this node's join, where it was made already.
+  bool join_round(int round, Clock::time_point deadline, Assignment& out,
+                  std::optional<store::StoreClient::Joined> taken = std::nullopt);
   // "host (pid N) why" of each node that declined `round`, in order.
   std::vector<std::string> declined_nodes(int round);
   Assignment join(int expected, int stepped_out_now);

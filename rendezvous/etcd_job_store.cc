@@ -13,7 +13,7 @@ namespace cxxrun::rendezvous {
 EtcdJobStore::EtcdJobStore(const RendezvousSettings& settings)
     : settings_(settings),
       store_(settings.etcd, settings.read_timeout),
-      liveness_(settings, store_.client(), settings.etcd.prefix + "/") {
+      liveness_(settings, store_) {
   reach();
   spdlog::info("rendezvous through etcd at {} (prefix {})", settings.endpoint, settings.etcd.prefix);
 }

@@ -11,6 +11,7 @@
 #include "etcd/client.h"
 #include "etcd/watch.h"
 #include "rendezvous/etcd_errors.h"
+#include "rendezvous/etcd_roster.h"
 #include "rendezvous/etcd_store.h"
 #include "store/client.h"
 
@@ -24,12 +25,10 @@ int64_t ttl_of(const RendezvousSettings& s) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ms / 1000.0)));
 }
 
-// The slot at the end of an alive key, -1 if it is not one.
-int slot_of(const std::string& key, const std::string& prefix) {
-  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return -1;
-  int slot = -1;
-  auto [end, ec] = std::from_chars(key.data() + prefix.size(), key.data() + key.size(), slot);
-  return ec == std::errc() && end == key.data() + key.size() ? slot : -1;
+// The name at the end of an alive key under `prefix`, empty if it is not one.
+std::string name_of(const std::string& key, const std::string& prefix) {
+  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return "";
+  return key.substr(prefix.size());
 }
 
 // The algorithm above speaks the store's errors.
@@ -44,9 +43,9 @@ auto in_store_terms(const char* what, F&& call) {
 
 }  // namespace
 
-EtcdLiveness::EtcdLiveness(const RendezvousSettings& settings, etcd::Client& client, std::string key_prefix)
+EtcdLiveness::EtcdLiveness(const RendezvousSettings& settings, EtcdStore& store)
     : etcd_(settings.etcd),
-      key_prefix_(std::move(key_prefix)),
+      key_prefix_(store.etcd_key("")),
       ttl_seconds_(ttl_of(settings)),
       interval_(settings.keep_alive_interval),
       // A beat must not outlast its interval, or a slow member stalls the next.
@@ -54,7 +53,8 @@ EtcdLiveness::EtcdLiveness(const RendezvousSettings& settings, etcd::Client& cli
       // Joining is a step of the rendezvous, with its deadline: a thousand
       // nodes joining at once may keep etcd busy longer than a beat may take.
       read_timeout_(settings.read_timeout),
-      client_(client) {}
+      store_(store),
+      client_(store.client()) {}
 
 EtcdLiveness::~EtcdLiveness() = default;
 
@@ -84,14 +84,7 @@ bool EtcdLiveness::lease_holds() const {
   return lease_ != 0 && holds_until_ - std::chrono::steady_clock::now() > interval_ * 3 / 2;
 }
 
-std::string EtcdLiveness::slot_key(const std::string& round_prefix, int slot) const {
-  char digits[16];
-  snprintf(digits, sizeof digits, "%010d", slot);
-  return round_prefix + digits;
-}
-
-bool EtcdLiveness::joining(const std::string& alive_prefix, int slot, const std::string& descriptor_key,
-                           const std::string& descriptor) {
+bool EtcdLiveness::joining(const std::string& alive_prefix, store::StoreClient::Join& join) {
   // The last round's members are no news to a node joining the next: a
   // lease lapsing among thousands re-joining is not pushed to this one.
   stop_watching();
@@ -99,105 +92,117 @@ bool EtcdLiveness::joining(const std::string& alive_prefix, int slot, const std:
     // A lease renewed moments ago (the rendezvous beats before each step)
     // is not renewed again: at 1,000 agents re-joining at once that was a
     // request in ten.
-    bool renewed = !lease_holds();
+    const bool renewed = !lease_holds();
     if (renewed) renew(read_timeout_);
-    alive_key_ = slot_key(key_prefix_ + alive_prefix, slot);
-    const auto write = [&] {
-      // Both at once: the alive key is never after the descriptor, and a
-      // join is one write of etcd's, not two.
-      const std::vector<etcd::Op> both{etcd::Op::put(alive_key_, "", lease_),
-                                       etcd::Op::put(key_prefix_ + descriptor_key, descriptor)};
-      resend_while_indeterminate(std::chrono::steady_clock::now() + read_timeout_,
-                                 [&](milliseconds t) { client_.txn({}, both, {}, t); });
+    join.alive_prefix = alive_prefix;
+    join.lease = lease_;
+    // The lease it took to hold is gone after all (revoked, or etcd's clock
+    // ran ahead): etcd refuses the join's put on it. A new one, and again.
+    join.lease_gone = [this] {
+      spdlog::debug("etcd refused this node's alive key; renewing its lease");
+      in_store_terms("cannot hold a lease on etcd", [&] { renew(read_timeout_); });
+      return lease_;
     };
-    try {
-      write();
-    } catch (const etcd::EtcdRequestError& e) {
-      // The lease it took to hold is gone after all (revoked, or etcd's
-      // clock ran ahead): etcd refuses a put on it. A new one, and again.
-      if (renewed) throw;
-      spdlog::debug("etcd refused this node's alive key ({}); renewing its lease", e.what());
-      renew(read_timeout_);
-      renewed = true;
-      write();
-    }
     return renewed;
   });
 }
 
-etcd::CountResult EtcdLiveness::count_slots(const std::string& prefix, int members, milliseconds timeout) {
-  return in_store_terms("cannot read the members' leases", [&] {
-    return client_.count(slot_key(prefix, 0), slot_key(prefix, members), timeout);
-  });
+void EtcdLiveness::took(const std::string& alive_key) { alive_key_ = key_prefix_ + alive_key; }
+
+void EtcdLiveness::spare() {
+  if (alive_key_.empty()) return;
+  try {
+    client_.delete_range(alive_key_, call_timeout_);
+  } catch (const etcd::EtcdError& e) {
+    spdlog::debug("cannot delete this spare's alive key: {}", e.what());
+  }
+  alive_key_.clear();
 }
 
-std::pair<int64_t, std::set<int>> EtcdLiveness::read_dead(const std::string& prefix, int members,
-                                                           milliseconds timeout) {
-  const auto counted = count_slots(prefix, members, timeout);
-  std::set<int> dead;
-  if (counted.count >= members) return {counted.revision, dead};
+std::pair<int64_t, std::set<int>> EtcdLiveness::read_dead(const EtcdRoster& roster, const std::string& prefix,
+                                                           int members, milliseconds timeout) {
+  // The keys alone (no values): a round of N costs one answer of N names.
   const auto present = in_store_terms("cannot read the members' leases", [&] {
-    return client_.range_keys(slot_key(prefix, 0), slot_key(prefix, members), timeout);
+    return client_.range_keys(prefix, etcd::prefix_range_end(prefix), timeout);
   });
-  std::set<int> alive;
-  for (const auto& kv : present.kvs) alive.insert(slot_of(kv.key, prefix));
-  for (int slot = 0; slot < members; ++slot)
-    if (!alive.count(slot)) dead.insert(slot);
+  std::set<std::string> alive;
+  for (const auto& kv : present.kvs) alive.insert(name_of(kv.key, prefix));
+  std::set<int> dead;
+  for (int slot = 0; slot < members && slot < static_cast<int>(roster.joiners.size()); ++slot)
+    if (!alive.count(roster.joiners[slot].name)) dead.insert(slot);
   return {present.revision, dead};
 }
 
-// Every member wrote its key before its slot was known to anyone, so a key
-// missing once all descriptors are in is a member already gone. etcd counts
-// a range key by key: one snapshot by the assigner, not one per member, or
-// a round of N costs N^2.
-std::string EtcdLiveness::snapshot(const std::string& alive_prefix, int members) {
-  auto [revision, dead] = read_dead(key_prefix_ + alive_prefix, members, read_timeout_);
-  std::string out = std::to_string(revision);
+// Every member's key was written with its record, in its join's
+// transaction, so a key missing once all have joined is a member already
+// gone. One read by the assigner, not one per member, or a round of N costs
+// N^2.
+std::string EtcdLiveness::snapshot(const std::string& alive_prefix, const std::string& counter, int members) {
+  const EtcdRoster& roster = store_.roster(counter, members);
+  auto [revision, dead] = read_dead(roster, key_prefix_ + alive_prefix, members, read_timeout_);
+  std::string out = std::to_string(revision) + "/" + std::to_string(roster.last_member_created(members));
   for (int slot : dead) out += (out.find(':') == std::string::npos ? ":" : ",") + std::to_string(slot);
   return out;
 }
 
 namespace {
 
-// A snapshot's revision and dead slots; nullopt if `text` is not one.
-std::optional<std::pair<int64_t, std::set<int>>> parse_snapshot(const std::string& text) {
-  const auto colon = text.find(':');
-  int64_t revision = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + std::min(colon, text.size()), revision);
-  if (ec != std::errc() || end != text.data() + std::min(colon, text.size()) || revision <= 0) return std::nullopt;
+struct Snapshot {
+  int64_t revision = 0, last_member = 0;
   std::set<int> dead;
-  for (size_t at = colon; at != std::string::npos && at < text.size();) {
-    const size_t from = at + 1, comma = text.find(',', from);
-    const size_t to = comma == std::string::npos ? text.size() : comma;
-    int slot = -1;
-    auto [e, err] = std::from_chars(text.data() + from, text.data() + to, slot);
-    if (err != std::errc() || e != text.data() + to || slot < 0) return std::nullopt;
-    dead.insert(slot);
+};
+
+bool read_number(std::string_view text, int64_t& out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+// A snapshot's revisions and dead slots; nullopt if `text` is not one.
+std::optional<Snapshot> parse_snapshot(const std::string& text) {
+  const auto colon = std::min(text.find(':'), text.size());
+  const auto slash = text.find('/');
+  Snapshot out;
+  if (slash >= colon || !read_number(std::string_view(text).substr(0, slash), out.revision) ||
+      !read_number(std::string_view(text).substr(slash + 1, colon - slash - 1), out.last_member) || out.revision <= 0)
+    return std::nullopt;
+  for (size_t at = colon; at < text.size();) {
+    const size_t from = at + 1, comma = std::min(text.find(',', from), text.size());
+    int64_t slot = -1;
+    if (!read_number(std::string_view(text).substr(from, comma - from), slot) || slot < 0) return std::nullopt;
+    out.dead.insert(static_cast<int>(slot));
     at = comma;
   }
-  return std::make_pair(revision, dead);
+  return out;
 }
 
 }  // namespace
 
-void EtcdLiveness::joined(const std::string& alive_prefix, int members, const std::string& snapshot) {
+void EtcdLiveness::joined(const std::string& alive_prefix, const std::string& counter, int members,
+                          const std::string& snapshot) {
   stop_watching();
   watched_ = key_prefix_ + alive_prefix;
+  counter_ = counter;
   members_ = members;
   auto taken = parse_snapshot(snapshot);
-  if (!taken) taken = read_dead(watched_, members, read_timeout_);
-  dead_ = taken->second;
+  if (!taken) {
+    const EtcdRoster& roster = store_.roster(counter, members);
+    auto [revision, dead] = read_dead(roster, watched_, members, read_timeout_);
+    taken = Snapshot{revision, roster.last_member_created(members), std::move(dead)};
+  }
+  dead_ = taken->dead;
+  last_member_ = taken->last_member;
   // From the revision after the snapshot: a member gone since is an event.
-  resume_from_ = taken->first + 1;
+  resume_from_ = taken->revision + 1;
   rewatch(read_timeout_);
 }
 
 void EtcdLiveness::open_watch(int64_t from, milliseconds timeout) {
   if (auto reused = std::move(stopped_)) {
-    reused->restart(watched_, etcd::Watch::Scope::prefix, from, timeout);
+    reused->restart(watched_, etcd::Watch::Scope::prefix_and_prev, from, timeout);
     watch_ = std::move(reused);
   } else {
-    watch_ = std::make_unique<etcd::Watch>(etcd_options(etcd_, timeout), watched_, etcd::Watch::Scope::prefix, from);
+    watch_ = std::make_unique<etcd::Watch>(etcd_options(etcd_, timeout), watched_, etcd::Watch::Scope::prefix_and_prev,
+                                           from);
   }
 }
 
@@ -216,7 +221,7 @@ void EtcdLiveness::resync(milliseconds timeout) {
   spdlog::warn("the members' leases changed further back than etcd keeps history; reading them again");
   try {
     open_watch(0, timeout);
-    dead_ = read_dead(watched_, members_, timeout).second;
+    dead_ = read_dead(store_.roster(counter_, members_), watched_, members_, timeout).second;
   } catch (const std::exception& e) {  // etcd's errors, or the store's from read_dead
     watch_.reset();
     resume_from_ = 0;  // the next try starts from now as well
@@ -251,14 +256,8 @@ std::vector<int> EtcdLiveness::dead_slots() {
     try {
       // Only what has arrived: the DELETEs are pushed, never polled for.
       // A moment to read what the socket holds; a deadline already past reads nothing.
-      while (auto events = watch_->next(milliseconds(2))) {
-        for (const auto& e : *events) {
-          const int slot = slot_of(e.kv.key, watched_);
-          if (slot < 0) continue;
-          if (e.type == etcd::WatchEvent::Type::del) dead_.insert(slot);
-          else dead_.erase(slot);
-        }
-      }
+      while (auto events = watch_->next(milliseconds(2)))
+        for (auto& e : *events) unread_.push_back(std::move(e));
     } catch (const etcd::EtcdCompacted& e) {
       resync(call_timeout_);
     } catch (const etcd::EtcdError& e) {
@@ -267,11 +266,58 @@ std::vector<int> EtcdLiveness::dead_slots() {
       spdlog::warn("the watch on the members' leases broke (resuming from revision {}): {}", resume_from_, e.what());
     }
   }
+  // In order: a member that went and came back (a lease granted again) is
+  // alive. One whose slot cannot be read now waits, with those after it.
+  size_t done = 0;
+  while (done < unread_.size() && note(unread_[done])) ++done;
+  unread_.erase(unread_.begin(), unread_.begin() + static_cast<std::ptrdiff_t>(done));
   return {dead_.begin(), dead_.end()};
 }
 
+bool EtcdLiveness::note(const etcd::WatchEvent& e) {
+  const std::string name = name_of(e.kv.key, watched_);
+  if (name.empty()) return true;
+  const auto known = slot_of_.find(name);
+  if (e.type == etcd::WatchEvent::Type::put) {
+    if (known != slot_of_.end()) dead_.erase(known->second);
+    return true;
+  }
+  if (known != slot_of_.end()) {
+    dead_.insert(known->second);
+    return true;
+  }
+  // A key made after the last member joined is a spare's (it drops its own)
+  // or a member's made again; the round's counter as of a member's join
+  // counts its slot.
+  const int64_t created = e.prev ? e.prev->create_revision : 0;
+  if (created > last_member_) return true;
+  int slot = -1;
+  try {
+    if (created > 0) {
+      try {
+        const auto then = client_.range_at(store_.etcd_key(counter_), created, call_timeout_);
+        if (then.kv) slot = static_cast<int>(then.kv->version) - 1;
+      } catch (const etcd::EtcdRequestError&) {
+        // Compacted: the roster says it.
+      }
+    }
+    if (slot < 0) slot = store_.roster(counter_, members_).slot_of(name);
+  } catch (const std::exception& ex) {  // etcd's errors, or the store's from the roster
+    spdlog::warn("cannot tell which member's lease on etcd ended (trying again): {}", ex.what());
+    return false;
+  }
+  if (slot < 0 || slot >= members_) return true;
+  slot_of_.emplace(name, slot);
+  dead_.insert(slot);
+  return true;
+}
+
 int EtcdLiveness::count_alive(const std::string& alive_prefix, int members) {
-  return static_cast<int>(count_slots(key_prefix_ + alive_prefix, members, call_timeout_).count);
+  const std::string prefix = key_prefix_ + alive_prefix;
+  const auto counted = in_store_terms("cannot read the members' leases", [&] {
+    return client_.count(prefix, etcd::prefix_range_end(prefix), call_timeout_);
+  });
+  return static_cast<int>(std::min<int64_t>(counted.count, members));
 }
 
 void EtcdLiveness::stop_watching(bool for_good) {
@@ -280,6 +326,8 @@ void EtcdLiveness::stop_watching(bool for_good) {
   watch_.reset();
   watched_.clear();
   dead_.clear();
+  slot_of_.clear();
+  unread_.clear();
 }
 
 void EtcdLiveness::release() {

@@ -19,6 +19,8 @@
 #include "rendezvous/etcd_errors.h"
 #include "rendezvous/etcd_key_wait.h"
 #include "rendezvous/etcd_milestones.h"
+#include "rendezvous/etcd_reads.h"
+#include "rendezvous/etcd_roster.h"
 
 namespace cxxrun::rendezvous {
 namespace {
@@ -28,9 +30,6 @@ using std::chrono::milliseconds;
 
 // etcd's default --max-txn-ops.
 constexpr size_t kMaxTxnOps = 128;
-// Keys a page of a range holds: 10,000 descriptors are 5 answers of about
-// 300 KB, well inside what etcd's gateway relays.
-constexpr int64_t kRangePage = 2048;
 
 // The longest prefix `a` and `b` share: of a sorted set's first and last
 // keys, the prefix every key of it shares.
@@ -165,16 +164,37 @@ std::optional<int64_t> EtcdStore::add_one(const std::string& key, std::vector<et
   const std::string k = etcd_key(key);
   // The read after the write in one transaction sees it: the version it
   // returns is this add's own count. The marker makes sending it again safe.
-  const std::string marker = k + "/adds/" + adder_ + "-" + std::to_string(++adds_);
+  const std::string name = adder_ + "-" + std::to_string(++adds_);
+  const std::string marker = EtcdRoster::marker_prefix(k) + name;
   using etcd::Compare;
   check.insert(check.begin(), Compare::create_revision_is(marker, Compare::Result::equal, 0));
   reads.insert(reads.begin(), etcd::Op::get(marker));
-  std::vector<etcd::Op> count = {etcd::Op::put(k, ""), etcd::Op::get(k), etcd::Op::put(marker, "")};
+  // A join's record is its marker's value, and its alive key rides along:
+  // one write a joiner (etcd_roster.h).
+  const Join* joining = joining_ && joining_->counter == key ? joining_ : nullptr;
+  std::vector<etcd::Op> count = {etcd::Op::put(k, ""), etcd::Op::get(k),
+                                 etcd::Op::put(marker, joining ? joining->record : "")};
+  if (joining) {
+    joined_name_ = name;
+    if (joining->lease != 0 && !joining->alive_prefix.empty())
+      count.push_back(etcd::Op::put(etcd_key(joining->alive_prefix + name), "", joining->lease));
+  }
   for (auto& op : with) count.push_back(std::move(op));
   const auto deadline = Clock::now() + timeout_;
   etcd::TxnResult r;
-  guarded("add", key, [&] {
+  const auto send = [&] {
     resend_while_indeterminate(deadline, [&](milliseconds t) { r = client_->txn(check, count, reads, t); });
+  };
+  guarded("add", key, [&] {
+    try {
+      send();
+    } catch (const etcd::EtcdRequestError&) {
+      // A refusal of the alive key's lease (nothing applied): once more,
+      // on a new one.
+      if (!joining || joining->lease == 0 || joining->alive_prefix.empty() || !joining->lease_gone) throw;
+      count.back() = etcd::Op::put(etcd_key(joining->alive_prefix + joined_name_), "", joining->lease_gone());
+      send();
+    }
   });
   if (r.succeeded) {
     if (r.responses.size() < 2 || r.responses[1].kvs.empty())
@@ -198,6 +218,45 @@ std::optional<int64_t> EtcdStore::add_one(const std::string& key, std::vector<et
   added_ = k;
   added_created_ = then.kv->create_revision;
   return then.kv->version;
+}
+
+store::StoreClient::Joined EtcdStore::join(const Join& j) {
+  // The add's own paths (add_if_unchanged's fallback included) carry it.
+  joining_ = &j;
+  joined_name_.clear();
+  struct Done {
+    const Join*& joining;
+    ~Done() { joining = nullptr; }
+  } done{joining_};
+  Joined out;
+  if (j.open && j.unchanged) out.added = add_if_unchanged(j.counter, *j.open, *j.unchanged);
+  else out.added.count = j.open ? add_and_compare_set(j.counter, *j.open) : add(j.counter, 1);
+  if (out.added.count) out.name = joined_name_;
+  return out;
+}
+
+const EtcdRoster& EtcdStore::roster(const std::string& counter, int members) {
+  const std::string k = etcd_key(counter);
+  // The first joiners of a round are fixed once joined: a read that holds
+  // `members` of them serves until the next round.
+  if (!roster_ || roster_->counter != k || roster_->joiners.size() < static_cast<size_t>(members))
+    roster_ = std::make_unique<EtcdRoster>(
+        guarded("read the joiners", counter, [&] { return EtcdRoster::read(*client_, k, timeout_); }));
+  return *roster_;
+}
+
+std::vector<std::string> EtcdStore::joiners(const std::string& counter, const std::string& record_prefix, int n,
+                                            std::optional<Duration> wait) {
+  (void)record_prefix;
+  (void)wait;  // each joiner's record came in its add's transaction: nothing to wait for
+  roster_.reset();
+  const EtcdRoster& r = roster(counter, n);
+  if (r.joiners.size() < static_cast<size_t>(n))
+    throw store::StoreError("etcd: round " + counter + " counts " + std::to_string(n) + " joiners, but only " +
+                            std::to_string(r.joiners.size()) + " left their record (were the job's keys removed?)");
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) out.push_back(r.joiners[i].record);
+  return out;
 }
 
 std::string EtcdStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
@@ -248,7 +307,7 @@ std::vector<std::string> EtcdStore::compare_sets(const std::vector<CompareSet>& 
   if (each.size() < 2 || each.size() > kMaxTxnOps) return store::StoreClient::compare_sets(each);
   std::vector<std::string> keys;
   for (const CompareSet& c : each) keys.push_back(c.key);
-  const Reads now = read_many("compare_set", keys);
+  const EtcdReads now = read_many("compare_set", keys);
   std::vector<std::string> out;
   for (size_t i = 0; i < each.size(); ++i)
     out.push_back(compare_set_after(each[i].key, each[i].expected, each[i].desired, now.values[i]));
@@ -267,54 +326,14 @@ store::StoreClient::CountAndValues EtcdStore::add_and_get_if_set_each(const std:
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
-  const Reads got = read_many("check", keys);
+  const EtcdReads got = read_many("check", keys);
   return std::all_of(got.values.begin(), got.values.end(), [](const auto& v) { return v.has_value(); });
 }
 
-// A round's assigner reads every member's descriptor, and its group rank 0
-// every member's address: N keys under one prefix. A txn holds 128 reads
-// (etcd's --max-txn-ops), so 10,000 were 79 transactions one after another
-// while every member waited; pages of the prefix's range are 5. Keys of no
-// common prefix, or few enough for one txn, go a txn of 128 at a time.
-EtcdStore::Reads EtcdStore::read_many(const char* what, const std::vector<std::string>& keys) {
-  if (keys.size() > kMaxTxnOps) {
-    const auto [low, high] = std::minmax_element(keys.begin(), keys.end());
-    if (const std::string common = common_prefix(*low, *high); !common.empty())
-      return read_pages(what, keys, etcd_key(common));
-  }
-  Reads got;
-  for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
-    std::vector<etcd::Op> ops;
-    for (size_t i = at; i < std::min(keys.size(), at + kMaxTxnOps); ++i) ops.push_back(etcd::Op::get(etcd_key(keys[i])));
-    auto r = guarded(what, keys[at], [&] { return client_->txn({}, ops); });
-    if (got.revision == 0) got.revision = r.revision;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (i < r.responses.size() && !r.responses[i].kvs.empty()) got.values.push_back(r.responses[i].kvs.front().value);
-      else got.values.emplace_back();
-    }
-  }
-  return got;
-}
-
-// Every page after the first is read at the first's revision: one snapshot,
-// as one txn would be. Keys of the range not asked for are passed over.
-EtcdStore::Reads EtcdStore::read_pages(const char* what, const std::vector<std::string>& keys, const std::string& prefix) {
-  std::map<std::string, std::vector<size_t>> wanted;  // etcd key -> its places in `keys`
-  for (size_t i = 0; i < keys.size(); ++i) wanted[etcd_key(keys[i])].push_back(i);
-  Reads got;
-  got.values.resize(keys.size());
-  const std::string end = etcd::Op::get_prefix(prefix).range_end;
-  std::string from = prefix;
-  for (bool more = true; more;) {
-    auto page = guarded(what, keys.front(), [&] { return client_->range_page(from, end, kRangePage, got.revision); });
-    if (got.revision == 0) got.revision = page.revision;
-    for (auto& kv : page.kvs)
-      if (auto it = wanted.find(kv.key); it != wanted.end())
-        for (size_t i : it->second) got.values[i] = kv.value;
-    more = page.more && !page.kvs.empty();
-    if (more) from = page.kvs.back().key + '\0';
-  }
-  return got;
+EtcdReads EtcdStore::read_many(const char* what, const std::vector<std::string>& keys) {
+  std::vector<std::string> etcd_keys;
+  for (const auto& key : keys) etcd_keys.push_back(etcd_key(key));
+  return guarded(what, keys.empty() ? "" : keys.front(), [&] { return read_etcd_keys(*client_, etcd_keys, timeout_); });
 }
 
 void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
@@ -328,7 +347,7 @@ void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
 // could have an assignment.
 std::vector<std::string> EtcdStore::wait_and_get(const std::vector<std::string>& keys, Duration timeout) {
   const auto deadline = Clock::now() + timeout;
-  Reads got = read_many("wait", keys);
+  EtcdReads got = read_many("wait", keys);
   std::map<std::string, size_t> waiting;  // etcd key -> index
   for (size_t i = 0; i < keys.size(); ++i)
     if (!got.values[i]) waiting.emplace(etcd_key(keys[i]), i);
@@ -421,7 +440,7 @@ void EtcdStore::append(const std::string& key, const std::string& value) {
 }
 
 std::vector<std::string> EtcdStore::multi_get(const std::vector<std::string>& keys) {
-  Reads got = read_many("multi_get", keys);
+  EtcdReads got = read_many("multi_get", keys);
   std::vector<std::string> out;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!got.values[i]) throw store::StoreError("etcd multi_get: no key " + keys[i]);

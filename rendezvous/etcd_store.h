@@ -25,6 +25,12 @@
 //   add_if_unchanged    add_and_compare_set's txn, its compares holding the
 //                       check too (the counter's version, each value or
 //                       absence), and reading the keys where they fail
+//   join                add(k, 1) (or add_and_compare_set,
+//                       add_if_unchanged) whose marker holds the joiner's
+//                       record, with its alive key on the lease (named as
+//                       the marker) in the same txn: one write a joiner;
+//                       joiners reads the markers back, by create revision
+//                       (rendezvous/etcd_roster.h)
 //   add(k, 1)           a txn of [put k, range k, put k's marker of this
 //                       add] if the marker is absent: the key's version is
 //                       the count, so concurrent adds never retry. An add
@@ -68,6 +74,7 @@
 #include <vector>
 
 #include "rendezvous/etcd_calls.h"
+#include "rendezvous/etcd_reads.h"
 #include "rendezvous/rendezvous.h"
 #include "store/client.h"
 
@@ -85,6 +92,7 @@ namespace cxxrun::rendezvous {
 
 class EtcdKeyWait;
 class EtcdMilestones;
+struct EtcdRoster;
 
 
 class EtcdStore : public store::StoreClient {
@@ -110,6 +118,16 @@ class EtcdStore : public store::StoreClient {
   int64_t add_and_compare_set(const std::string& counter, const CompareSet& also) override;
   // One transaction: the check is its compares.
   AddedOrRead add_if_unchanged(const std::string& counter, const CompareSet& also, const Unchanged& unchanged) override;
+  // One transaction: the add (as add, add_and_compare_set or
+  // add_if_unchanged), its marker holding the record, and the alive key on
+  // the lease (rendezvous/etcd_roster.h).
+  Joined join(const Join& j) override;
+  // The markers of `counter`, by create revision: one read, never a wait.
+  std::vector<std::string> joiners(const std::string& counter, const std::string& record_prefix, int n,
+                                   std::optional<Duration> wait) override;
+  // Who joined `counter`'s round, in slot order: the last read (joiners()'s)
+  // where it holds at least `members`, else read again.
+  const EtcdRoster& roster(const std::string& counter, int members);
   // With delta 0: the count and the keys in one transaction of ranges.
   CountAndValues add_and_get_if_set_each(const std::string& counter, int64_t delta,
                                          const std::vector<std::string>& keys) override;
@@ -152,15 +170,8 @@ class EtcdStore : public store::StoreClient {
   std::string compare_set_txn(const std::string& key, const std::string& expected, const std::string& desired,
                               const std::vector<etcd::Op>& also);
   // Each key's value (nullopt: absent), one snapshot, and its revision: a
-  // watch from after it misses nothing. More keys than one txn holds, under
-  // a common prefix, are read as pages of that prefix's range; others in
-  // txns of 128.
-  struct Reads {
-    std::vector<std::optional<std::string>> values;
-    int64_t revision = 0;
-  };
-  Reads read_many(const char* what, const std::vector<std::string>& keys);
-  Reads read_pages(const char* what, const std::vector<std::string>& keys, const std::string& prefix);
+  // watch from after it misses nothing (rendezvous/etcd_reads.h).
+  EtcdReads read_many(const char* what, const std::vector<std::string>& keys);
   const EtcdSettings settings_;
   const std::string prefix_;
   Duration timeout_;
@@ -174,6 +185,10 @@ class EtcdStore : public store::StoreClient {
   // number), and a count of them.
   const std::string adder_;
   int64_t adds_ = 0;
+  // The join whose add is under way (join()), and the name its add gave it.
+  const Join* joining_ = nullptr;
+  std::string joined_name_;
+  std::unique_ptr<EtcdRoster> roster_;
   // The counter of the last add, and its create revision (its first add's).
   std::string added_;
   int64_t added_created_ = 0;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/round_completion.h"
 
 namespace cxxrun::rendezvous {
 
@@ -114,6 +115,24 @@ int to_int(const std::string& text, const std::string& what) {
   } catch (const std::exception&) {
     throw RendezvousError("malformed " + what + " in the rendezvous store: '" + text + "'");
   }
+}
+
+JobConfig config_of(const RendezvousSettings& s) {
+  return JobConfig{std::to_string(s.min_nodes) + ":" + std::to_string(s.max_nodes), s.entrypoint};
+}
+
+void check_config(const std::string& theirs, const RendezvousSettings& s) {
+  const JobConfig mine = config_of(s);
+  if (theirs == describe(mine)) return;
+  if (theirs == kClosedConfig)
+    throw RendezvousError("rendezvous '" + s.run_id + "' at " + s.endpoint +
+                          " is closed: that job already finished; start a new job with another --rdzv-id");
+  const JobConfig their = parse_config(theirs);
+  if (their.nnodes != mine.nnodes)
+    throw RendezvousError("--nnodes=" + nnodes_text(s.min_nodes, s.max_nodes) + " disagrees with --nnodes=" +
+                          shown_nnodes(their.nnodes) + " of the nodes already in rendezvous '" + s.run_id + "'");
+  throw RendezvousError("rendezvous id '" + s.run_id + "' is in use by another job (it runs " + their.entrypoint +
+                        ", this node runs " + s.entrypoint + "); pick another --rdzv-id");
 }
 
 }  // namespace cxxrun::rendezvous

@@ -42,6 +42,15 @@ std::string describe(const JobConfig& c);
 JobConfig parse_config(const std::string& text);
 // A written "min:max" as --nnodes says it: "4:4" is "4".
 std::string shown_nnodes(const std::string& min_max);
+// The config record of a job that is over.
+inline constexpr const char* kClosedConfig = "closed";
+struct RendezvousSettings;
+// The config record of the job `s` joins.
+JobConfig config_of(const RendezvousSettings& s);
+// `theirs`, the config record the store holds, is that job's; or
+// RendezvousError naming what differs (the job is closed, --nnodes
+// disagrees, or another job uses the id).
+void check_config(const std::string& theirs, const RendezvousSettings& s);
 
 // A complete round ("<members>|<assigner>"): how many members it has
 // (slots beyond wait for a later round), and the slot of the member that

@@ -48,9 +48,8 @@ void SpareWait::wait_for_next_round(int round, int members) {
 void SpareWait::give_way(int round, int members) {
   std::map<std::string, int> groups;
   try {
-    std::vector<std::string> keys;
-    for (int i = 0; i < members; ++i) keys.push_back(keys_.round(round, "node/" + std::to_string(i)));
-    for (const auto& text : store_.multi_get(keys))
+    for (const auto& text :
+         store_.joiners(keys_.round(round, "count"), keys_.round(round, "node/"), members, std::nullopt))
       if (const std::string g = parse_member(text).group; !g.empty()) ++groups[g];
   } catch (const std::exception&) {
     // Nothing known of the job's group: a spare like any other.

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -171,6 +172,52 @@ class StoreClient {
     const bool moot = at != keys.end() && compare_set_without_write(out.read.values.at(at - keys.begin()), also.expected);
     out.count = moot ? add(counter, 1) : add_and_compare_set(counter, also);
     return out;
+  }
+  // A node joining a round: add(counter, 1), with `open` as
+  // add_and_compare_set's and only while `unchanged` holds as
+  // add_if_unchanged's (each where given), that leaves `record` as what
+  // joiner count-1 says of itself: joiners() reads them back in the order
+  // of their adds. Where the store can, one write (etcd: the record is the
+  // value of the add's marker, and a key `alive_prefix` + the joiner's name
+  // on `lease` rides in the same transaction; bench/RESULTS.md, issue 45).
+  // Here the add, then set(record_prefix + "<slot>", record): the lease is
+  // the store's business, and this one keeps none.
+  struct Join {
+    std::string counter;
+    std::optional<CompareSet> open;
+    std::optional<Unchanged> unchanged;  // only with `open`
+    std::string record_prefix, record;
+    std::string alive_prefix;
+    int64_t lease = 0;
+    // Where the store refuses `lease` as gone (revoked, or its TTL ran out
+    // by the store's clock): a new one, to send the join again with.
+    std::function<int64_t()> lease_gone;
+  };
+  // The add's answer (as add_if_unchanged's), and the name this store gave
+  // the joiner: its alive key is alive_prefix + name (here its slot).
+  struct Joined {
+    AddedOrRead added;
+    std::string name;
+  };
+  virtual Joined join(const Join& j) {
+    Joined out;
+    if (j.open && j.unchanged) out.added = add_if_unchanged(j.counter, *j.open, *j.unchanged);
+    else out.added.count = j.open ? add_and_compare_set(j.counter, *j.open) : add(j.counter, 1);
+    if (!out.added.count) return out;
+    out.name = std::to_string(*out.added.count - 1);
+    set(j.record_prefix + out.name, j.record);
+    return out;
+  }
+  // The records of the first `n` joiners of `counter` (join), in the order
+  // they joined. With `wait`, waited for up to that long where the store
+  // writes them after the add (here: wait_and_get of record_prefix +
+  // "0".."n-1"); without, the round is known assigned (here: multi_get).
+  virtual std::vector<std::string> joiners(const std::string& counter, const std::string& record_prefix, int n,
+                                           std::optional<Duration> wait) {
+    (void)counter;
+    std::vector<std::string> keys;
+    for (int i = 0; i < n; ++i) keys.push_back(record_prefix + std::to_string(i));
+    return wait ? wait_and_get(keys, *wait) : multi_get(keys);
   }
   // compare_set(first), and set(key, value) whatever it answers, in one
   // write where the store can (etcd: one transaction, so a watch of both

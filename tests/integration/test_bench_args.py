@@ -19,7 +19,7 @@ NAMES = {
                   "--timeout", "1", "--spread", "0", "--keep-alive", "0.5", "--port", "0"],
     # No --port: its members are --etcd's, here one that is not an address.
     "etcd_sim": ["--nodes", "2", "--nproc", "1", "--procs", "1", "--timeout", "1", "--recover", "1",
-                 "--spread", "1", "--keep-alive", "0.5", "--one-write-join", "1", "--master-in-assignment", "1",
+                 "--spread", "1", "--keep-alive", "0.5", "--master-in-assignment", "1",
                  "--etcd", "nowhere"],
 }
 # Where each generator's own check starts its line.

@@ -45,6 +45,7 @@ TEST_CASE("etcd wire: range shapes, a point in history, a page") {
 TEST_CASE("etcd wire: a watch is created with progress notifications") {
   CHECK(hex(wire::watch_create_request("p", "q", 0)) == "0a080a01701201712001");  // watch p q
   CHECK(hex(wire::watch_create_request("p", "", 12)) == "0a070a0170180c2001");    // watch p 12
+  CHECK(hex(wire::watch_create_request("p", "", 0, true)) == "0a070a017020013001");  // watch p --prev-kv
 }
 
 TEST_CASE("etcd wire: a transaction's compares and operations") {
@@ -208,6 +209,13 @@ TEST_CASE("etcd wire: watch messages") {
   CHECK(events.events[1].type == WatchEvent::Type::del);
   CHECK(events.events[1].kv.key == "b");
   CHECK(events.events[1].kv.mod_revision == 6);
+  CHECK_FALSE(events.events[1].prev);
+  // A DELETE with the key as it was (a watch with prev_kv).
+  auto with_prev = wire::parse_watch_message(unhex("0a0218075a10080112050a016218061a050a01621003"));
+  REQUIRE(with_prev.events.size() == 1);
+  REQUIRE(with_prev.events[0].prev);
+  CHECK(with_prev.events[0].prev->key == "b");
+  CHECK(with_prev.events[0].prev->create_revision == 3);
   auto compacted = wire::parse_watch_message(
       unhex("0a02200220012805322a6d7663633a207265717569726564207265766973696f6e20686173206265656e20636f6d70616374"
             "6564"));  // watch compacted

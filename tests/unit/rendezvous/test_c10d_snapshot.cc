@@ -17,19 +17,17 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A liveness writes the member's descriptor as it joins (member_liveness.h).
+// The store's join writes each member's descriptor (StoreClient::join).
 struct RecordingLiveness : MemberLiveness {
-  RecordingLiveness(FakeStore& store, std::string snapshot) : client(store, "10.0.0.200"), taken(std::move(snapshot)) {}
-  bool joining(const std::string&, int, const std::string& key, const std::string& descriptor) override {
-    client.set(key, descriptor);
-    return true;
-  }
-  std::string snapshot(const std::string&, int) override { return taken; }
-  void joined(const std::string&, int, const std::string& snapshot) override { handed = snapshot; }
+  explicit RecordingLiveness(std::string snapshot) : taken(std::move(snapshot)) {}
+  bool joining(const std::string&, cxxrun::store::StoreClient::Join&) override { return true; }
+  void took(const std::string&) override {}
+  void spare() override {}
+  std::string snapshot(const std::string&, const std::string&, int) override { return taken; }
+  void joined(const std::string&, const std::string&, int, const std::string& snapshot) override { handed = snapshot; }
   void beat() override {}
   std::vector<int> dead_slots() override { return {}; }
   int count_alive(const std::string&, int members) override { return members; }
-  FakeStore::Client client;
   std::string taken;
   std::string handed;
 };
@@ -42,7 +40,7 @@ size_t round_with_snapshot(int nodes, const std::string& snapshot) {
   std::vector<std::unique_ptr<RecordingLiveness>> liveness;
   for (int i = 0; i < nodes; ++i) {
     members.push_back(std::make_unique<Node>(store, "10.0.0." + std::to_string(i + 1), settings(nodes, nodes)));
-    liveness.push_back(std::make_unique<RecordingLiveness>(store, snapshot));
+    liveness.push_back(std::make_unique<RecordingLiveness>(snapshot));
     members.back()->rdzv.use_liveness(*liveness.back());
   }
   join_all(members);
@@ -104,19 +102,17 @@ TEST_CASE("rendezvous: a member waiting for its assignment renews its lease whil
   struct SlowAssigner : MemberLiveness {
     std::atomic<bool>* assigning;
     std::atomic<int> beats_meanwhile{0};
-    FakeStore::Client client;
-    SlowAssigner(FakeStore& store, std::atomic<bool>* flag) : assigning(flag), client(store, "10.0.0.200") {}
-    bool joining(const std::string&, int, const std::string& key, const std::string& descriptor) override {
-      client.set(key, descriptor);
-      return true;
-    }
-    std::string snapshot(const std::string&, int) override {
+    explicit SlowAssigner(std::atomic<bool>* flag) : assigning(flag) {}
+    bool joining(const std::string&, cxxrun::store::StoreClient::Join&) override { return true; }
+    void took(const std::string&) override {}
+    void spare() override {}
+    std::string snapshot(const std::string&, const std::string&, int) override {
       *assigning = true;
       std::this_thread::sleep_for(700ms);  // several keep-alive intervals
       *assigning = false;
       return "5";
     }
-    void joined(const std::string&, int, const std::string&) override {}
+    void joined(const std::string&, const std::string&, int, const std::string&) override {}
     void beat() override {
       if (*assigning) ++beats_meanwhile;
     }
@@ -131,7 +127,7 @@ TEST_CASE("rendezvous: a member waiting for its assignment renews its lease whil
     auto s = settings(2, 2);
     s.keep_alive_interval = 100ms;
     members.push_back(std::make_unique<Node>(store, "10.0.0." + std::to_string(i + 1), s));
-    liveness.push_back(std::make_unique<SlowAssigner>(store, &assigning));
+    liveness.push_back(std::make_unique<SlowAssigner>(&assigning));
     members.back()->rdzv.use_liveness(*liveness.back());
   }
   join_all(members);

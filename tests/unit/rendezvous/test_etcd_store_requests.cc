@@ -35,6 +35,23 @@ std::string range_answer(const std::string& key, const std::string& value) {
 
 const std::string kTxnSucceeded = EtcdMember::ok("{" + kRequestsHeader + R"(,"succeeded":true,"responses":[{"response_put":{}}]})");
 
+// An add's transaction, applied: the counter read back at `version`.
+std::string add_applied(const std::string& counter, int version) {
+  return EtcdMember::ok("{" + kRequestsHeader + R"(,"succeeded":true,"responses":[{"response_put":{}},)" +
+                        R"({"response_range":{"kvs":[{"key":")" + etcd::base64_encode(counter) +
+                        R"(","create_revision":"11","mod_revision":"12","version":")" + std::to_string(version) +
+                        R"(","value":""}],"count":"1"}},{"response_put":{}},{"response_put":{}}]})");
+}
+
+// A join of round `round` (the algorithm's keys under "r<round>/").
+store::StoreClient::Join join_of(int round, const std::string& record) {
+  store::StoreClient::Join j;
+  j.counter = "r" + std::to_string(round) + "/count";
+  j.record_prefix = "r" + std::to_string(round) + "/node/";
+  j.record = record;
+  return j;
+}
+
 rendezvous::RendezvousSettings requests_settings_for(const EtcdMember& m) {
   rendezvous::RendezvousSettings s;
   s.etcd.endpoints = rendezvous::parse_etcd_endpoints({m.endpoint()}, false);
@@ -112,16 +129,18 @@ TEST_CASE("etcd store: the lease's calls share the store's connection") {
   EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
     if (r.target == "/v3/lease/grant") return EtcdMember::ok("{" + kRequestsHeader + R"(,"ID":"77","TTL":"3"})");
     if (r.target == "/v3/lease/keepalive") return EtcdMember::ok(R"({"result":{)" + kRequestsHeader + R"(,"ID":"77","TTL":"3"}})");
-    if (r.target == "/v3/kv/txn") return kTxnSucceeded;
+    if (r.target == "/v3/kv/txn") return add_applied("/p/r0/count", 1);
     if (r.target == "/v3/kv/range") return range_answer("/p/x", "v");
     if (r.target == "/v3/lease/revoke") return EtcdMember::ok("{" + kRequestsHeader + "}");
     return EtcdMember::answer(404, "Not Found");
   });
   const auto settings = requests_settings_for(member);
   rendezvous::EtcdStore store(settings.etcd, 5s);
-  rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
+  rendezvous::EtcdLiveness liveness(settings, store);
   CHECK(store.get("x") == "v");
-  liveness.joining("/r0/alive/", 0, "/r0/node/0", "descriptor");
+  auto join = join_of(0, "descriptor");
+  liveness.joining("r0/alive/", join);
+  liveness.took("r0/alive/" + store.join(join).name);
   liveness.beat();
   CHECK(store.get("x") == "v");
   liveness.release();
@@ -150,7 +169,8 @@ TEST_CASE("etcd store: a node leaving a job that ended well revokes no lease; a 
   SECTION("failed") { succeeded = false; }
   {
     rendezvous::EtcdJobStore store(settings);
-    store.liveness()->joining("cxxrun/rdzv/job/r0/alive/", 0, "cxxrun/rdzv/job/r0/node/0", "descriptor");
+    auto join = join_of(0, "descriptor");
+    store.liveness()->joining("cxxrun/rdzv/job/r0/alive/", join);
     store.leave(succeeded, 0, {});
   }
   CHECK(member.count("/v3/lease/grant") == 1);
@@ -166,7 +186,7 @@ TEST_CASE("etcd store: a put etcd may have applied is sent again, not a failed j
   int puts = 0, grants = 0, txns = 0;
   EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
     if (r.target == "/v3/kv/put") return puts++ % 2 == 0 ? timed_out : EtcdMember::ok("{" + kRequestsHeader + "}");
-    if (r.target == "/v3/kv/txn") return txns++ % 2 == 0 ? timed_out : kTxnSucceeded;
+    if (r.target == "/v3/kv/txn") return txns++ % 2 == 0 ? timed_out : add_applied("/p/r0/count", 4);
     if (r.target == "/v3/lease/grant")
       return grants++ == 0 ? timed_out : EtcdMember::ok("{" + kRequestsHeader + R"(,"ID":"77","TTL":"3"})");
     if (r.target == "/v3/kv/range") return range_answer("/p/x", "");
@@ -176,10 +196,12 @@ TEST_CASE("etcd store: a put etcd may have applied is sent again, not a failed j
   rendezvous::EtcdStore store(settings.etcd, 5s);
   store.set("r0/node/3", "descriptor");
   CHECK(puts == 2);
-  rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
-  CHECK(liveness.joining("/r0/alive/", 3, "/r0/node/3", "descriptor"));
+  rendezvous::EtcdLiveness liveness(settings, store);
+  auto join = join_of(0, "descriptor");
+  CHECK(liveness.joining("r0/alive/", join));
   CHECK(grants == 2);
-  CHECK(txns == 2);  // the alive key and the descriptor, together
+  CHECK(store.join(join).added.count == 4);
+  CHECK(txns == 2);  // the count, the descriptor and the alive key, together
 }
 
 // At 10,000 agents, the failing node's record met "request timed out", its
@@ -264,8 +286,9 @@ TEST_CASE("etcd store: a batch of compare_sets and a count with reads are one re
 
 // Every re-joining agent renewed its lease, then put its alive key, then its
 // descriptor: three requests each of 1,000 agents at once, where its lease,
-// renewed by the beat just before, held for seconds yet. Now one.
-TEST_CASE("etcd store: a joining node writes its alive key and descriptor in one transaction") {
+// renewed by the beat just before, held for seconds yet. Then the add and a
+// transaction of both, two. Now the add's transaction holds them: one.
+TEST_CASE("etcd store: a join is one transaction: the count, the descriptor and the alive key on the lease") {
   std::string last_txn;
   bool refuse_next = false;
   EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
@@ -275,37 +298,48 @@ TEST_CASE("etcd store: a joining node writes its alive key and descriptor in one
       last_txn = r.body;
       if (std::exchange(refuse_next, false))
         return EtcdMember::answer(404, R"({"error":"etcdserver: requested lease not found","message":"etcdserver: requested lease not found","code":5})");
-      return kTxnSucceeded;
+      return add_applied("/p/r1/count", 3);
     }
     return EtcdMember::answer(404, "Not Found");
   });
   auto settings = requests_settings_for(member);  // a keep-alive every second, a TTL of 3
   rendezvous::EtcdStore store(settings.etcd, 5s);
+  auto join = [&](rendezvous::EtcdLiveness& liveness, int round, const std::string& record) {
+    auto j = join_of(round, record);
+    const bool renewed = liveness.joining("r" + std::to_string(round) + "/alive/", j);
+    const auto got = store.join(j);
+    CHECK(got.added.count == 3);
+    CHECK_FALSE(got.name.empty());
+    // Its marker holds the descriptor; its alive key, named as the marker, is on the lease.
+    CHECK(last_txn.find(etcd::base64_encode("/p/r" + std::to_string(round) + "/count/adds/" + got.name)) !=
+          std::string::npos);
+    CHECK(last_txn.find(etcd::base64_encode("/p/r" + std::to_string(round) + "/alive/" + got.name)) !=
+          std::string::npos);
+    CHECK(last_txn.find(etcd::base64_encode(record)) != std::string::npos);
+    CHECK(last_txn.find(R"("lease":"77")") != std::string::npos);
+    return renewed;
+  };
   SECTION("a lease renewed moments ago is not renewed again") {
-    rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
-    CHECK(liveness.joining("/r0/alive/", 0, "/r0/node/0", "d0"));  // no lease yet: granted
-    CHECK_FALSE(liveness.joining("/r1/alive/", 2, "/r1/node/2", "d2"));
+    rendezvous::EtcdLiveness liveness(settings, store);
+    CHECK(join(liveness, 0, "d0"));  // no lease yet: granted
+    CHECK_FALSE(join(liveness, 1, "d2"));
     CHECK(member.count("/v3/lease/grant") == 1);
     CHECK(member.count("/v3/lease/keepalive") == 0);
     CHECK(member.count("/v3/kv/txn") == 2);
     CHECK(member.count("/v3/kv/put") == 0);
-    CHECK(last_txn.find(etcd::base64_encode("/p/r1/alive/0000000002")) != std::string::npos);
-    CHECK(last_txn.find(R"("lease":"77")") != std::string::npos);
-    CHECK(last_txn.find(etcd::base64_encode("/p/r1/node/2")) != std::string::npos);
-    CHECK(last_txn.find(etcd::base64_encode("d2")) != std::string::npos);
   }
   SECTION("a renewal that may not outlast the next beat is renewed") {
     settings.keep_alive_interval = 2s;  // an interval and a half is more than the 3 s granted
-    rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
-    CHECK(liveness.joining("/r0/alive/", 0, "/r0/node/0", "d0"));
-    CHECK(liveness.joining("/r1/alive/", 2, "/r1/node/2", "d2"));
+    rendezvous::EtcdLiveness liveness(settings, store);
+    CHECK(join(liveness, 0, "d0"));
+    CHECK(join(liveness, 1, "d2"));
     CHECK(member.count("/v3/lease/keepalive") == 1);
   }
-  SECTION("a lease etcd no longer has: renewed, and written again") {
-    rendezvous::EtcdLiveness liveness(settings, store.client(), "/p");
-    CHECK(liveness.joining("/r0/alive/", 0, "/r0/node/0", "d0"));
+  SECTION("a lease etcd no longer has: renewed, and the join sent again") {
+    rendezvous::EtcdLiveness liveness(settings, store);
+    CHECK(join(liveness, 0, "d0"));
     refuse_next = true;
-    CHECK(liveness.joining("/r1/alive/", 2, "/r1/node/2", "d2"));
+    join(liveness, 1, "d2");
     CHECK(member.count("/v3/lease/keepalive") == 1);
     CHECK(member.count("/v3/kv/txn") == 3);
   }
