@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -185,6 +186,22 @@ class SimStore : protected Loop {
     co_await call(a, "/v3/kv/txn", body::append(k, next, there ? i64(got["kvs"][0], "mod_revision") : 0));
   }
 
+  // read_etcd_prefix: every key under `prefix`, as pages of one snapshot, each to `each`; the snapshot's revision.
+  Task<int64_t> read_prefix(Agent& a, const std::string& prefix, const std::function<void(const json&)>& each) {
+    const std::string end = prefix_end(prefix);
+    int64_t revision = 0;
+    std::string from = prefix;
+    for (bool more = true; more;) {
+      const json r = co_await call(a, "/v3/kv/range", body::page(from, end, kRangePage, revision));
+      if (revision == 0) revision = i64(r.at("header"), "revision");
+      const json& kvs = r.value("kvs", json::array());
+      for (const auto& kv : kvs) each(kv);
+      more = r.value("more", false) && !kvs.empty();
+      if (more) from = unb64(kvs.back().value("key", "")) + '\0';
+    }
+    co_return revision;
+  }
+
   // EtcdStore::read_many: more keys than a txn holds, under a common prefix,
   // as pages of the prefix's range at the first page's revision; others 128
   // ranges a txn. The values (empty: absent) and the first revision.
@@ -197,17 +214,9 @@ class SimStore : protected Loop {
     if (keys.size() > kMaxTxnOps && common > 0) {
       std::map<std::string, size_t> wanted;
       for (size_t i = 0; i < keys.size(); ++i) wanted.emplace(keys[i], i);
-      const std::string prefix = low.substr(0, common), end = prefix_end(prefix);
-      std::string from = prefix;
-      for (bool more = true; more;) {
-        const json r = co_await call(a, "/v3/kv/range", body::page(from, end, kRangePage, revision));
-        if (revision == 0) revision = i64(r.at("header"), "revision");
-        const json& kvs = r.value("kvs", json::array());
-        for (const auto& kv : kvs)
-          if (auto it = wanted.find(unb64(kv.value("key", ""))); it != wanted.end()) values[it->second] = unb64(kv.value("value", ""));
-        more = r.value("more", false) && !kvs.empty();
-        if (more) from = unb64(kvs.back().value("key", "")) + '\0';
-      }
+      revision = co_await read_prefix(a, low.substr(0, common), [&](const json& kv) {
+        if (auto it = wanted.find(unb64(kv.value("key", ""))); it != wanted.end()) values[it->second] = unb64(kv.value("value", ""));
+      });
       co_return std::make_pair(std::move(values), revision);
     }
     values.clear();
@@ -228,19 +237,11 @@ class SimStore : protected Loop {
     int64_t created = 0;
   };
   Task<std::vector<Joiner>> roster(Agent& a, int round) {
-    const std::string prefix = rk(round, "count/adds/"), end = prefix_end(prefix);
+    const std::string prefix = rk(round, "count/adds/");
     std::vector<Joiner> out;
-    int64_t revision = 0;
-    std::string from = prefix;
-    for (bool more = true; more;) {
-      const json r = co_await call(a, "/v3/kv/range", body::page(from, end, kRangePage, revision));
-      if (revision == 0) revision = i64(r.at("header"), "revision");
-      const json& kvs = r.value("kvs", json::array());
-      for (const auto& kv : kvs)
-        out.push_back({unb64(kv.value("key", "")).substr(prefix.size()), unb64(kv.value("value", "")), i64(kv, "create_revision")});
-      more = r.value("more", false) && !kvs.empty();
-      if (more) from = unb64(kvs.back().value("key", "")) + '\0';
-    }
+    co_await read_prefix(a, prefix, [&](const json& kv) {
+      out.push_back({unb64(kv.value("key", "")).substr(prefix.size()), unb64(kv.value("value", "")), i64(kv, "create_revision")});
+    });
     std::sort(out.begin(), out.end(), [](const Joiner& x, const Joiner& y) { return x.created < y.created; });
     co_return out;
   }

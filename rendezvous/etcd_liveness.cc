@@ -129,7 +129,10 @@ std::pair<int64_t, std::set<int>> EtcdLiveness::read_dead(const EtcdRoster& rost
   for (const auto& kv : present.kvs) alive.insert(name_of(kv.key, prefix));
   std::set<int> dead;
   for (int slot = 0; slot < members && slot < static_cast<int>(roster.joiners.size()); ++slot)
-    if (!alive.count(roster.joiners[slot].name)) dead.insert(slot);
+    if (!alive.count(roster.joiners[slot].name)) {
+      dead.insert(slot);
+      slot_of_.emplace(roster.joiners[slot].name, slot);  // a PUT of it is its return
+    }
   return {present.revision, dead};
 }
 
@@ -221,6 +224,7 @@ void EtcdLiveness::resync(milliseconds timeout) {
   spdlog::warn("the members' leases changed further back than etcd keeps history; reading them again");
   try {
     open_watch(0, timeout);
+    unread_.clear();  // older than what is read now
     dead_ = read_dead(store_.roster(counter_, members_), watched_, members_, timeout).second;
   } catch (const std::exception& e) {  // etcd's errors, or the store's from read_dead
     watch_.reset();

@@ -208,3 +208,31 @@ TEST_CASE("etcd liveness: a spare deletes its alive key; the members' keys are c
   CHECK(deleted.size() == 1);
   CHECK(liveness.count_alive("r0/alive/", 3) == 2);
 }
+
+// Without the assigner's snapshot (or after etcd compacted the watch's
+// history), who is alive is read again: the round's joiners and the alive
+// keys. One found gone and then put back (its lease granted again) is alive.
+TEST_CASE("etcd liveness: read again, a member gone is dead until its key is back") {
+  auto kv = [](const std::string& key, int created, const std::string& value) {
+    return R"({"key":")" + etcd::base64_encode(key) + R"(","create_revision":")" + std::to_string(created) +
+           R"(","mod_revision":")" + std::to_string(created) + R"(","version":"1","value":")" +
+           etcd::base64_encode(value) + R"("})";
+  };
+  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
+    if (r.target == "/v3/kv/range") {
+      if (r.body.find(etcd::base64_encode("/p/r0/count/adds/")) != std::string::npos)
+        return EtcdMember::ok(R"({"header":{"revision":"9"},"kvs":[)" + kv("/p/r0/count/adds/x", 3, "dx") + "," +
+                              kv("/p/r0/count/adds/y", 2, "dy") + R"(],"count":"2"})");
+      // Only y's alive key is left: x (slot 1) is gone.
+      return EtcdMember::ok(R"({"header":{"revision":"9"},"kvs":[)" + kv("/p/r0/alive/y", 2, "") + R"(],"count":"1"})");
+    }
+    if (r.target != "/v3/watch") return EtcdMember::answer(404, "Not Found");
+    return EtcdMember::stream({R"({"result":{"header":{"revision":"9"},"created":true}})"});
+  });
+  const auto settings = settings_for(member);
+  rendezvous::EtcdStore store(settings.etcd, 1s);
+  rendezvous::EtcdLiveness liveness(settings, store);
+  liveness.joined("r0/alive/", "r0/count", 2, "");
+  CHECK(liveness.dead_slots() == std::vector<int>{1});
+  CHECK(after_push(member, liveness, back("/p/r0/alive/x", 10), {}).empty());
+}
