@@ -12,8 +12,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// etcd's default --max-txn-ops.
-constexpr size_t kMaxTxnOps = 128;
 // Keys a page of a range holds: 10,000 descriptors are 5 answers of about
 // 300 KB, well inside what etcd's gateway relays.
 constexpr int64_t kRangePage = 2048;
@@ -41,7 +39,7 @@ int64_t read_etcd_prefix(etcd::Client& client, const std::string& prefix, millis
 
 EtcdReads read_etcd_keys(etcd::Client& client, const std::vector<std::string>& keys, milliseconds timeout) {
   EtcdReads got;
-  if (keys.size() > kMaxTxnOps) {
+  if (keys.size() > kEtcdMaxTxnOps) {
     const auto [low, high] = std::minmax_element(keys.begin(), keys.end());
     const std::string common = low->substr(0, std::mismatch(low->begin(), low->end(), high->begin(), high->end()).first -
                                                    low->begin());
@@ -57,9 +55,9 @@ EtcdReads read_etcd_keys(etcd::Client& client, const std::vector<std::string>& k
       return got;
     }
   }
-  for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
+  for (size_t at = 0; at < keys.size(); at += kEtcdMaxTxnOps) {
     std::vector<etcd::Op> ops;
-    for (size_t i = at; i < std::min(keys.size(), at + kMaxTxnOps); ++i) ops.push_back(etcd::Op::get(keys[i]));
+    for (size_t i = at; i < std::min(keys.size(), at + kEtcdMaxTxnOps); ++i) ops.push_back(etcd::Op::get(keys[i]));
     auto r = client.txn({}, ops, {}, timeout);
     if (got.revision == 0) got.revision = r.revision;
     for (size_t i = 0; i < ops.size(); ++i) {

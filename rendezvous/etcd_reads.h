@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -18,6 +19,9 @@ struct KeyValue;
 }  // namespace cxxrun::etcd
 
 namespace cxxrun::rendezvous {
+
+// etcd's default --max-txn-ops: the most operations one transaction holds.
+inline constexpr size_t kEtcdMaxTxnOps = 128;
 
 struct EtcdReads {
   std::vector<std::optional<std::string>> values;  // none: absent

@@ -28,8 +28,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// etcd's default --max-txn-ops.
-constexpr size_t kMaxTxnOps = 128;
 
 // The longest prefix `a` and `b` share: of a sorted set's first and last
 // keys, the prefix every key of it shares.
@@ -149,7 +147,7 @@ store::StoreClient::AddedOrRead EtcdStore::add_if_unchanged(const std::string& c
   // rule); the algorithm expects none. The marker's compare and read come on top.
   const bool empty_expected = std::any_of(unchanged.expected.begin(), unchanged.expected.end(),
                                           [](const auto& e) { return e.second && e.second->empty(); });
-  if (empty_expected || check.size() + 1 > kMaxTxnOps || reads.size() + 1 > kMaxTxnOps)
+  if (empty_expected || check.size() + 1 > kEtcdMaxTxnOps || reads.size() + 1 > kEtcdMaxTxnOps)
     return StoreClient::add_if_unchanged(counter, also, unchanged);
   std::vector<etcd::OpResult> read_back;
   AddedOrRead out;
@@ -304,7 +302,7 @@ std::string EtcdStore::compare_set_and_set(const CompareSet& first, const std::s
 // expected: a re-joining agent's opening of the round and check of the
 // job's config cost one request where they cost two.
 std::vector<std::string> EtcdStore::compare_sets(const std::vector<CompareSet>& each) {
-  if (each.size() < 2 || each.size() > kMaxTxnOps) return store::StoreClient::compare_sets(each);
+  if (each.size() < 2 || each.size() > kEtcdMaxTxnOps) return store::StoreClient::compare_sets(each);
   std::vector<std::string> keys;
   for (const CompareSet& c : each) keys.push_back(c.key);
   const EtcdReads now = read_many("compare_set", keys);
@@ -318,7 +316,7 @@ std::vector<std::string> EtcdStore::compare_sets(const std::vector<CompareSet>& 
 // the counter's version (add's rule).
 store::StoreClient::CountAndValues EtcdStore::add_and_get_if_set_each(const std::string& counter, int64_t delta,
                                                               const std::vector<std::string>& keys) {
-  if (delta != 0 || keys.size() + 1 > kMaxTxnOps) return store::StoreClient::add_and_get_if_set_each(counter, delta, keys);
+  if (delta != 0 || keys.size() + 1 > kEtcdMaxTxnOps) return store::StoreClient::add_and_get_if_set_each(counter, delta, keys);
   std::vector<etcd::Op> ops{etcd::Op::get(etcd_key(counter))};
   for (const auto& k : keys) ops.push_back(etcd::Op::get(etcd_key(k)));
   auto r = guarded("add", counter, [&] { return client_->txn({}, ops); });
@@ -451,9 +449,9 @@ std::vector<std::string> EtcdStore::multi_get(const std::vector<std::string>& ke
 
 void EtcdStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
   if (keys.size() != values.size()) throw std::invalid_argument("multi_set: as many values as keys");
-  for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
+  for (size_t at = 0; at < keys.size(); at += kEtcdMaxTxnOps) {
     std::vector<etcd::Op> ops;
-    for (size_t i = at; i < std::min(keys.size(), at + kMaxTxnOps); ++i)
+    for (size_t i = at; i < std::min(keys.size(), at + kEtcdMaxTxnOps); ++i)
       ops.push_back(etcd::Op::put(etcd_key(keys[i]), values[i]));
     guarded("multi_set", keys[at], [&] {
       resend_while_indeterminate(Clock::now() + timeout_, [&](milliseconds t) { client_->txn({}, ops, {}, t); });
