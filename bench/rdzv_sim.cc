@@ -56,36 +56,23 @@
 
 #include "args.h"
 #include "procs.h"
+#include "rdzv_sim_conn.h"
 #include "wire_bytes.h"
 
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-enum Op : uint8_t {
-  kValidate = 0, kSet = 1, kCas = 2, kGet = 3, kAdd = 4, kWait = 6, kAppend = 9, kMultiGet = 10, kMultiSet = 11
-};
-enum class Reply { none, bytes, i64, u8, list };
-
-// get_if_set's COMPARE_SET (store/client.cc): expects and desires a value no one stores.
-const std::string kNeverStored("\0cxxrun:absent\0", 15);
-const auto u64 = bench_wire::put_u64;
-const auto str = bench_wire::put_bytes;
-
-struct Agent {
-  int fd = -1;
+// One agent: its connection (rdzv_sim_conn.h) and where it is in the algorithm.
+struct Agent : rdzv_sim::StoreConn {
   int step = 0;
   int slot = -1;
   int rank = -1;
-  std::string out, in;
-  Reply want = Reply::none;
-  size_t list_n = 0;  // Reply::list: how many values
   std::string master;
   int members = 0, assigner = -1;
   int round = 0;
   bool opens = false;  // round 1's ADD carries the COMPARE_SET that opens it
   int64_t count = 0;   // the ADD's answer, while the opening's is read
-  bool polls_out = true;  // registered for EPOLLOUT (connect_agent registers it)
 };
 
 struct Options {
@@ -131,11 +118,6 @@ class Sim {
   }
   // The round's event: apart from its milestones (event/r<k>, rendezvous/c10d_rendezvous.h).
   std::string event_key(const Agent& a) const { return key("event/r" + std::to_string(a.round)); }
-  // StoreClient::get_if_set: one COMPARE_SET that writes nothing.
-  void get_if_set(Agent& a, const std::string& k) {
-    const std::string never("\0cxxrun:absent\0", 15);
-    cas(a, k, never, never);
-  }
   std::string addr(int i) const { return "10." + std::to_string(i / 62500) + "." + std::to_string(i / 250 % 250) + "." + std::to_string(i % 250 + 1); }
   // Member::describe: addr|host|pid|nproc|order|group, no node_order.
   std::string describe(int i) const { return addr(i) + "|sim|" + std::to_string(i) + "|" + std::to_string(o_.nproc) + "|1073741824|"; }
@@ -157,27 +139,12 @@ class Sim {
       return fprintf(stderr, "rdzv_sim: connect: %s\n", strerror(errno)), false;
     // The first request goes once connected: VALIDATE, then check_config.
     bench_wire::put_validate(a.out);
-    cas(a, key("config"), "", config());
+    a.cas(key("config"), "", config());
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT;
     ev.data.u32 = static_cast<uint32_t>(i);
     epoll_ctl(ep_, EPOLL_CTL_ADD, a.fd, &ev);
     return true;
-  }
-
-  void cas(Agent& a, const std::string& k, const std::string& expected, const std::string& desired) {
-    a.out.push_back(kCas), str(a.out, k), str(a.out, expected), str(a.out, desired);
-    a.want = Reply::bytes;
-  }
-  void set(Agent& a, const std::string& k, const std::string& v) { a.out.push_back(kSet), str(a.out, k), str(a.out, v); }
-  void add(Agent& a, const std::string& k, int64_t delta) {
-    a.out.push_back(kAdd), str(a.out, k), u64(a.out, static_cast<uint64_t>(delta)), a.want = Reply::i64;
-  }
-  void get(Agent& a, const std::string& k) { a.out.push_back(kGet), str(a.out, k), a.want = Reply::bytes; }
-  void wait(Agent& a, const std::vector<std::string>& keys) {
-    a.out.push_back(kWait), u64(a.out, keys.size());
-    for (const auto& k : keys) str(a.out, k);
-    a.want = Reply::u8;
   }
 
   void fail(int i, const std::string& why) {
@@ -202,46 +169,6 @@ class Sim {
     ev.events = EPOLLIN | (want_out ? static_cast<uint32_t>(EPOLLOUT) : 0u);
     ev.data.u32 = static_cast<uint32_t>(i);
     epoll_ctl(ep_, EPOLL_CTL_MOD, a.fd, &ev);
-  }
-
-  // One reply of `a.want` off the front of a.in, if it is all there.
-  bool take(Agent& a, std::vector<std::string>& values, int64_t& number) {
-    size_t at = 0;
-    auto need = [&](size_t n) { return a.in.size() >= at + n; };
-    auto read_u64 = [&] {
-      uint64_t v;
-      memcpy(&v, a.in.data() + at, 8);
-      at += 8;
-      return v;
-    };
-    switch (a.want) {
-      case Reply::none: return false;
-      case Reply::u8:
-        if (!need(1)) return false;
-        at = 1;
-        break;
-      case Reply::i64:
-        if (!need(8)) return false;
-        number = static_cast<int64_t>(read_u64());
-        break;
-      case Reply::bytes:
-      case Reply::list: {
-        const size_t n = a.want == Reply::bytes ? 1 : a.list_n;
-        std::vector<std::string> got;
-        for (size_t k = 0; k < n; ++k) {
-          if (!need(8)) return false;
-          const uint64_t len = read_u64();
-          if (!need(len)) return false;
-          got.emplace_back(a.in.data() + at, len);
-          at += len;
-        }
-        values = std::move(got);
-        break;
-      }
-    }
-    a.in.erase(0, at);
-    a.want = Reply::none;
-    return true;
   }
 
   void on_event(int i, uint32_t events) {
@@ -269,7 +196,7 @@ class Sim {
     }
     std::vector<std::string> values;
     int64_t number = 0;
-    while (a.step >= 0 && take(a, values, number)) {
+    while (a.step >= 0 && a.take(values, number)) {
       advance(i, values, number);
       values.clear();
     }
@@ -284,78 +211,76 @@ class Sim {
     switch (a.step++) {
       case 0:  // config
         if (v.at(0) != config()) return fail(i, "config is '" + v.at(0) + "'");
-        return cas(a, key("round"), "", "0");
+        return a.cas(key("round"), "", "0");
       case 1:  // round
-        return add(a, rk(a, "count"), 1);
+        return a.add(rk(a, "count"), 1);
       case 2:  // count: the slot
         a.slot = static_cast<int>(number) - 1;
         if (++joined_[a.round] == o_.nodes) t_joined_[a.round] = Clock::now();
-        set(a, rk(a, "node/" + std::to_string(a.slot)), describe(i));
-        if (a.slot == last) return cas(a, mk(a, "complete"), "", std::to_string(o_.nodes) + "|" + std::to_string(a.slot));
+        a.set(rk(a, "node/" + std::to_string(a.slot)), describe(i));
+        if (a.slot == last) return a.cas(mk(a, "complete"), "", std::to_string(o_.nodes) + "|" + std::to_string(a.slot));
         // Re-forming, the first look takes who stepped out from the re-join's read.
         a.step = 4;
-        return wait(a, {mk(a, "complete")});
+        return a.wait({mk(a, "complete")});
       case 3:  // the completer's COMPARE_SET
-        set(a, mk(a, "wake/" + std::to_string(last)), "complete");
+        a.set(mk(a, "wake/" + std::to_string(last)), "complete");
         return completed(i, v.at(0));
       case 4:  // complete exists
-        return get(a, mk(a, "complete"));
+        return a.get(mk(a, "complete"));
       case 5:
         return completed(i, v.at(0));
       case 6: {  // the assigner: every descriptor is there
-        a.out.push_back(kMultiGet), u64(a.out, o_.nodes);
-        for (int s = 0; s < o_.nodes; ++s) str(a.out, rk(a, "node/" + std::to_string(s)));
-        a.want = Reply::list;
-        a.list_n = o_.nodes;
-        return;
+        std::vector<std::string> keys;
+        for (int s = 0; s < o_.nodes; ++s) keys.push_back(rk(a, "node/" + std::to_string(s)));
+        return a.multi_get(keys);
       }
       case 7:
         publish(a, v);
         a.step = 8;
-        return wait(a, {mk(a, "assigned")});
+        return a.wait({mk(a, "assigned")});
       case 8:  // every assignment is written: this node's, in one read
-        return get_if_set(a, rk(a, "assign/" + std::to_string(a.slot)));
+        return a.get_if_set(rk(a, "assign/" + std::to_string(a.slot)));
       case 9:
         a.rank = atoi(v.at(0).c_str());
         // Group rank 0 writes the master and knows it; the others wait for it.
-        if (a.rank != 0) return wait(a, {mk(a, "master")});
-        set(a, mk(a, "master"), addr(i) + ":29500");
+        if (a.rank != 0) return a.wait({mk(a, "master")});
+        a.set(mk(a, "master"), addr(i) + ":29500");
         return assigned(i, addr(i) + ":29500");
       case 10:
-        return get(a, mk(a, "master"));
+        return a.get(mk(a, "master"));
       case 11:
         return assigned(i, v.at(0));
       // In-job recovery: C10dBackend::rejoin after the `abort` event.
       case 20:  // woken: the watcher's GET of the event
         if (++woken_ == o_.nodes) t_woken_ = Clock::now();
-        return get(a, event_key(a));
+        return a.get(event_key(a));
       case 21:  // waiting_and_stepped_out: ADD count 0 and reads (get_if_set's COMPARE_SET) of the
                 // step-outs, the round number and the config, one write
-        add(a, rk(a, "count"), 0);
-        cas(a, rk(a, "out"), kNeverStored, kNeverStored);
-        cas(a, key("round"), kNeverStored, kNeverStored);
-        cas(a, key("config"), kNeverStored, kNeverStored);
-        a.want = Reply::i64;
+        a.add(rk(a, "count"), 0);
+        a.cas(rk(a, "out"), rdzv_sim::kNeverStored, rdzv_sim::kNeverStored);
+        a.cas(key("round"), rdzv_sim::kNeverStored, rdzv_sim::kNeverStored);
+        a.cas(key("config"), rdzv_sim::kNeverStored, rdzv_sim::kNeverStored);
+        a.want = rdzv_sim::Reply::i64;
         return;
       case 22:  // the count; the three reads' answers come behind it
         if (number != o_.nodes) return fail(i, "count is " + std::to_string(number));
-        a.want = Reply::list, a.list_n = 3;
+        a.want = rdzv_sim::Reply::list, a.list_n = 3;
         return;
       case 23:  // start_next_round answers from the reads (no node waits: no `next`); round 1's join:
                 // its ADD, with the COMPARE_SET that opens the round where this node read it not yet opened
-        if (v.at(0) != kNeverStored) return fail(i, "someone stepped out");
+        if (v.at(0) != rdzv_sim::kNeverStored) return fail(i, "someone stepped out");
         if (v.at(2) != config()) return fail(i, "config wrong");
         if (v.at(1) != "0" && v.at(1) != "1") return fail(i, "round is '" + v.at(1) + "'");
         a.round = 1;
         a.opens = v.at(1) == "0";
-        add(a, rk(a, "count"), 1);
-        if (a.opens) cas(a, key("round"), "0", "1");
-        a.want = Reply::i64;
+        a.add(rk(a, "count"), 1);
+        if (a.opens) a.cas(key("round"), "0", "1");
+        a.want = rdzv_sim::Reply::i64;
         return;
       case 24:  // the count; the opening's answer behind it, if sent
         a.count = number;
         if (a.opens) {
-          a.want = Reply::bytes;
+          a.want = rdzv_sim::Reply::bytes;
           return;
         }
         [[fallthrough]];
@@ -373,7 +298,7 @@ class Sim {
     if (++done_[a.round] == o_.nodes && a.round == 0 && o_.recover) fail_one();
     // Its watcher's WAIT on the round's event (RoundWatcher; here on the
     // same connection, which does nothing else during the round).
-    if (a.round == 0 && o_.recover) a.step = 20, wait(a, {event_key(a)});
+    if (a.round == 0 && o_.recover) a.step = 20, a.wait({event_key(a)});
   }
 
   // One member's worker fails: its agent adds its failure record and ends
@@ -385,12 +310,12 @@ class Sim {
       ++failed_;
       return;
     }
-    std::string out;
-    bench_wire::put_validate(out);
-    out.push_back(kAppend), str(out, r0("failures")), str(out, "{\"rank\": 7, \"exitcode\": 1}\n");
-    out.push_back(kCas), str(out, key("event/r0")), str(out, ""), str(out, "abort");
+    rdzv_sim::StoreConn c;
+    bench_wire::put_validate(c.out);
+    c.append(r0("failures"), "{\"rank\": 7, \"exitcode\": 1}\n");
+    c.cas(key("event/r0"), "", "abort");
     t_failed_ = Clock::now();
-    (void)!send(publisher_, out.data(), out.size(), MSG_NOSIGNAL);
+    (void)!send(publisher_, c.out.data(), c.out.size(), MSG_NOSIGNAL);
   }
 
   void completed(int i, const std::string& text) {
@@ -403,10 +328,10 @@ class Sim {
       a.step = 6;
       std::vector<std::string> keys;
       for (int s = 0; s < o_.nodes; ++s) keys.push_back(rk(a, "node/" + std::to_string(s)));
-      return wait(a, keys);
+      return a.wait(keys);
     }
     a.step = 8;
-    wait(a, {mk(a, "assigned")});
+    a.wait({mk(a, "assigned")});
   }
 
   // C10dRendezvous::publish_assignments: ranks by (order, addr, host, pid, slot).
@@ -428,19 +353,19 @@ class Sim {
     });
     int world = 0;
     for (const M& m : all) world += m.nproc;
-    a.out.push_back(kMultiSet), u64(a.out, all.size() + 2);
+    a.multi_set(all.size() + 2);
     std::string ranks;
     for (int rank = 0, base = 0; rank < static_cast<int>(order.size()); ++rank) {
       const int slot = order[rank];
-      str(a.out, rk(a, "assign/" + std::to_string(slot)));
-      str(a.out, std::to_string(rank) + "|" + std::to_string(base) + "|" + std::to_string(world) + "|");
+      a.put(rk(a, "assign/" + std::to_string(slot)));
+      a.put(std::to_string(rank) + "|" + std::to_string(base) + "|" + std::to_string(world) + "|");
       base += all[slot].nproc;
       ranks += (rank ? "," : "") + std::to_string(slot);
     }
-    str(a.out, rk(a, "ranks"));
-    str(a.out, ranks);
-    str(a.out, mk(a, "assigned"));  // last: it stands for every key before it
-    str(a.out, "1");
+    a.put(rk(a, "ranks"));
+    a.put(ranks);
+    a.put(mk(a, "assigned"));  // last: it stands for every key before it
+    a.put("1");
     t_assigned_[a.round] = Clock::now();
   }
 
