@@ -12,7 +12,7 @@ import urllib.request
 import uuid
 
 import etcd_cluster
-from harness import OrphanCheckTest, finish_all, free_port, start, wait_for, with_marker
+from harness import OrphanCheckTest, alive, finish_all, free_port, read_pids, start, wait_for, with_marker
 
 
 class EtcdCase(etcd_cluster.ClusterTest, OrphanCheckTest):
@@ -166,6 +166,32 @@ exit 0
         second = [e for n, e in self.envs().items() if ".w4." in n]
         self.check_ranks(second, 2)
         self.assertEqual({e["TORCHELASTIC_RESTART_COUNT"] for e in second}, {"0"}, "no restart budget used")
+
+    def test_a_killed_job_launched_again_under_its_id_runs(self):
+        # Both agents of a job are SIGKILLed; etcd keeps its full round 0.
+        # Launched again under the same id, as a requeued batch job is, the
+        # new agents join round 0 beyond its members, as spares, each with an
+        # alive key of its own in that round (a join writes it with its add).
+        # The spares count the members' keys alone (a spare drops its own),
+        # so once the killed agents' leases expire they find no member
+        # alive, open round 1 and run, instead of waiting until join_timeout.
+        run_id = uuid.uuid4().hex
+        conf = "keep_alive_interval=0.3,keep_alive_max_attempt=3,join_timeout=60"
+        worker = self.script("w.sh", f"echo $$ > {self.out}/pid.$RANK.$$\nexec sleep 60\n")
+        procs = [start(self.args(2, worker, run_id, conf=conf)) for _ in range(2)]
+        wait_for(lambda: len(read_pids(self.out, "pid.")) == 4, timeout=30, what="the first job's four workers")
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)
+        first = read_pids(self.out, "pid.")
+        wait_for(lambda: not any(alive(p) for p in first), timeout=10, what="the killed job's workers to go")
+        self.script("w.sh", f"echo $$ > {self.out}/again.$RANK.$$\n")  # the same program, now quick
+        again = [start(self.args(2, worker, run_id, conf=conf)) for _ in range(2)]
+        results = finish_all(self, again, 60)
+        for rc, out, err in results:
+            self.assertEqual(rc, 0, err)
+        self.assertIn("is alive (was its job killed?); opening round 1", "\n".join(err for _, _, err in results))
+        self.assertEqual(len(read_pids(self.out, "again.")), 4)
 
     def test_a_member_stepping_out_at_a_restart_is_replaced_by_a_waiting_spare(self):
         # A re-join whose round changed by more than its failure: a member
