@@ -172,10 +172,13 @@ std::optional<int64_t> EtcdStore::add_one(const std::string& key, std::vector<et
   const Join* joining = joining_ && joining_->counter == key ? joining_ : nullptr;
   std::vector<etcd::Op> count = {etcd::Op::put(k, ""), etcd::Op::get(k),
                                  etcd::Op::put(marker, joining ? joining->record : "")};
+  std::optional<size_t> alive_at;  // the alive key's put, where the join has one
   if (joining) {
     joined_name_ = name;
-    if (joining->lease != 0 && !joining->alive_prefix.empty())
+    if (joining->lease != 0 && !joining->alive_prefix.empty()) {
+      alive_at = count.size();
       count.push_back(etcd::Op::put(etcd_key(joining->alive_prefix + name), "", joining->lease));
+    }
   }
   for (auto& op : with) count.push_back(std::move(op));
   const auto deadline = Clock::now() + timeout_;
@@ -189,8 +192,8 @@ std::optional<int64_t> EtcdStore::add_one(const std::string& key, std::vector<et
     } catch (const etcd::EtcdRequestError&) {
       // A refusal of the alive key's lease (nothing applied): once more,
       // on a new one.
-      if (!joining || joining->lease == 0 || joining->alive_prefix.empty() || !joining->lease_gone) throw;
-      count.back() = etcd::Op::put(etcd_key(joining->alive_prefix + joined_name_), "", joining->lease_gone());
+      if (!alive_at || !joining->lease_gone) throw;
+      count[*alive_at] = etcd::Op::put(etcd_key(joining->alive_prefix + name), "", joining->lease_gone());
       send();
     }
   });

@@ -343,6 +343,21 @@ TEST_CASE("etcd store: a join is one transaction: the count, the descriptor and 
     CHECK(member.count("/v3/lease/keepalive") == 1);
     CHECK(member.count("/v3/kv/txn") == 3);
   }
+  SECTION("sent again, a join that opens the round still opens it") {
+    rendezvous::EtcdLiveness liveness(settings, store);
+    CHECK(join(liveness, 0, "d0"));
+    refuse_next = true;
+    auto j = join_of(1, "d2");
+    j.open = store::StoreClient::CompareSet{"round", "0", "1"};
+    liveness.joining("r1/alive/", j);
+    const auto got = store.join(j);
+    CHECK(member.count("/v3/kv/txn") == 3);
+    // The second send holds the round's opening and the alive key, once each.
+    CHECK(last_txn.find("request_txn") != std::string::npos);
+    const std::string alive = etcd::base64_encode("/p/r1/alive/" + got.name);
+    CHECK(last_txn.find(alive) != std::string::npos);
+    CHECK(last_txn.find(alive, last_txn.find(alive) + 1) == std::string::npos);
+  }
 }
 
 // Every re-joining agent that read the round not yet opened (most: they
