@@ -18,6 +18,10 @@ constexpr int64_t kRangePage = 2048;
 
 }  // namespace
 
+std::string common_prefix(const std::string& a, const std::string& b) {
+  return a.substr(0, std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+}
+
 // Every page after the first is read at the first's revision: one snapshot,
 // as one txn would be.
 int64_t read_etcd_prefix(etcd::Client& client, const std::string& prefix, milliseconds timeout,
@@ -41,9 +45,7 @@ EtcdReads read_etcd_keys(etcd::Client& client, const std::vector<std::string>& k
   EtcdReads got;
   if (keys.size() > kEtcdMaxTxnOps) {
     const auto [low, high] = std::minmax_element(keys.begin(), keys.end());
-    const std::string common = low->substr(0, std::mismatch(low->begin(), low->end(), high->begin(), high->end()).first -
-                                                   low->begin());
-    if (!common.empty()) {
+    if (const std::string common = common_prefix(*low, *high); !common.empty()) {
       // Keys of the range not asked for are passed over.
       std::map<std::string, std::vector<size_t>> wanted;  // key -> its places in `keys`
       for (size_t i = 0; i < keys.size(); ++i) wanted[keys[i]].push_back(i);

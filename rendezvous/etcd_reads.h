@@ -28,6 +28,10 @@ struct EtcdReads {
   int64_t revision = 0;  // as of which they were read: a watch from after it misses nothing
 };
 
+// The longest prefix `a` and `b` share: of a sorted set's first and last
+// keys, the prefix every key of it shares.
+std::string common_prefix(const std::string& a, const std::string& b);
+
 // Each of `keys` (etcd's): more than one txn holds, under a common prefix,
 // as pages of that prefix's range; others in txns of 128. Throws etcd's
 // errors; `timeout` bounds each request.

@@ -28,13 +28,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-
-// The longest prefix `a` and `b` share: of a sorted set's first and last
-// keys, the prefix every key of it shares.
-std::string common_prefix(const std::string& a, const std::string& b) {
-  return a.substr(0, std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
-}
-
 // compare_set's compare of etcd key `k`: absent (its create revision 0) for
 // an empty `expected`, else holding it.
 etcd::Compare holds_expected(const std::string& k, const std::string& expected) {
@@ -230,8 +223,7 @@ store::StoreClient::Joined EtcdStore::join(const Join& j) {
     ~Done() { joining = nullptr; }
   } done{joining_};
   Joined out;
-  if (j.open && j.unchanged) out.added = add_if_unchanged(j.counter, *j.open, *j.unchanged);
-  else out.added.count = j.open ? add_and_compare_set(j.counter, *j.open) : add(j.counter, 1);
+  out.added = add_of(j);
   if (out.added.count) out.name = joined_name_;
   return out;
 }

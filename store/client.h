@@ -201,8 +201,7 @@ class StoreClient {
   };
   virtual Joined join(const Join& j) {
     Joined out;
-    if (j.open && j.unchanged) out.added = add_if_unchanged(j.counter, *j.open, *j.unchanged);
-    else out.added.count = j.open ? add_and_compare_set(j.counter, *j.open) : add(j.counter, 1);
+    out.added = add_of(j);
     if (!out.added.count) return out;
     out.name = std::to_string(*out.added.count - 1);
     set(j.record_prefix + out.name, j.record);
@@ -278,6 +277,16 @@ class StoreClient {
   // by, which is how other nodes can reach this one (MASTER_ADDR). Numeric,
   // never a hostname; that of the last connection while none is open.
   virtual std::string local_address() const = 0;
+
+ protected:
+  // A join's add alone: add_if_unchanged, add_and_compare_set or add, as
+  // its `open` and `unchanged` say.
+  AddedOrRead add_of(const Join& j) {
+    AddedOrRead out;
+    if (j.open && j.unchanged) out = add_if_unchanged(j.counter, *j.open, *j.unchanged);
+    else out.count = j.open ? add_and_compare_set(j.counter, *j.open) : add(j.counter, 1);
+    return out;
+  }
 };
 
 }  // namespace cxxrun::store
