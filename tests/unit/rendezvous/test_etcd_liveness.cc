@@ -43,6 +43,31 @@ std::string counter_at(const std::string& key, int version) {
                         R"(","value":""}],"count":"1"})");
 }
 
+// One key of a range's answer, created (and last written) at `created`.
+std::string kv_json(const std::string& key, int created, const std::string& value) {
+  return R"({"key":")" + etcd::base64_encode(key) + R"(","create_revision":")" + std::to_string(created) +
+         R"(","mod_revision":")" + std::to_string(created) + R"(","version":"1","value":")" +
+         etcd::base64_encode(value) + R"("})";
+}
+
+// A range's answer holding `kvs` (kv_json's).
+std::string range_of(const std::vector<std::string>& kvs) {
+  std::string joined;
+  for (const auto& kv : kvs) joined += (joined.empty() ? "" : ",") + kv;
+  return EtcdMember::ok(R"({"header":{"revision":"9"},"kvs":[)" + joined + R"(],"count":")" +
+                        std::to_string(kvs.size()) + R"("})");
+}
+
+// A member that answers each range with `range` and creates each watch as
+// of revision `at`; nothing else.
+EtcdMember::Script watching(EtcdMember::Script range, int at = 5) {
+  return [range = std::move(range), at](const EtcdMember::Request& r) -> std::string {
+    if (r.target == "/v3/kv/range") return range(r);
+    if (r.target != "/v3/watch") return EtcdMember::answer(404, "Not Found");
+    return EtcdMember::stream({R"({"result":{"header":{"revision":")" + std::to_string(at) + R"("},"created":true}})"});
+  };
+}
+
 }  // namespace
 
 // The member holding the watch fails; the next one answers, but no faster
@@ -79,11 +104,7 @@ TEST_CASE("etcd liveness: a broken watch is made again with a call's time, not a
 // accepting them (bench/RESULTS.md): the next round's watch is a new stream
 // on the last one's connection.
 TEST_CASE("etcd liveness: the next round's watch rides the last round's connection") {
-  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
-    if (r.target == "/v3/kv/range") return counter_at("/p/r1/count", 3);
-    if (r.target != "/v3/watch") return EtcdMember::answer(404, "Not Found");
-    return EtcdMember::stream({R"({"result":{"header":{"revision":"5"},"created":true}})"});
-  });
+  EtcdMember member(watching([](const EtcdMember::Request&) { return counter_at("/p/r1/count", 3); }));
   const auto settings = settings_for(member);
   rendezvous::EtcdStore store(settings.etcd, 1s);
   rendezvous::EtcdLiveness liveness(settings, store);
@@ -138,14 +159,10 @@ std::vector<int> after_push(EtcdMember& member, rendezvous::EtcdLiveness& livene
 // counter as of its join says its slot; put back, it is alive again.
 TEST_CASE("etcd liveness: a spare's key going is no death; a member's is, by its slot, until it is back") {
   int ranges = 0;
-  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
-    if (r.target == "/v3/kv/range") {
-      ++ranges;
-      return counter_at("/p/r0/count", 2);
-    }
-    if (r.target != "/v3/watch") return EtcdMember::answer(404, "Not Found");
-    return EtcdMember::stream({R"({"result":{"header":{"revision":"5"},"created":true}})"});
-  });
+  EtcdMember member(watching([&](const EtcdMember::Request&) {
+    ++ranges;
+    return counter_at("/p/r0/count", 2);
+  }));
   const auto settings = settings_for(member);
   rendezvous::EtcdStore store(settings.etcd, 1s);
   rendezvous::EtcdLiveness liveness(settings, store);
@@ -162,19 +179,11 @@ TEST_CASE("etcd liveness: a spare's key going is no death; a member's is, by its
 // etcd leaves the key as it was out of an event it replays from before a
 // compaction; the round's joiners, by their joins' revisions, say the slot.
 TEST_CASE("etcd liveness: a DELETE without the key as it was is placed by the round's joiners") {
-  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
-    if (r.target == "/v3/kv/range") {
-      // Sorted by key, as etcd answers; joined in another order.
-      std::string kvs;
-      for (auto [name, created] : std::vector<std::pair<std::string, int>>{{"a", 4}, {"b", 2}, {"c", 3}})
-        kvs += std::string(kvs.empty() ? "" : ",") + R"({"key":")" + etcd::base64_encode("/p/r0/count/adds/" + name) +
-               R"(","create_revision":")" + std::to_string(created) + R"(","mod_revision":")" + std::to_string(created) +
-               R"(","version":"1","value":")" + etcd::base64_encode("d-" + name) + R"("})";
-      return EtcdMember::ok(R"({"header":{"revision":"9"},"kvs":[)" + kvs + R"(],"count":"3"})");
-    }
-    if (r.target != "/v3/watch") return EtcdMember::answer(404, "Not Found");
-    return EtcdMember::stream({R"({"result":{"header":{"revision":"5"},"created":true}})"});
-  });
+  // Sorted by key, as etcd answers; joined in another order.
+  EtcdMember member(watching([](const EtcdMember::Request&) {
+    return range_of({kv_json("/p/r0/count/adds/a", 4, "d-a"), kv_json("/p/r0/count/adds/b", 2, "d-b"),
+                     kv_json("/p/r0/count/adds/c", 3, "d-c")});
+  }));
   const auto settings = settings_for(member);
   rendezvous::EtcdStore store(settings.etcd, 1s);
   CHECK(store.joiners("r0/count", "r0/node/", 3, std::nullopt) == std::vector<std::string>{"d-b", "d-c", "d-a"});
@@ -213,22 +222,14 @@ TEST_CASE("etcd liveness: a spare deletes its alive key; the members' keys are c
 // history), who is alive is read again: the round's joiners and the alive
 // keys. One found gone and then put back (its lease granted again) is alive.
 TEST_CASE("etcd liveness: read again, a member gone is dead until its key is back") {
-  auto kv = [](const std::string& key, int created, const std::string& value) {
-    return R"({"key":")" + etcd::base64_encode(key) + R"(","create_revision":")" + std::to_string(created) +
-           R"(","mod_revision":")" + std::to_string(created) + R"(","version":"1","value":")" +
-           etcd::base64_encode(value) + R"("})";
-  };
-  EtcdMember member([&](const EtcdMember::Request& r) -> std::string {
-    if (r.target == "/v3/kv/range") {
-      if (r.body.find(etcd::base64_encode("/p/r0/count/adds/")) != std::string::npos)
-        return EtcdMember::ok(R"({"header":{"revision":"9"},"kvs":[)" + kv("/p/r0/count/adds/x", 3, "dx") + "," +
-                              kv("/p/r0/count/adds/y", 2, "dy") + R"(],"count":"2"})");
-      // Only y's alive key is left: x (slot 1) is gone.
-      return EtcdMember::ok(R"({"header":{"revision":"9"},"kvs":[)" + kv("/p/r0/alive/y", 2, "") + R"(],"count":"1"})");
-    }
-    if (r.target != "/v3/watch") return EtcdMember::answer(404, "Not Found");
-    return EtcdMember::stream({R"({"result":{"header":{"revision":"9"},"created":true}})"});
-  });
+  EtcdMember member(watching(
+      [](const EtcdMember::Request& r) {
+        if (r.body.find(etcd::base64_encode("/p/r0/count/adds/")) != std::string::npos)
+          return range_of({kv_json("/p/r0/count/adds/x", 3, "dx"), kv_json("/p/r0/count/adds/y", 2, "dy")});
+        // Only y's alive key is left: x (slot 1) is gone.
+        return range_of({kv_json("/p/r0/alive/y", 2, "")});
+      },
+      9));
   const auto settings = settings_for(member);
   rendezvous::EtcdStore store(settings.etcd, 1s);
   rendezvous::EtcdLiveness liveness(settings, store);
